@@ -1,0 +1,3 @@
+from yanami.cli import main
+
+main()

@@ -1,0 +1,361 @@
+"""The yanami data model: dialogues, turns, messages, images, questions and checks.
+
+What a model under test may see is exactly the ``parts`` of each turn's ``user`` and
+``assistant`` messages. Everything else (questions, checks, reference answers and the
+``hidden`` annotations: per-turn state, user intent, check predicates) is for builders,
+judges and reviewers only.
+
+`dialogue_problems` checks what one field's type cannot: references between turns,
+questions and checks, and the ordering rules. Both the dataset writer and
+``yanami validate`` use it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+"""Version of this data model; bumped on any change to a field."""
+
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+"""Ids are plain names: never a path, never empty, at most 128 characters."""
+
+MAX_CHOICES = 7
+"""Options are lettered A-G, as in IMUG-Bench's option regex."""
+
+CHOICE_LETTERS = "ABCDEFG"
+
+
+class Scenario(StrEnum):
+    """The four interaction scenarios of YANAMI."""
+
+    FUSION = "fusion"
+    EDITING = "editing"
+    WORLD_MODELING = "world_modeling"
+    REASONING = "reasoning"
+
+
+class Capability(StrEnum):
+    """The six state-management capabilities of YANAMI."""
+
+    COREFERENCE = "coreference"
+    RETRIEVAL = "history_retrieval"
+    CONSISTENCY = "cross_turn_consistency"
+    SPATIAL = "spatial_physical_consistency"
+    CONSTRAINT = "constraint_adherence"
+    CORRECTION = "correction_updating"
+
+
+class QuestionType(StrEnum):
+    """The four Dialogue State Understanding question types."""
+
+    RR = "RR"
+    """Reference Resolution."""
+    CR = "CR"
+    """Context Retrieval."""
+    CT = "CT"
+    """Constraint Tracking."""
+    CU = "CU"
+    """Correction Updating."""
+
+
+class CheckKind(StrEnum):
+    """Atomic checks make up State Consistency; capability checks feed the gap analysis."""
+
+    ATOMIC = "atomic"
+    CAPABILITY = "capability"
+
+
+class CheckCategory(StrEnum):
+    """What an atomic check looks at."""
+
+    EXISTENCE = "existence"
+    ABSENCE = "absence"
+    COUNT = "count"
+    ATTRIBUTE = "attribute"
+    RELATION = "relation"
+    SUPPORT = "support"
+    VIEWPOINT = "viewpoint"
+    OTHER = "other"
+
+
+class ImageSource(StrEnum):
+    """Who produced an image: the user supplied it, or the assistant generated it."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class ImageFormat(StrEnum):
+    """Encodings an image file may have; the file's extension is its value."""
+
+    PNG = "png"
+    JPEG = "jpeg"
+    WEBP = "webp"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN)]
+Id = Annotated[str, Field(pattern=ID_PATTERN)]
+
+
+class TextPart(_Model):
+    """A run of text inside a message."""
+
+    type: Literal["text"] = "text"
+    text: str
+    """The text, shown to the model as is."""
+
+
+class ImagePart(_Model):
+    """An image inside a message, referenced by the SHA-256 of its file's bytes."""
+
+    type: Literal["image"] = "image"
+    sha256: Sha256
+    """Lower-case hex SHA-256 of the image file; the file is ``images/<2 chars>/<sha256>.<format>``."""
+    format: ImageFormat = ImageFormat.PNG
+    """How the file is encoded."""
+    width: int = Field(gt=0)
+    """Width in pixels."""
+    height: int = Field(gt=0)
+    """Height in pixels."""
+    source: ImageSource
+    """Who produced the image (a user may re-attach an image the assistant made)."""
+
+
+Part = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
+class Message(_Model):
+    """One side of a turn: text and image parts, interleaved in order."""
+
+    role: Literal["user", "assistant"]
+    parts: list[Part]
+    """The content, in reading order."""
+
+    def images(self) -> list[ImagePart]:
+        """The message's image parts, in order."""
+        return [p for p in self.parts if isinstance(p, ImagePart)]
+
+    def text(self) -> str:
+        """The message's text parts joined by blank lines."""
+        return "\n\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+class CheckHidden(_Model):
+    """What only the exact judge reads about a check."""
+
+    predicate: dict[str, Any] | None = None
+    """Machine-readable form of the check, evaluated on a parsed scene."""
+
+
+class Check(_Model):
+    """A binary, independently verifiable criterion on a target turn's image."""
+
+    id: Id
+    """Unique within the dialogue."""
+    kind: CheckKind
+    text: str = Field(min_length=1)
+    """What a human or VLM judge reads."""
+    capability: Capability | None = None
+    """Required for capability checks: the capability the check isolates."""
+    category: CheckCategory | None = None
+    """For atomic checks: what kind of property is checked."""
+    hidden: CheckHidden = CheckHidden()
+
+
+class TurnHidden(_Model):
+    """Annotations a model under test never sees."""
+
+    state: dict[str, Any] | None = None
+    """The dialogue state after this turn."""
+    intent: dict[str, Any] | None = None
+    """What the user's message asks for, machine-readable."""
+
+
+class Turn(_Model):
+    """One user message and the assistant's response."""
+
+    index: int = Field(ge=0)
+    """Position in the dialogue, counting from 0."""
+    user: Message
+    assistant: Message
+    capabilities: list[Capability] = []
+    """The capabilities this turn exercises."""
+    checks: list[Check] = []
+    """Non-empty exactly on target turns, whose assistant image is judged."""
+    hidden: TurnHidden = TurnHidden()
+
+    @property
+    def is_target(self) -> bool:
+        """Whether the assistant's image at this turn is evaluated."""
+        return bool(self.checks)
+
+
+class QuestionHidden(_Model):
+    """What only builders and judges read about a question."""
+
+    intent: dict[str, Any] | None = None
+    """Machine-readable form of what is asked."""
+
+
+class Question(_Model):
+    """A Dialogue State Understanding question, asked after a given turn."""
+
+    id: Id
+    """Unique within the dialogue."""
+    type: QuestionType
+    after_turn: int = Field(ge=0)
+    """The question sees the dialogue up to and including this turn."""
+    text: str = Field(min_length=1)
+    answer: str = Field(min_length=1)
+    """The reference answer, in words."""
+    choices: list[str] = Field(default=[], max_length=MAX_CHOICES)
+    """Multiple-choice options, lettered A, B, … in order (empty for free answers)."""
+    answer_letters: list[str] = []
+    """The letters of the correct options (required when there are choices)."""
+    aligned_checks: list[Id] = []
+    """Ids of the capability checks whose images realize what this question asks."""
+    hidden: QuestionHidden = QuestionHidden()
+
+
+class DialogueMeta(_Model):
+    """Where a dialogue came from, enough to rebuild it."""
+
+    generator: str = Field(min_length=1)
+    """The builder, e.g. ``world`` or ``llm``."""
+    version: str = ""
+    """The builder's version."""
+    seed: int | None = None
+    params: dict[str, Any] = {}
+
+
+class Dialogue(_Model):
+    """A multi-turn multimodal dialogue with its questions and checks."""
+
+    id: Id
+    scenario: Scenario
+    capabilities: list[Capability]
+    """Every capability some turn exercises (YANAMI-style data has at least 4)."""
+    turns: list[Turn] = Field(min_length=1)
+    questions: list[Question] = []
+    meta: DialogueMeta
+
+    def images(self) -> list[ImagePart]:
+        """Every image part in dialogue order, the user's before the assistant's in a turn."""
+        return [im for t in self.turns for m in (t.user, t.assistant) for im in m.images()]
+
+    def checks(self) -> list[Check]:
+        """Every check of every turn, in turn order."""
+        return [c for t in self.turns for c in t.checks]
+
+
+Loc = tuple[str | int, ...]
+
+_CAPABILITY = CheckKind.CAPABILITY
+_ASSISTANT = ImageSource.ASSISTANT
+
+
+class DialogueWalk:
+    """One pass over a dialogue: its consistency problems, ids, and image parts with locations.
+
+    `dialogue_problems` is the public face; the dataset validator also reads the ids
+    (to check their patterns in one regex call) and the image parts.
+    """
+
+    __slots__ = ("dialogue", "ids", "images", "n_checks", "problems")
+
+    def __init__(self, d: Any) -> None:
+        # Reads attributes only, and compares enums by value, so it also accepts the
+        # fast decoder's objects (yanami.store), which mirror these models field by field.
+        out: list[tuple[Loc, str]] = []
+        ids: list[str] = [d.id]
+        images: list[tuple[Loc, Any]] = []
+        turns = d.turns
+        check_ids: dict[str, Any] = {}
+        used: set[str] = set()
+        for i, t in enumerate(turns):
+            if t.index != i:
+                out.append((("turns", i, "index"), f"turn indices must run 0, 1, 2, …: expected {i}, got {t.index}"))
+            user, assistant = t.user, t.assistant
+            if user.role != "user":
+                out.append((("turns", i, "user", "role"), f"expected 'user', got {user.role!r}"))
+            if assistant.role != "assistant":
+                out.append((("turns", i, "assistant", "role"), f"expected 'assistant', got {assistant.role!r}"))
+            for j, p in enumerate(user.parts):
+                if p.type == "image":
+                    images.append((("turns", i, "user", "parts", j), p))
+            generated = False
+            for j, p in enumerate(assistant.parts):
+                if p.type == "image":
+                    images.append((("turns", i, "assistant", "parts", j), p))
+                    generated = generated or p.source == _ASSISTANT
+            used.update(t.capabilities)
+            checks = t.checks
+            if not checks:
+                continue
+            if not generated:
+                out.append((("turns", i, "checks"), "a turn with checks needs an assistant-generated image"))
+            for j, c in enumerate(checks):
+                cid = c.id
+                ids.append(cid)
+                if cid in check_ids:
+                    out.append((("turns", i, "checks", j, "id"), f"duplicate check id {cid!r}"))
+                check_ids[cid] = c
+                if c.capability is None and c.kind == _CAPABILITY:
+                    out.append((("turns", i, "checks", j, "capability"), "a capability check needs a capability"))
+        if len(set(d.capabilities)) != len(d.capabilities):
+            out.append((("capabilities",), "duplicate capability"))
+        missing = used.difference(d.capabilities)
+        if missing:
+            names = ", ".join(sorted(str(c) for c in missing))
+            out.append((("capabilities",), f"turns exercise capabilities the dialogue does not list: {names}"))
+        question_ids: set[str] = set()
+        n = len(turns)
+        for k, q in enumerate(d.questions):
+            ids.append(q.id)
+            if q.id in question_ids:
+                out.append((("questions", k, "id"), f"duplicate question id {q.id!r}"))
+            question_ids.add(q.id)
+            if q.after_turn >= n:
+                out.append(
+                    (("questions", k, "after_turn"), f"turn {q.after_turn} does not exist (the dialogue has {n})")
+                )
+            for a, cid in enumerate(q.aligned_checks):
+                ids.append(cid)
+                if cid not in check_ids:
+                    out.append((("questions", k, "aligned_checks", a), f"check {cid!r} does not exist"))
+                elif check_ids[cid].kind != _CAPABILITY:
+                    out.append((("questions", k, "aligned_checks", a), f"check {cid!r} is not a capability check"))
+            if q.choices:
+                letters = CHOICE_LETTERS[: len(q.choices)]
+                if not q.answer_letters:
+                    out.append((("questions", k, "answer_letters"), "a question with choices needs answer letters"))
+                for a, letter in enumerate(q.answer_letters):
+                    if letter not in letters:
+                        out.append(
+                            (("questions", k, "answer_letters", a), f"{letter!r} is not one of the options {letters}")
+                        )
+            elif q.answer_letters:
+                out.append((("questions", k, "answer_letters"), "answer letters without choices"))
+        self.dialogue = d
+        self.problems = out
+        self.ids = ids
+        self.images = images
+        self.n_checks = len(check_ids)
+
+
+def dialogue_problems(d: Dialogue) -> list[tuple[Loc, str]]:
+    """Return what is inconsistent inside one dialogue, as (field location, message) pairs.
+
+    The field types are already valid here; this checks ordering, references and the
+    rules that span fields (turn indices, roles, check and question ids, capabilities).
+    """
+    return DialogueWalk(d).problems

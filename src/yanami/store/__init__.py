@@ -1,0 +1,53 @@
+"""Dataset directories: content-addressed images, sharded JSONL dialogues, a manifest."""
+
+from yanami.store._images import (
+    DEFAULT_MAX_PIXELS,
+    ImageProblem,
+    image_info,
+    image_relpath,
+    is_sha256,
+    open_image_bytes,
+    sha256_file,
+    sha256_hex,
+)
+from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicate, find_leakage, phash
+from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest
+from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
+from yanami.store._reader import Dataset, open_dataset_dir
+from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats
+from yanami.store._validate import Problem, validate_dataset
+from yanami.store._writer import DatasetWriter, images_digest
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "DEFAULT_THRESHOLD",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "HF_FEATURES",
+    "MANIFEST",
+    "Counts",
+    "Dataset",
+    "DatasetStats",
+    "DatasetWriter",
+    "Generator",
+    "ImageProblem",
+    "LeakageReport",
+    "Manifest",
+    "NearDuplicate",
+    "Problem",
+    "ScenarioStats",
+    "dataset_stats",
+    "export_parquet",
+    "find_leakage",
+    "image_info",
+    "image_relpath",
+    "images_digest",
+    "import_parquet",
+    "is_sha256",
+    "open_dataset_dir",
+    "open_image_bytes",
+    "phash",
+    "sha256_file",
+    "sha256_hex",
+    "validate_dataset",
+]

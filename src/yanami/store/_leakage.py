@@ -1,0 +1,141 @@
+"""Train/bench leakage: images shared exactly (SHA-256) or nearly (perceptual hash)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from yanami.store._images import DEFAULT_MAX_PIXELS, ImageProblem, open_image_bytes, scan_image_files
+from yanami.store._reader import open_dataset_dir
+
+DEFAULT_THRESHOLD = 8
+"""Hamming distance (of 64 bits) at or under which two images count as near-duplicates."""
+
+
+@dataclass(frozen=True)
+class NearDuplicate:
+    """A bench image and a train image whose perceptual hashes are close."""
+
+    bench: str
+    """Path of the bench image, relative to the bench directory."""
+    train: str
+    """Path of the train image, relative to the train directory."""
+    distance: int
+
+
+@dataclass(frozen=True)
+class LeakageReport:
+    """What a train set and a bench share."""
+
+    exact: list[str]
+    """Relative paths (``images/ab/….png``) of images present in both, byte for byte."""
+    near: list[NearDuplicate]
+    """Pairs within the threshold that are not exact copies, closest first."""
+    bench_images: int
+    train_images: int
+    unreadable: list[str]
+    """Images that could not be decoded for perceptual hashing (see ``yanami validate``)."""
+
+
+@cache
+def _dct_matrix(n: int = 32) -> np.ndarray:
+    k = np.arange(n)[:, None]
+    x = np.arange(n)[None, :]
+    m = np.cos(np.pi * (2 * x + 1) * k / (2 * n)) * np.sqrt(2 / n)
+    m[0] /= np.sqrt(2)
+    return m
+
+
+def phash(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
+    """64-bit perceptual hash: the 8x8 lowest DCT frequencies of a 32x32 grey thumbnail vs their median."""
+    img = open_image_bytes(data, max_pixels)
+    img.draft("L", (64, 64))  # JPEG: decode at reduced size
+    grey = np.asarray(img.convert("L").resize((32, 32), resample=3), dtype=np.float64)  # 3 = bicubic
+    d = _dct_matrix()
+    low = (d @ grey @ d.T)[:8, :8].ravel()
+    bits = low > np.median(low)
+    return int(np.packbits(bits).view(">u8")[0])
+
+
+def _phash_file(path: str) -> int | None:
+    try:
+        return phash(Path(path).read_bytes())
+    except (OSError, ImageProblem):
+        return None
+
+
+def _phashes(root: Path, rels: list[str], workers: int, on_image: Callable[[], None] | None) -> Iterator[int | None]:
+    paths = [str(root / r) for r in rels]
+    results: Iterable[int | None]
+    if workers > 1:
+        pool = ProcessPoolExecutor(workers)
+        results = pool.map(_phash_file, paths, chunksize=64)
+    else:
+        pool = None
+        results = map(_phash_file, paths)
+    try:
+        for h in results:
+            if on_image is not None:
+                on_image()
+            yield h
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def find_leakage(
+    train: str | Path,
+    bench: str | Path,
+    *,
+    threshold: int = DEFAULT_THRESHOLD,
+    workers: int = 1,
+    on_image: Callable[[], None] | None = None,
+) -> LeakageReport:
+    """Compare the images of a train set and a bench, exactly and perceptually."""
+    train_root, _, _ = open_dataset_dir(train)
+    bench_root, _, _ = open_dataset_dir(bench)
+    train_files, bench_files = scan_image_files(train_root)[0], scan_image_files(bench_root)[0]
+    train_hashes = set(train_files.values())
+    exact = sorted(rel for rel, sha in bench_files.items() if sha in train_hashes)
+
+    unreadable: list[str] = []
+    bench_rels = list(bench_files)
+    bench_ph: list[int] = []
+    kept_bench: list[str] = []
+    for rel, h in zip(bench_rels, _phashes(bench_root, bench_rels, workers, on_image), strict=True):
+        if h is None:
+            unreadable.append(f"{bench}/{rel}")
+        else:
+            bench_ph.append(h)
+            kept_bench.append(rel)
+    bench_arr = np.array(bench_ph, dtype=np.uint64)
+    near: list[NearDuplicate] = []
+    train_rels = list(train_files)
+    chunk_rels: list[str] = []
+    chunk: list[int] = []
+
+    def compare() -> None:
+        if not chunk or not len(bench_arr):
+            return
+        dist = np.bitwise_count(np.array(chunk, dtype=np.uint64)[:, None] ^ bench_arr[None, :])
+        for ti, bi in zip(*np.nonzero(dist <= threshold), strict=True):
+            if train_files[chunk_rels[ti]] != bench_files[kept_bench[bi]]:
+                near.append(NearDuplicate(kept_bench[bi], chunk_rels[ti], int(dist[ti, bi])))
+
+    for rel, h in zip(train_rels, _phashes(train_root, train_rels, workers, on_image), strict=True):
+        if h is None:
+            unreadable.append(f"{train}/{rel}")
+            continue
+        chunk_rels.append(rel)
+        chunk.append(h)
+        if len(chunk) >= 4096:
+            compare()
+            chunk_rels, chunk = [], []
+    compare()
+    near.sort(key=lambda n: (n.distance, n.bench, n.train))
+    return LeakageReport(exact, near, len(bench_files), len(train_files), unreadable)

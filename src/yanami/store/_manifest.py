@@ -1,0 +1,63 @@
+"""The dataset manifest: what a directory holds and how to check it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from yanami.schema import SCHEMA_VERSION
+
+FORMAT_NAME = "yanami-dataset"
+FORMAT_VERSION = "1.0"
+MANIFEST = "manifest.json"
+DIALOGUES_DIR = "dialogues"
+IMAGES_DIR = "images"
+SHARD_SIZE = 10_000
+"""Dialogues per JSONL shard."""
+SHARD_NAME = re.compile(r"[A-Za-z0-9_-]+\.jsonl")
+"""The file name of a dialogue shard inside ``dialogues/``."""
+
+
+class Generator(BaseModel):
+    """What built the dataset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """e.g. ``world``, ``llm``, ``synthetic`` or ``import``."""
+    version: str = ""
+    params: dict[str, Any] = {}
+    """The settings it ran with (seed, preset, …)."""
+
+
+class Counts(BaseModel):
+    """How many of each thing the dataset holds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dialogues: int = Field(ge=0)
+    turns: int = Field(ge=0)
+    images: int = Field(ge=0)
+    """Distinct image files."""
+    questions: int = Field(ge=0)
+    checks: int = Field(ge=0)
+
+
+class Manifest(BaseModel):
+    """``manifest.json``: format, split, generator, counts and checksums."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = FORMAT_NAME
+    format_version: str = FORMAT_VERSION
+    schema_version: str = SCHEMA_VERSION
+    split: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    """``bench``, ``train`` or another lower-case name."""
+    generator: Generator
+    counts: Counts
+    shards: dict[str, str]
+    """Each dialogue shard's path (``dialogues/00000.jsonl``) and the SHA-256 of its bytes."""
+    images_sha256: str
+    """SHA-256 of the sorted image hashes, one per line: a checksum of the image set."""

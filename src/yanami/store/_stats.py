@@ -1,0 +1,147 @@
+"""Dataset statistics in the shape of the YANAMI paper's Tables 7 (corpus) and 8 (by scenario)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from yanami.schema import Capability, CheckKind, Dialogue, QuestionType, Scenario
+
+IMAGE_BUCKETS = ("<4", "=4", "=5", ">=4", ">=5", ">=6")
+
+
+class ScenarioStats(BaseModel):
+    """One row of Table 8."""
+
+    dialogues: int
+    share: float
+    """Fraction of all dialogues."""
+    images: int
+    turns: int
+    questions: int
+    atomic_checks: int
+    capability_checks: int
+    atomic_checks_per_dialogue: float
+
+
+class DatasetStats(BaseModel):
+    """Table 7 and Table 8 of the paper, for one dataset.
+
+    A dialogue's images are its distinct images (a hash repeated inside a dialogue counts
+    once); every turn is one user and one assistant message.
+    """
+
+    dialogues: int
+    images: int
+    turns: int
+    user_messages: int
+    assistant_messages: int
+    messages: int
+    images_per_dialogue: float
+    turns_per_dialogue: float
+    messages_per_dialogue: float
+    max_turns: int
+    max_messages: int
+    images_per_turn: float
+    images_per_dialogue_distribution: dict[str, int]
+    """Dialogues by image count: <4, =4, =5, >=4, >=5, >=6."""
+    images_per_dialogue_shares: dict[str, float]
+    scenario_dialogues: dict[str, int]
+    scenario_shares: dict[str, float]
+    capability_dialogues: dict[str, int]
+    """Dialogues that exercise each capability."""
+    capability_coverage: float
+    """Fraction of the six capabilities exercised by at least one dialogue."""
+    dialogues_with_4_capabilities: int
+    """Dialogues that exercise at least four capabilities."""
+    questions: dict[str, int]
+    """Questions per type (RR, CR, CT, CU)."""
+    atomic_checks: int
+    capability_checks: int
+    atomic_checks_per_dialogue: float
+    target_turns: int
+    by_scenario: dict[str, ScenarioStats]
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
+    """Compute the statistics in one streaming pass."""
+    n = images = turns = max_turns = atomic = capability = target = 0
+    buckets: Counter[str] = Counter()
+    scen: Counter[str] = Counter()
+    caps: Counter[str] = Counter()
+    four = 0
+    questions: Counter[str] = Counter()
+    per: dict[str, Counter[str]] = {s.value: Counter() for s in Scenario}
+    for d in dialogues:
+        n += 1
+        k = len({p.sha256 for p in d.images()})
+        images += k
+        nt = len(d.turns)
+        turns += nt
+        max_turns = max(max_turns, nt)
+        for name, hit in zip(IMAGE_BUCKETS, (k < 4, k == 4, k == 5, k >= 4, k >= 5, k >= 6), strict=True):
+            buckets[name] += hit
+        scen[d.scenario.value] += 1
+        dcaps = set(d.capabilities)
+        for t in d.turns:
+            dcaps.update(t.capabilities)
+        caps.update(c.value for c in dcaps)
+        four += len(dcaps) >= 4
+        questions.update(q.type.value for q in d.questions)
+        n_atomic = n_cap = 0
+        for t in d.turns:
+            target += t.is_target
+            for c in t.checks:
+                if c.kind is CheckKind.ATOMIC:
+                    n_atomic += 1
+                else:
+                    n_cap += 1
+        atomic += n_atomic
+        capability += n_cap
+        row = per[d.scenario.value]
+        row.update(dialogues=1, images=k, turns=nt, questions=len(d.questions), atomic=n_atomic, capability=n_cap)
+    return DatasetStats(
+        dialogues=n,
+        images=images,
+        turns=turns,
+        user_messages=turns,
+        assistant_messages=turns,
+        messages=2 * turns,
+        images_per_dialogue=_div(images, n),
+        turns_per_dialogue=_div(turns, n),
+        messages_per_dialogue=_div(2 * turns, n),
+        max_turns=max_turns,
+        max_messages=2 * max_turns,
+        images_per_turn=_div(images, turns),
+        images_per_dialogue_distribution={b: buckets[b] for b in IMAGE_BUCKETS},
+        images_per_dialogue_shares={b: _div(buckets[b], n) for b in IMAGE_BUCKETS},
+        scenario_dialogues={s.value: scen[s.value] for s in Scenario},
+        scenario_shares={s.value: _div(scen[s.value], n) for s in Scenario},
+        capability_dialogues={c.value: caps[c.value] for c in Capability},
+        capability_coverage=_div(sum(1 for c in Capability if caps[c.value]), len(Capability)),
+        dialogues_with_4_capabilities=four,
+        questions={q.value: questions[q.value] for q in QuestionType},
+        atomic_checks=atomic,
+        capability_checks=capability,
+        atomic_checks_per_dialogue=_div(atomic, n),
+        target_turns=target,
+        by_scenario={
+            s: ScenarioStats(
+                dialogues=row["dialogues"],
+                share=_div(row["dialogues"], n),
+                images=row["images"],
+                turns=row["turns"],
+                questions=row["questions"],
+                atomic_checks=row["atomic"],
+                capability_checks=row["capability"],
+                atomic_checks_per_dialogue=_div(row["atomic"], row["dialogues"]),
+            )
+            for s, row in per.items()
+        },
+    )

@@ -1,0 +1,278 @@
+"""``yanami validate``: every problem in a dataset directory, as ``path:line: field: message``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from yanami.schema import Dialogue, DialogueWalk
+from yanami.store._fast import fast_walk
+from yanami.store._images import (
+    DEFAULT_MAX_PIXELS,
+    ImageProblem,
+    image_info,
+    image_relpath,
+    read_image_file,
+    scan_image_files,
+    sha256_hex,
+)
+from yanami.store._manifest import DIALOGUES_DIR, MANIFEST, SHARD_NAME, Manifest
+from yanami.store._reader import open_dataset_dir
+from yanami.store._writer import images_digest
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a dataset; line 0 means the whole file."""
+
+    path: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.field}: {self.message}"
+
+
+@dataclass(slots=True)
+class _Ref:
+    part: Any  # an ImagePart, or its fast-path mirror
+    path: str
+    line: int
+    field: str
+
+
+def format_loc(loc: tuple[Any, ...]) -> str:
+    """A pydantic or dialogue location as a dotted field path (``turns.2.user.parts.0``)."""
+    return ".".join(str(x) for x in loc) or "-"
+
+
+def validate_dataset(
+    path: str | Path,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    on_dialogue: Callable[[], None] | None = None,
+    on_image: Callable[[], None] | None = None,
+) -> list[Problem]:
+    """Check a dataset directory and return its problems (empty when it is valid).
+
+    Raises UserError when ``path`` is not a dataset at all. Reads only inside ``path``
+    and writes nothing. ``on_dialogue`` and ``on_image`` are called once per dialogue
+    line and per image checked, for progress display.
+    """
+    root, raw, manifest_error = open_dataset_dir(path)
+    problems: list[Problem] = []
+    manifest_text = (root / MANIFEST).read_text(encoding="utf-8", errors="replace")
+    manifest: Manifest | None = None
+    if manifest_error is not None:
+        line, _, rest = manifest_error.partition(": ")
+        field, _, msg = rest.partition(": ")
+        problems.append(Problem(MANIFEST, int(line), field, msg))
+    else:
+        try:
+            manifest = Manifest.model_validate(raw)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = tuple(err["loc"])
+                problems.append(Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), err["msg"]))
+
+    # Dialogue shards: the files on disk, compared with the manifest's list.
+    ddir = root / DIALOGUES_DIR
+    on_disk = sorted(p.name for p in ddir.iterdir() if p.is_file()) if ddir.is_dir() else []
+    shards = []
+    for name in on_disk:
+        if SHARD_NAME.fullmatch(name):
+            shards.append(f"{DIALOGUES_DIR}/{name}")
+        else:
+            problems.append(Problem(f"{DIALOGUES_DIR}/{name}", 0, "-", "unexpected file (shards are NAME.jsonl)"))
+    if manifest is not None:
+        for rel in manifest.shards:
+            if rel not in shards:
+                loc = ("shards", rel)
+                problems.append(
+                    Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), "shard file is missing")
+                )
+        for rel in shards:
+            if rel not in manifest.shards:
+                problems.append(Problem(rel, 0, "-", f"shard is not listed in {MANIFEST}"))
+
+    ids: dict[str, str] = {}
+    refs: dict[str, _Ref] = {}
+    n_dialogues = n_turns = n_questions = n_checks = 0
+    for rel in shards:
+        digest = hashlib.sha256()
+        with open(root / rel, "rb") as f:
+            for lineno, raw_line in enumerate(f, 1):
+                digest.update(raw_line)
+                if on_dialogue is not None:
+                    on_dialogue()
+                walk = fast_walk(raw_line) or _slow_walk(raw_line, rel, lineno, problems)
+                if walk is None:
+                    continue
+                d = walk.dialogue
+                if d.id in ids:
+                    msg = f"duplicate dialogue id {d.id!r} (first at {ids[d.id]})"
+                    problems.append(Problem(rel, lineno, "id", msg))
+                else:
+                    ids[d.id] = f"{rel}:{lineno}"
+                for loc, part in walk.images:
+                    first = refs.get(part.sha256)
+                    if first is None:
+                        refs[part.sha256] = _Ref(part, rel, lineno, format_loc((*loc, "sha256")))
+                    elif (first.part.format, first.part.width, first.part.height) != (
+                        part.format,
+                        part.width,
+                        part.height,
+                    ):
+                        problems.append(
+                            Problem(
+                                rel,
+                                lineno,
+                                format_loc((*loc, "sha256")),
+                                f"image {part.sha256[:12]}… is declared differently at {first.path}:{first.line}",
+                            )
+                        )
+                n_dialogues += 1
+                n_turns += len(d.turns)
+                n_questions += len(d.questions)
+                n_checks += walk.n_checks
+        if manifest is not None and rel in manifest.shards and manifest.shards[rel] != digest.hexdigest():
+            loc = ("shards", rel)
+            problems.append(
+                Problem(
+                    MANIFEST,
+                    _json_key_line(manifest_text, loc),
+                    format_loc(loc),
+                    f"checksum does not match the shard's bytes ({digest.hexdigest()[:12]}…)",
+                )
+            )
+
+    problems.extend(_check_images(root, refs, max_pixels, on_image))
+    files = _image_files(root, problems)
+    for rel, sha in files.items():
+        if sha not in refs:
+            problems.append(Problem(rel, 0, "-", "image file is not referenced by any dialogue"))
+
+    if manifest is not None:
+        actual = {
+            "dialogues": n_dialogues,
+            "turns": n_turns,
+            "images": len(files),
+            "questions": n_questions,
+            "checks": n_checks,
+        }
+        for key, value in actual.items():
+            declared = getattr(manifest.counts, key)
+            if declared != value:
+                loc = ("counts", key)
+                problems.append(
+                    Problem(
+                        MANIFEST,
+                        _json_key_line(manifest_text, loc),
+                        format_loc(loc),
+                        f"manifest says {declared}, the data has {value}",
+                    )
+                )
+        digest_now = images_digest(list(files.values()))
+        if manifest.images_sha256 != digest_now:
+            loc = ("images_sha256",)
+            problems.append(
+                Problem(
+                    MANIFEST,
+                    _json_key_line(manifest_text, loc),
+                    format_loc(loc),
+                    "checksum does not match the image files",
+                )
+            )
+    return problems
+
+
+def _slow_walk(raw_line: bytes, rel: str, lineno: int, problems: list[Problem]) -> DialogueWalk | None:
+    """Validate a line with pydantic (strict), the reference, and report what is wrong."""
+    if not raw_line.strip():
+        problems.append(Problem(rel, lineno, "-", "empty line"))
+        return None
+    try:
+        d = Dialogue.model_validate_json(raw_line, strict=True)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            problems.append(Problem(rel, lineno, "-", f"malformed JSON: {errors[0]['ctx']['error']}"))
+            return None
+        for err in errors:
+            problems.append(Problem(rel, lineno, format_loc(tuple(err["loc"])), _message(err)))
+        return None
+    walk = DialogueWalk(d)
+    for loc, msg in walk.problems:
+        problems.append(Problem(rel, lineno, format_loc(loc), msg))
+    return walk
+
+
+def _message(err: Any) -> str:
+    if err["type"] == "string_pattern_mismatch" and err["loc"] and err["loc"][-1] == "sha256":
+        return "not a SHA-256 hex digest (64 lower-case hex characters)"
+    if err["type"] == "string_pattern_mismatch":
+        return "not a valid id (letters, digits, '.', '_' and '-', starting with a letter or digit)"
+    return str(err["msg"])
+
+
+def _check_images(
+    root: Path, refs: dict[str, _Ref], max_pixels: int, on_image: Callable[[], None] | None
+) -> Iterator[Problem]:
+    for sha, ref in refs.items():
+        if on_image is not None:
+            on_image()
+        rel = image_relpath(sha, ref.part.format)
+
+        def problem(msg: str, ref: _Ref = ref) -> Problem:
+            return Problem(ref.path, ref.line, ref.field, msg)
+
+        try:
+            data = read_image_file(root, sha, ref.part.format)
+        except ImageProblem as exc:
+            yield problem(str(exc))
+            continue
+        if sha256_hex(data) != sha:
+            yield problem(f"image file {rel}: its bytes do not match its hash")
+            continue
+        try:
+            fmt, width, height = image_info(data, max_pixels)
+        except ImageProblem as exc:
+            yield problem(f"image file {rel}: {exc}")
+            continue
+        if fmt != ref.part.format:
+            yield problem(f"image file {rel} is {fmt}, declared {ref.part.format}")
+        if (width, height) != (ref.part.width, ref.part.height):
+            yield problem(f"image file {rel} is {width}x{height}, declared {ref.part.width}x{ref.part.height}")
+
+
+def _image_files(root: Path, problems: list[Problem]) -> dict[str, str]:
+    """Every well-named file under ``images/`` (relative path -> hash); reports the rest."""
+    good, bad = scan_image_files(root)
+    for rel in bad:
+        problems.append(Problem(rel, 0, "-", "unexpected file (images are images/xx/SHA256.png|jpeg|webp)"))
+    return good
+
+
+def _json_key_line(text: str, loc: tuple[Any, ...]) -> int:
+    """Best-effort line number of a key path in an indented JSON file (1 if not found)."""
+    lines = text.splitlines()
+    start = 0
+    found = 1
+    for key in loc:
+        if isinstance(key, int):
+            continue
+        needle = json.dumps(str(key)) + ":"
+        for i in range(start, len(lines)):
+            if needle in lines[i]:
+                found, start = i + 1, i + 1
+                break
+        else:
+            return found
+    return found

@@ -1,0 +1,286 @@
+"""Writing dataset directories atomically: all of the new dataset appears, or none of it."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import TextIO
+
+from yanami.errors import UserError
+from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
+from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
+from yanami.store._manifest import (
+    DIALOGUES_DIR,
+    FORMAT_NAME,
+    IMAGES_DIR,
+    MANIFEST,
+    SHARD_SIZE,
+    Counts,
+    Generator,
+    Manifest,
+)
+
+
+def images_digest(hashes: list[str]) -> str:
+    """Checksum of a set of images: SHA-256 of their sorted hashes, one per line."""
+    return sha256_hex("".join(h + "\n" for h in sorted(hashes)).encode())
+
+
+def is_dataset_dir(path: Path) -> bool:
+    """Whether ``path`` holds a manifest that names the yanami dataset format."""
+    try:
+        return FORMAT_NAME in (path / MANIFEST).read_text(encoding="utf-8")[:4096]
+    except OSError:
+        return False
+
+
+class DatasetWriter:
+    """Write a dataset directory; it appears at ``path`` only when `commit` succeeds.
+
+    Everything goes to a hidden sibling directory first, which `commit` renames into
+    place (swapping atomically with an older dataset when ``overwrite`` is set). Used
+    as a context manager, it commits on success and removes its work on any exception,
+    Ctrl-C included, so an interrupted write leaves the old state untouched.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        split: str,
+        generator: Generator,
+        overwrite: bool = False,
+        shard_size: int = SHARD_SIZE,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+    ) -> None:
+        self.path = Path(path)
+        self.overwrite = overwrite
+        _check_target(self.path, overwrite)
+        self.split = split
+        self.generator = generator
+        self.shard_size = shard_size
+        self.max_pixels = max_pixels
+        parent = self.path.absolute().parent
+        if not parent.is_dir():
+            raise UserError(f"{parent}: no such directory")
+        _remove_stale_work(parent, self.path.name)
+        self.work = parent / f".{self.path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.work.mkdir()
+        (self.work / DIALOGUES_DIR).mkdir()
+        (self.work / IMAGES_DIR).mkdir()
+        self._ids: set[str] = set()
+        self._image_hashes: list[str] = []
+        self._shards: list[str] = []
+        self._shard_file: TextIO | None = None
+        self._in_shard = 0
+        self._turns = self._questions = self._checks = 0
+        self._done = False
+
+    # images ---------------------------------------------------------------------------
+
+    def add_image(self, data: bytes, source: ImageSource) -> ImagePart:
+        """Store image bytes (deduplicated by hash) and return a part referencing them.
+
+        The bytes are decoded once to learn their format and size; a corrupt image or
+        one over the pixel limit raises ImageProblem.
+        """
+        fmt, width, height = image_info(data, self.max_pixels)
+        sha = sha256_hex(data)
+        self._put(sha, image_relpath(sha, fmt), data)
+        return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
+
+    def add_image_verified(self, part: ImagePart, data: bytes) -> None:
+        """Store bytes already known to match ``part`` (hash, format and size checked by the caller)."""
+        self._put(part.sha256, image_relpath(part.sha256, part.format), data)
+
+    def _put(self, sha: str, rel: str, data: bytes) -> None:
+        dest = self.work / rel
+        if dest.exists():
+            return
+        dest.parent.mkdir(exist_ok=True)
+        tmp = dest.with_name(dest.name + ".part")
+        tmp.write_bytes(data)
+        tmp.replace(dest)
+        self._image_hashes.append(sha)
+
+    # dialogues ------------------------------------------------------------------------
+
+    def add_dialogue(self, dialogue: Dialogue) -> None:
+        """Append a dialogue; its images must have been added first.
+
+        Raises ValueError if the dialogue is inconsistent, repeats an id or references
+        an image that was not added.
+        """
+        problems = dialogue_problems(dialogue)
+        if problems:
+            loc, msg = problems[0]
+            raise ValueError(f"dialogue {dialogue.id}: {'.'.join(map(str, loc))}: {msg}")
+        if dialogue.id in self._ids:
+            raise ValueError(f"duplicate dialogue id {dialogue.id!r}")
+        for part in dialogue.images():
+            if not (self.work / image_relpath(part.sha256, part.format)).exists():
+                raise ValueError(f"dialogue {dialogue.id}: image {part.sha256} was not added")
+        self._ids.add(dialogue.id)
+        self._write_line(dialogue.model_dump_json() + "\n")
+        self._turns += len(dialogue.turns)
+        self._questions += len(dialogue.questions)
+        self._checks += sum(len(t.checks) for t in dialogue.turns)
+
+    def _write_line(self, line: str) -> None:
+        if self._shard_file is None or self._in_shard >= self.shard_size:
+            self._close_shard()
+            rel = f"{DIALOGUES_DIR}/{len(self._shards):05d}.jsonl"
+            self._shards.append(rel)
+            self._shard_file = open(self.work / rel, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+            self._in_shard = 0
+        assert self._shard_file is not None
+        self._shard_file.write(line)
+        self._in_shard += 1
+
+    def _close_shard(self) -> None:
+        if self._shard_file is not None:
+            self._shard_file.flush()
+            os.fsync(self._shard_file.fileno())
+            self._shard_file.close()
+            self._shard_file = None
+
+    # commit ---------------------------------------------------------------------------
+
+    def commit(self) -> Manifest:
+        """Write the manifest and move the dataset into place."""
+        if self._done:
+            raise RuntimeError("writer already finished")
+        self._close_shard()
+        if not self._shards:  # an empty dataset still has one (empty) shard
+            self._write_line("")
+            self._in_shard = 0
+            self._close_shard()
+        manifest = Manifest(
+            split=self.split,
+            generator=self.generator,
+            counts=Counts(
+                dialogues=len(self._ids),
+                turns=self._turns,
+                images=len(self._image_hashes),
+                questions=self._questions,
+                checks=self._checks,
+            ),
+            shards={rel: sha256_file(self.work / rel) for rel in self._shards},
+            images_sha256=images_digest(self._image_hashes),
+        )
+        write_manifest(self.work, manifest)
+        _check_target(self.path, self.overwrite)
+        move_into_place(self.work, self.path)
+        self._done = True
+        return manifest
+
+    def abort(self) -> None:
+        """Throw away everything written so far."""
+        self._close_shard()
+        shutil.rmtree(self.work, ignore_errors=True)
+        self._done = True
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._done:
+            return
+        if exc_type is None:
+            try:
+                self.commit()
+            except BaseException:
+                self.abort()
+                raise
+        else:
+            self.abort()
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> None:
+    """Write ``manifest.json`` (indented, keys in schema order) through a temporary file."""
+    tmp = directory / (MANIFEST + ".part")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(manifest.model_dump_json(indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(directory / MANIFEST)
+
+
+def _check_target(path: Path, overwrite: bool) -> None:
+    if not path.exists() and not path.is_symlink():
+        return
+    if not overwrite:
+        raise UserError(f"{path}: already exists (choose another path, or overwrite it)")
+    if not path.is_dir() or path.is_symlink():
+        raise UserError(f"{path}: exists and is not a directory; refusing to replace it")
+    if any(path.iterdir()) and not is_dataset_dir(path):
+        raise UserError(f"{path}: exists and is not a yanami dataset; refusing to replace it")
+
+
+def _remove_stale_work(parent: Path, name: str) -> None:
+    """Remove work directories left by writers to the same path that were killed."""
+    for p in parent.glob(f".{name}.tmp-*"):
+        try:
+            pid = int(p.name.rsplit("-", 2)[-2])
+        except ValueError:
+            continue
+        if not _alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2); False where unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        return False
+    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def move_into_place(work: Path, path: Path) -> None:
+    """Move the directory ``work`` to ``path``, atomically replacing what is there."""
+    if not path.exists():
+        work.rename(path)
+        return
+    if _exchange(work, path):  # the old dataset is now at `work`
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    old = work.with_name(work.name + ".old")
+    path.rename(old)
+    work.rename(path)
+    with contextlib.suppress(OSError):
+        shutil.rmtree(old)

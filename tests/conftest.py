@@ -1,0 +1,55 @@
+"""Shared fixtures: small datasets built by yanami itself, and a way to run the CLI in-process."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from yanami.synthetic import write_synthetic
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """Run ``yanami ARGS…`` through the real entry point, in this process."""
+    from yanami.cli import main
+
+    def run(*args: str | Path) -> CliResult:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["yanami", *map(str, args)])
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A valid 8-dialogue dataset (read-only: copy it before changing anything)."""
+    path = tmp_path_factory.mktemp("built") / "ds"
+    write_synthetic(path, 8, seed=7)
+    return path
+
+
+@pytest.fixture
+def dataset(built: Path, tmp_path: Path) -> Path:
+    """A fresh, writable copy of the 8-dialogue dataset."""
+    dest = tmp_path / "ds"
+    shutil.copytree(built, dest)
+    return dest
