@@ -10,7 +10,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -310,16 +309,7 @@ def demo(
 def main() -> None:
     """Entry point: user errors become one line on stderr and a non-zero exit, never a traceback."""
     try:
-        rc = app(standalone_mode=False)
+        app()
     except UserError as exc:
         err.print(f"error: {exc}", markup=False)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        err.print("interrupted", markup=False)
-        sys.exit(130)
-    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,68 @@
+"""Dataset statistics (Tables 7 and 8) computed on known data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from yanami.schema import Dialogue
+from yanami.store import Dataset, dataset_stats
+from yanami.synthetic import synthetic_dialogue
+
+
+def by_hand(dialogues: list[Dialogue]) -> dict[str, Any]:
+    images = [len({p.sha256 for p in d.images()}) for d in dialogues]
+    turns = [len(d.turns) for d in dialogues]
+    atomic = sum(1 for d in dialogues for c in d.checks() if c.kind.value == "atomic")
+    return {"images": images, "turns": turns, "atomic": atomic}
+
+
+def test_stats_match_a_count_by_hand() -> None:
+    dialogues = [synthetic_dialogue(i, seed=2)[0] for i in range(12)]
+    s = dataset_stats(dialogues)
+    h = by_hand(dialogues)
+    assert s.dialogues == 12
+    assert s.images == sum(h["images"])
+    assert s.turns == s.user_messages == s.assistant_messages == sum(h["turns"])
+    assert s.messages == 2 * s.turns
+    assert s.max_turns == max(h["turns"])
+    assert s.max_messages == 2 * max(h["turns"])
+    assert abs(s.images_per_turn - sum(h["images"]) / sum(h["turns"])) < 1e-12
+    dist = s.images_per_dialogue_distribution
+    assert dist["<4"] == sum(k < 4 for k in h["images"])
+    assert dist["=5"] == sum(k == 5 for k in h["images"])
+    assert dist[">=6"] == sum(k >= 6 for k in h["images"])
+    assert dist["<4"] + dist[">=4"] == 12
+    assert s.scenario_dialogues == {"fusion": 3, "editing": 3, "world_modeling": 3, "reasoning": 3}
+    assert s.questions == {"RR": 12, "CR": 12, "CT": 12, "CU": 12}
+    assert s.atomic_checks == h["atomic"] == 12 * 20
+    assert s.by_scenario["fusion"].atomic_checks_per_dialogue == 20
+    assert s.dialogues_with_4_capabilities == 12
+    assert s.capability_coverage == 1.0
+
+
+def test_repeated_image_counts_once_per_dialogue() -> None:
+    d, _ = synthetic_dialogue(0, seed=0)
+    raw = json.loads(d.model_dump_json())
+    first = next(p for p in raw["turns"][0]["user"]["parts"] if p["type"] == "image")
+    raw["turns"][1]["user"]["parts"].append(first)
+    again = Dialogue.model_validate(raw)
+    assert dataset_stats([again]).images == dataset_stats([d]).images
+
+
+def test_empty() -> None:
+    s = dataset_stats([])
+    assert s.dialogues == 0 and s.images_per_dialogue == 0.0
+
+
+def test_cli_json_and_tables(cli: Callable[..., Any], built: Path) -> None:
+    r = cli("stats", built, "--json")
+    assert r.code == 0
+    data = json.loads(r.out)
+    assert data == json.loads(dataset_stats(Dataset(built)).model_dump_json())
+    r = cli("stats", built)
+    assert r.code == 0
+    for label in ("Total dialogues", "Images / dialogue turn", ">=6", "world_modeling", "Capability coverage"):
+        assert label in r.out

@@ -1,0 +1,62 @@
+"""The command line: help, version, schema, demo, and errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from yanami import __version__
+from yanami.store import validate_dataset
+
+COMMANDS = ["schema", "validate", "stats", "export", "import", "leakage", "demo"]
+
+
+def test_help_lists_every_command_with_a_description(cli: Callable[..., Any]) -> None:
+    r = cli("--help")
+    assert r.code == 0
+    for name in COMMANDS:
+        line = next((ln for ln in r.out.splitlines() if ln.strip().startswith(name + " ")), None)
+        assert line is not None, name
+        assert len(line.split()) > 2, line  # a one-line description follows the name
+
+
+def test_version(cli: Callable[..., Any]) -> None:
+    r = cli("--version")
+    assert r.code == 0 and r.out.strip() == f"yanami {__version__}"
+
+
+def test_schema_is_json_schema(cli: Callable[..., Any]) -> None:
+    r = cli("schema")
+    schema = json.loads(r.out)
+    assert schema["title"] == "Dialogue"
+    assert "turns" in schema["properties"]
+    r = cli("schema", "--of", "manifest")
+    assert json.loads(r.out)["title"] == "Manifest"
+
+
+def test_usage_errors_exit_2(cli: Callable[..., Any]) -> None:
+    r = cli("validate")
+    assert r.code == 2
+    r = cli("leakage", "a", "b", "--threshold", "99")
+    assert r.code == 2
+
+
+def test_demo_builds_and_validates(cli: Callable[..., Any], tmp_path: Path) -> None:
+    r = cli("demo", "--out", tmp_path / "demo", "--dialogues", "12")
+    assert r.code == 0, r.err
+    assert "built and validated" in r.out
+    assert "Total dialogues" in r.out
+    assert validate_dataset(tmp_path / "demo" / "synthetic") == []
+
+
+def test_real_entry_point_has_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "yanami", "stats", str(tmp_path / "nope")], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: {tmp_path / 'nope'}: no such directory"
+    assert proc.stdout == ""
