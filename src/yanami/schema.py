@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 SCHEMA_VERSION = "1.0"
 """Version of this data model; bumped on any change to a field."""
@@ -152,8 +152,8 @@ class Message(_Model):
 class CheckHidden(_Model):
     """What only the exact judge reads about a check."""
 
-    predicate: dict[str, Any] | None = None
-    """Machine-readable form of the check, evaluated on a parsed scene."""
+    predicate: JsonValue = None
+    """Machine-readable form of the check (any JSON; the world writes an object), for the exact judge."""
 
 
 class Check(_Model):
@@ -174,10 +174,10 @@ class Check(_Model):
 class TurnHidden(_Model):
     """Annotations a model under test never sees."""
 
-    state: dict[str, Any] | None = None
-    """The dialogue state after this turn."""
-    intent: dict[str, Any] | None = None
-    """What the user's message asks for, machine-readable."""
+    state: JsonValue = None
+    """The dialogue state after this turn (any JSON; the world writes an object)."""
+    intent: JsonValue = None
+    """What the user's message asks for, machine-readable (any JSON)."""
 
 
 class Turn(_Model):
@@ -202,8 +202,8 @@ class Turn(_Model):
 class QuestionHidden(_Model):
     """What only builders and judges read about a question."""
 
-    intent: dict[str, Any] | None = None
-    """Machine-readable form of what is asked."""
+    intent: JsonValue = None
+    """Machine-readable form of what is asked (any JSON)."""
 
 
 class Question(_Model):
@@ -264,23 +264,27 @@ _ASSISTANT = ImageSource.ASSISTANT
 
 
 class DialogueWalk:
-    """One pass over a dialogue: its consistency problems, ids, and image parts with locations.
+    """One pass over a dialogue: its consistency problems, ids, and image parts.
 
     `dialogue_problems` is the public face; the dataset validator also reads the ids
-    (to check their patterns in one regex call) and the image parts.
+    (to check their patterns in one regex call) and the image parts, each as
+    ``(turn index, "user" | "assistant", part index, part)``.
     """
 
-    __slots__ = ("dialogue", "ids", "images", "n_checks", "problems")
+    __slots__ = ("dialogue", "ids", "images", "n_checks", "problems", "shas")
 
     def __init__(self, d: Any) -> None:
         # Reads attributes only, and compares enums by value, so it also accepts the
         # fast decoder's objects (yanami.store), which mirror these models field by field.
+        # Written for speed: validation runs this on every line of a dataset.
         out: list[tuple[Loc, str]] = []
         ids: list[str] = [d.id]
-        images: list[tuple[Loc, Any]] = []
+        images: list[tuple[int, str, int, Any]] = []
+        shas: list[str] = []
         turns = d.turns
         check_ids: dict[str, Any] = {}
         used: set[str] = set()
+        n_checks = 0
         for i, t in enumerate(turns):
             if t.index != i:
                 out.append((("turns", i, "index"), f"turn indices must run 0, 1, 2, …: expected {i}, got {t.index}"))
@@ -289,21 +293,30 @@ class DialogueWalk:
                 out.append((("turns", i, "user", "role"), f"expected 'user', got {user.role!r}"))
             if assistant.role != "assistant":
                 out.append((("turns", i, "assistant", "role"), f"expected 'assistant', got {assistant.role!r}"))
-            for j, p in enumerate(user.parts):
+            j = 0
+            for p in user.parts:
                 if p.type == "image":
-                    images.append((("turns", i, "user", "parts", j), p))
+                    images.append((i, "user", j, p))
+                    shas.append(p.sha256)
+                j += 1
             generated = False
-            for j, p in enumerate(assistant.parts):
+            j = 0
+            for p in assistant.parts:
                 if p.type == "image":
-                    images.append((("turns", i, "assistant", "parts", j), p))
-                    generated = generated or p.source == _ASSISTANT
+                    images.append((i, "assistant", j, p))
+                    shas.append(p.sha256)
+                    if p.source == _ASSISTANT:
+                        generated = True
+                j += 1
             used.update(t.capabilities)
             checks = t.checks
             if not checks:
                 continue
             if not generated:
                 out.append((("turns", i, "checks"), "a turn with checks needs an assistant-generated image"))
-            for j, c in enumerate(checks):
+            n_checks += len(checks)
+            j = 0
+            for c in checks:
                 cid = c.id
                 ids.append(cid)
                 if cid in check_ids:
@@ -311,6 +324,7 @@ class DialogueWalk:
                 check_ids[cid] = c
                 if c.capability is None and c.kind == _CAPABILITY:
                     out.append((("turns", i, "checks", j, "capability"), "a capability check needs a capability"))
+                j += 1
         if len(set(d.capabilities)) != len(d.capabilities):
             out.append((("capabilities",), "duplicate capability"))
         missing = used.difference(d.capabilities)
@@ -349,7 +363,8 @@ class DialogueWalk:
         self.problems = out
         self.ids = ids
         self.images = images
-        self.n_checks = len(check_ids)
+        self.shas = shas
+        self.n_checks = n_checks
 
 
 def dialogue_problems(d: Dialogue) -> list[tuple[Loc, str]]:

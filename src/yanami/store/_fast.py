@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
 import msgspec
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 from pydantic.fields import FieldInfo
 
 from yanami.schema import ID_PATTERN, SHA256_PATTERN, Dialogue, DialogueWalk
@@ -48,7 +48,7 @@ def dialogue_decoder() -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(_struct(Dialogue, None))
 
 
-def fast_walk(line: bytes) -> DialogueWalk | None:
+def fast_walk(line: bytes | memoryview) -> DialogueWalk | None:
     """Decode and check one JSONL line on the fast path.
 
     Returns the walk of a line that is valid in every respect (types, patterns,
@@ -71,10 +71,10 @@ def patterns_ok(walk: DialogueWalk) -> bool:
     joined = "/".join(walk.ids)
     if _IDS.fullmatch(joined) is None or joined.count("/") != len(walk.ids) - 1:
         return False
-    if not walk.images:
+    if not walk.shas:
         return True
-    joined = "/".join(p.sha256 for _, p in walk.images)
-    return _SHAS.fullmatch(joined) is not None and joined.count("/") == len(walk.images) - 1
+    joined = "/".join(walk.shas)
+    return _SHAS.fullmatch(joined) is not None and joined.count("/") == len(walk.shas) - 1
 
 
 _structs: dict[tuple[type[BaseModel], str | None], Any] = {}
@@ -98,6 +98,7 @@ def _struct(model: type[BaseModel], tag: str | None) -> Any:
         fields,
         kw_only=True,  # required and optional fields in the model's own order
         forbid_unknown_fields=True,
+        gc=False,  # trees without cycles: no need for the garbage collector to track them
         tag_field="type" if tag is not None else None,
         tag=tag,
         namespace={"type": tag} if tag is not None else None,  # readable like the pydantic field
@@ -117,6 +118,8 @@ def _plain_default(value: Any) -> Any:
 
 
 def _translate(tp: Any) -> Any:
+    if tp is JsonValue:
+        return msgspec.Raw  # free-form annotations: any well-formed JSON, not decoded
     origin = get_origin(tp)
     if origin is Annotated:
         base, *meta = get_args(tp)

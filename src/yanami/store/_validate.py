@@ -42,10 +42,44 @@ class Problem:
 
 @dataclass(slots=True)
 class _Ref:
+    """Where an image is first referenced."""
+
     part: Any  # an ImagePart, or its fast-path mirror
     path: str
     line: int
-    field: str
+    where: tuple[int, str, int]  # (turn, side, part index)
+
+
+def _image_field(where: tuple[int, str, int]) -> str:
+    i, side, j = where
+    return f"turns.{i}.{side}.parts.{j}.sha256"
+
+
+def _read_lines(path: Path, digest: Any) -> Iterator[memoryview | bytes]:
+    """The lines of a file without their newline, read in blocks that also feed ``digest``.
+
+    Lines come as views into the block (no copy per line); use one before the next.
+    """
+    rest = b""
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+            start = 0
+            if rest:
+                cut = block.find(b"\n")
+                if cut < 0:
+                    rest += block
+                    continue
+                yield rest + block[:cut]
+                start = cut + 1
+            view = memoryview(block)
+            find = block.find
+            while (end := find(b"\n", start)) >= 0:
+                yield view[start:end]
+                start = end + 1
+            rest = block[start:]
+    if rest:
+        yield rest
 
 
 def format_loc(loc: tuple[Any, ...]) -> str:
@@ -102,46 +136,46 @@ def validate_dataset(
             if rel not in manifest.shards:
                 problems.append(Problem(rel, 0, "-", f"shard is not listed in {MANIFEST}"))
 
-    ids: dict[str, str] = {}
+    first_at: dict[str, tuple[str, int]] = {}
     refs: dict[str, _Ref] = {}
     n_dialogues = n_turns = n_questions = n_checks = 0
     for rel in shards:
         digest = hashlib.sha256()
-        with open(root / rel, "rb") as f:
-            for lineno, raw_line in enumerate(f, 1):
-                digest.update(raw_line)
-                if on_dialogue is not None:
-                    on_dialogue()
-                walk = fast_walk(raw_line) or _slow_walk(raw_line, rel, lineno, problems)
-                if walk is None:
-                    continue
-                d = walk.dialogue
-                if d.id in ids:
-                    msg = f"duplicate dialogue id {d.id!r} (first at {ids[d.id]})"
-                    problems.append(Problem(rel, lineno, "id", msg))
-                else:
-                    ids[d.id] = f"{rel}:{lineno}"
-                for loc, part in walk.images:
-                    first = refs.get(part.sha256)
-                    if first is None:
-                        refs[part.sha256] = _Ref(part, rel, lineno, format_loc((*loc, "sha256")))
-                    elif (first.part.format, first.part.width, first.part.height) != (
-                        part.format,
-                        part.width,
-                        part.height,
-                    ):
-                        problems.append(
-                            Problem(
-                                rel,
-                                lineno,
-                                format_loc((*loc, "sha256")),
-                                f"image {part.sha256[:12]}… is declared differently at {first.path}:{first.line}",
-                            )
+        for lineno, line in enumerate(_read_lines(root / rel, digest), 1):
+            if on_dialogue is not None:
+                on_dialogue()
+            walk = fast_walk(line) or _slow_walk(line, rel, lineno, problems)
+            if walk is None:
+                continue
+            d = walk.dialogue
+            if d.id in first_at:
+                at_rel, at_line = first_at[d.id]
+                problems.append(
+                    Problem(rel, lineno, "id", f"duplicate dialogue id {d.id!r} (first at {at_rel}:{at_line})")
+                )
+            else:
+                first_at[d.id] = (rel, lineno)
+            for i, side, j, part in walk.images:
+                first = refs.get(part.sha256)
+                if first is None:
+                    refs[part.sha256] = _Ref(part, rel, lineno, (i, side, j))
+                elif (first.part.format, first.part.width, first.part.height) != (
+                    part.format,
+                    part.width,
+                    part.height,
+                ):
+                    problems.append(
+                        Problem(
+                            rel,
+                            lineno,
+                            _image_field((i, side, j)),
+                            f"image {part.sha256[:12]}… is declared differently at {first.path}:{first.line}",
                         )
-                n_dialogues += 1
-                n_turns += len(d.turns)
-                n_questions += len(d.questions)
-                n_checks += walk.n_checks
+                    )
+            n_dialogues += 1
+            n_turns += len(d.turns)
+            n_questions += len(d.questions)
+            n_checks += walk.n_checks
         if manifest is not None and rel in manifest.shards and manifest.shards[rel] != digest.hexdigest():
             loc = ("shards", rel)
             problems.append(
@@ -193,8 +227,9 @@ def validate_dataset(
     return problems
 
 
-def _slow_walk(raw_line: bytes, rel: str, lineno: int, problems: list[Problem]) -> DialogueWalk | None:
+def _slow_walk(line: memoryview | bytes, rel: str, lineno: int, problems: list[Problem]) -> DialogueWalk | None:
     """Validate a line with pydantic (strict), the reference, and report what is wrong."""
+    raw_line = bytes(line)
     if not raw_line.strip():
         problems.append(Problem(rel, lineno, "-", "empty line"))
         return None
@@ -231,7 +266,7 @@ def _check_images(
         rel = image_relpath(sha, ref.part.format)
 
         def problem(msg: str, ref: _Ref = ref) -> Problem:
-            return Problem(ref.path, ref.line, ref.field, msg)
+            return Problem(ref.path, ref.line, _image_field(ref.where), msg)
 
         try:
             data = read_image_file(root, sha, ref.part.format)
