@@ -264,11 +264,11 @@ _ASSISTANT = ImageSource.ASSISTANT
 
 
 class DialogueWalk:
-    """One pass over a dialogue: its consistency problems, ids, and image parts.
+    """One pass over a dialogue: its consistency problems, ids, image hashes and image parts.
 
     `dialogue_problems` is the public face; the dataset validator also reads the ids
-    (to check their patterns in one regex call) and the image parts, each as
-    ``(turn index, "user" | "assistant", part index, part)``.
+    and hashes (to check their patterns in one regex call each) and the image parts,
+    each as ``(turn index, "user" | "assistant", part index, part)``.
     """
 
     __slots__ = ("dialogue", "ids", "images", "n_checks", "problems", "shas")
@@ -293,21 +293,17 @@ class DialogueWalk:
                 out.append((("turns", i, "user", "role"), f"expected 'user', got {user.role!r}"))
             if assistant.role != "assistant":
                 out.append((("turns", i, "assistant", "role"), f"expected 'assistant', got {assistant.role!r}"))
-            j = 0
-            for p in user.parts:
+            for j, p in enumerate(user.parts):
                 if p.type == "image":
                     images.append((i, "user", j, p))
                     shas.append(p.sha256)
-                j += 1
             generated = False
-            j = 0
-            for p in assistant.parts:
+            for j, p in enumerate(assistant.parts):
                 if p.type == "image":
                     images.append((i, "assistant", j, p))
                     shas.append(p.sha256)
                     if p.source == _ASSISTANT:
                         generated = True
-                j += 1
             used.update(t.capabilities)
             checks = t.checks
             if not checks:
@@ -315,8 +311,7 @@ class DialogueWalk:
             if not generated:
                 out.append((("turns", i, "checks"), "a turn with checks needs an assistant-generated image"))
             n_checks += len(checks)
-            j = 0
-            for c in checks:
+            for j, c in enumerate(checks):
                 cid = c.id
                 ids.append(cid)
                 if cid in check_ids:
@@ -324,7 +319,6 @@ class DialogueWalk:
                 check_ids[cid] = c
                 if c.capability is None and c.kind == _CAPABILITY:
                     out.append((("turns", i, "checks", j, "capability"), "a capability check needs a capability"))
-                j += 1
         if len(set(d.capabilities)) != len(d.capabilities):
             out.append((("capabilities",), "duplicate capability"))
         missing = used.difference(d.capabilities)
