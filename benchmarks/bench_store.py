@@ -97,7 +97,7 @@ def bench_hash(n_images: int, side: int) -> None:
             blobs.append(data)
             sha = sha256_hex(data)
             p = root / image_relpath(sha, "png")
-            p.parent.mkdir(exist_ok=True)
+            p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
         total = sum(map(len, blobs))
         t = time.perf_counter()
@@ -117,15 +117,25 @@ def bench_hash(n_images: int, side: int) -> None:
         )
 
 
+# Peak RSS from /proc (VmHWM): ru_maxrss would carry the parent's peak across exec.
 _READ = """
-import resource, sys
+import re, sys
 from yanami.store import Dataset
 n = 0
 turns = 0
 for d in Dataset(sys.argv[1]):
     n += 1
     turns += len(d.turns)
-print(n, turns, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+status = open("/proc/self/status").read()
+print(n, turns, re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1))
+"""
+
+_VALIDATE = """
+import re, sys
+from yanami.store import validate_dataset
+assert validate_dataset(sys.argv[1]) == []
+status = open("/proc/self/status").read()
+print(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1))
 """
 
 
@@ -143,6 +153,13 @@ def bench_memory(big: int) -> None:
             print(
                 f"memory: read {int(count):,} dialogues ({mib:,.0f} MiB of JSONL) in {dt:.1f} s: "
                 f"peak RSS {int(rss) / 1024:,.0f} MiB"
+            )
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", _VALIDATE, str(ds)], capture_output=True, text=True, check=True)
+            dt = time.perf_counter() - t
+            print(
+                f"        validate {n:,} dialogues in {dt:.1f} s ({n / dt:,.0f}/s with start-up): "
+                f"peak RSS {int(out.stdout) / 1024:,.0f} MiB (it keeps each dialogue id to find duplicates)"
             )
 
 

@@ -37,6 +37,9 @@ def test_loads_with_hugging_face_datasets(built: Path, tmp_path: Path, monkeypat
     assert row["images"][0].size == (first.images()[0].width, first.images()[0].height)
     assert row["image_sha256"][0] == first.images()[0].sha256
     assert json.loads(row["dialogue"])["id"] == first.id
+    # The dataset card's header lets datasets find the files from the directory alone.
+    by_dir = datasets.load_dataset(str(tmp_path / "pq"), cache_dir=str(tmp_path / "cache2"))
+    assert by_dir["bench"].num_rows == 8
 
 
 def test_round_trip_is_lossless(built: Path, tmp_path: Path) -> None:
