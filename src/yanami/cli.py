@@ -78,7 +78,7 @@ class SchemaOf(StrEnum):
 def schema(
     of: Annotated[SchemaOf, typer.Option("--of", help="Which document to describe.")] = SchemaOf.dialogue,
 ) -> None:
-    """Print the JSON Schema of a dialogue line (or of manifest.json)."""
+    """Print the JSON Schema of a dialogue line or of the manifest."""
     from yanami.schema import Dialogue
     from yanami.store import Manifest
 
@@ -91,7 +91,11 @@ def validate(
     directory: Annotated[Path, typer.Argument(help="The dataset directory.")],
     max_pixels: Annotated[int, typer.Option(help="Refuse images with more pixels than this.")] = 40_000_000,
 ) -> None:
-    """Check a dataset directory: every problem as path:line: field: message; exit 1 if any."""
+    """Check a dataset directory and list every problem.
+
+    Each problem is one line, path:line: field: message (the first 50, then a count).
+    Exit 0 if the dataset is valid, 1 if it has problems, 2 if DIRECTORY is no dataset.
+    """
     from yanami.store import Dataset, validate_dataset
     from yanami.store._reader import open_dataset_dir
 
@@ -116,7 +120,7 @@ def stats(
     directory: Annotated[Path, typer.Argument(help="The dataset directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
-    """Print the dataset's statistics (the paper's Tables 7 and 8)."""
+    """Print dataset statistics (the paper's Tables 7 and 8)."""
     from yanami.store import Dataset, dataset_stats
 
     ds = Dataset(directory)
@@ -220,7 +224,7 @@ def export(
     fmt: Annotated[ExportFormat, typer.Option("--format", help="Output format.")] = ExportFormat.parquet,
     overwrite: Annotated[bool, typer.Option(help="Replace an earlier export at --out.")] = False,
 ) -> None:
-    """Export a dataset for other tools (Parquet that Hugging Face datasets loads)."""
+    """Export a dataset as Parquet for Hugging Face datasets."""
     from yanami.store import Dataset, export_parquet
 
     n = len(Dataset(directory))
@@ -235,7 +239,7 @@ def import_(
     out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.")],
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
 ) -> None:
-    """Turn a Parquet export back into a dataset directory (lossless)."""
+    """Turn a Parquet export back into a dataset directory."""
     from yanami.store import Dataset, import_parquet
 
     with progress("importing", None) as advance:
@@ -254,7 +258,11 @@ def leakage(
     workers: Annotated[int, typer.Option(min=1, help="Processes for perceptual hashing.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List images shared by a train set and a bench; exit 1 on any exact (SHA-256) overlap."""
+    """Find images shared by a train set and a bench.
+
+    Exact copies (same SHA-256) are listed and make the exit status 1; near-duplicates
+    (perceptual hashes within --threshold bits) are listed for review without failing.
+    """
     from yanami.store import find_leakage
 
     with progress("hashing images", None) as advance:
@@ -290,7 +298,7 @@ def demo(
     dialogues: Annotated[int, typer.Option(min=1, help="Dialogues to build.")] = 400,
     seed: Annotated[int, typer.Option(help="Seed of the build.")] = 42,
 ) -> None:
-    """Build a small dataset, validate it and print its statistics (grows with each release)."""
+    """Build a small dataset, validate it, print its statistics."""
     from yanami.store import Dataset, dataset_stats, validate_dataset
     from yanami.synthetic import write_synthetic
 

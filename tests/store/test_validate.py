@@ -265,3 +265,22 @@ def test_validation_never_reads_outside_the_dataset(dataset: Path, tmp_path: Pat
     assert any(f"images/{folder.name}:0: -: unexpected file" in p for p in problems), problems
     assert any("symbolic link" in p for p in problems), problems
     assert not any("do not match" in p or "declared" in p for p in problems), problems
+
+
+def test_malformed_manifest_is_a_problem_not_a_crash(cli: Callable[..., Any], dataset: Path) -> None:
+    text = (dataset / "manifest.json").read_text()
+    (dataset / "manifest.json").write_text(text.replace('"counts": {', '"counts": {,', 1))
+    r = cli("validate", dataset)
+    assert r.code == 1
+    assert r.out.startswith("manifest.json:")
+    assert "invalid JSON" in r.out
+
+
+def test_manifest_with_a_bad_field(dataset: Path) -> None:
+    m = json.loads((dataset / "manifest.json").read_text())
+    m["split"] = "Not A Split!"
+    m["counts"]["dialogues"] = -1
+    (dataset / "manifest.json").write_text(json.dumps(m, indent=2))
+    problems = problems_of(dataset)
+    assert any(p.startswith("manifest.json:") and ": split: " in p for p in problems), problems
+    assert any(": counts.dialogues: " in p for p in problems), problems
