@@ -104,6 +104,10 @@ def validate_dataset(
     problems: list[Problem] = []
     manifest_text = (root / MANIFEST).read_text(encoding="utf-8", errors="replace")
     manifest: Manifest | None = None
+
+    def manifest_problem(loc: tuple[Any, ...], msg: str) -> None:
+        problems.append(Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), msg))
+
     if manifest_error is not None:
         line, _, rest = manifest_error.partition(": ")
         field, _, msg = rest.partition(": ")
@@ -113,8 +117,7 @@ def validate_dataset(
             manifest = Manifest.model_validate(raw)
         except ValidationError as exc:
             for err in exc.errors():
-                loc = tuple(err["loc"])
-                problems.append(Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), err["msg"]))
+                manifest_problem(tuple(err["loc"]), err["msg"])
 
     # Dialogue shards: the files on disk, compared with the manifest's list.
     ddir = root / DIALOGUES_DIR
@@ -128,10 +131,7 @@ def validate_dataset(
     if manifest is not None:
         for rel in manifest.shards:
             if rel not in shards:
-                loc = ("shards", rel)
-                problems.append(
-                    Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), "shard file is missing")
-                )
+                manifest_problem(("shards", rel), "shard file is missing")
         for rel in shards:
             if rel not in manifest.shards:
                 problems.append(Problem(rel, 0, "-", f"shard is not listed in {MANIFEST}"))
@@ -177,15 +177,7 @@ def validate_dataset(
             n_questions += len(d.questions)
             n_checks += walk.n_checks
         if manifest is not None and rel in manifest.shards and manifest.shards[rel] != digest.hexdigest():
-            loc = ("shards", rel)
-            problems.append(
-                Problem(
-                    MANIFEST,
-                    _json_key_line(manifest_text, loc),
-                    format_loc(loc),
-                    f"checksum does not match the shard's bytes ({digest.hexdigest()[:12]}…)",
-                )
-            )
+            manifest_problem(("shards", rel), f"checksum does not match the shard's bytes ({digest.hexdigest()[:12]}…)")
 
     problems.extend(_check_images(root, refs, max_pixels, on_image))
     files = _image_files(root, problems)
@@ -204,26 +196,9 @@ def validate_dataset(
         for key, value in actual.items():
             declared = getattr(manifest.counts, key)
             if declared != value:
-                loc = ("counts", key)
-                problems.append(
-                    Problem(
-                        MANIFEST,
-                        _json_key_line(manifest_text, loc),
-                        format_loc(loc),
-                        f"manifest says {declared}, the data has {value}",
-                    )
-                )
-        digest_now = images_digest(list(files.values()))
-        if manifest.images_sha256 != digest_now:
-            loc = ("images_sha256",)
-            problems.append(
-                Problem(
-                    MANIFEST,
-                    _json_key_line(manifest_text, loc),
-                    format_loc(loc),
-                    "checksum does not match the image files",
-                )
-            )
+                manifest_problem(("counts", key), f"manifest says {declared}, the data has {value}")
+        if manifest.images_sha256 != images_digest(list(files.values())):
+            manifest_problem(("images_sha256",), "checksum does not match the image files")
     return problems
 
 

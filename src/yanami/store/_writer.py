@@ -96,10 +96,6 @@ class DatasetWriter:
         self._put(sha, image_relpath(sha, fmt), data)
         return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
 
-    def add_image_verified(self, part: ImagePart, data: bytes) -> None:
-        """Store bytes already known to match ``part`` (hash, format and size checked by the caller)."""
-        self._put(part.sha256, image_relpath(part.sha256, part.format), data)
-
     def _put(self, sha: str, rel: str, data: bytes) -> None:
         dest = self.work / rel
         if dest.exists():
