@@ -1,0 +1,1 @@
+"""The embedded procedural world: scenes, a renderer, a pixel parser and dialogue builders."""
