@@ -133,17 +133,19 @@ def _shade(o: WorldObject, n: Vec, d: Vec, light: np.ndarray, floor: np.ndarray)
     diffuse = np.clip(nx * light[0] + ny * light[1] + nz * light[2], 0, 1)[:, None]
     if o.material == "matte":
         return albedo * (0.32 + 0.78 * diffuse)
-    # Metal: a dim body colour, a mirror of a bright sky above the horizon and of the floor
-    # below it, tinted by the colour, and a sharp highlight.
+    # Metal: a mirror of a bright sky above the horizon and of the floor below it, tinted
+    # by the colour (normalised, so dark colours stay saturated), over a dim body colour,
+    # with a sharp white highlight.
+    tint = albedo / albedo.max()
     dn = dx * nx + dy * ny + dz * nz
     rz = dz - 2 * dn * nz
     up = np.clip(rz * 4.0 + 0.5, 0, 1)[:, None]
-    env = up * np.array([0.92, 0.93, 0.96], dtype=np.float32) + (1 - up) * floor * 0.45
+    env = up * np.float32(0.9) + (1 - up) * floor * 0.3
     hx, hy, hz = light[0] - dx, light[1] - dy, light[2] - dz
     spec = np.clip((nx * hx + ny * hy + nz * hz) / np.sqrt(hx * hx + hy * hy + hz * hz), 0, 1)
     for _ in range(6):  # spec ** 64, by squaring
         spec = spec * spec
-    return albedo * (0.1 + 0.35 * diffuse) + env * (0.5 + 0.5 * albedo) * 0.8 + spec[:, None]
+    return albedo * (0.08 + 0.22 * diffuse) + env * (0.08 + 0.92 * tint) * 0.85 + spec[:, None]
 
 
 def _bbox(o: WorldObject, base: float, cam: Camera) -> tuple[int, int, int, int]:
