@@ -34,6 +34,8 @@ FOREGROUND = 48
 """Summed absolute RGB difference from the floor above which a pixel is foreground."""
 MIN_AREA = 40
 """Components smaller than this many pixels are noise."""
+SHORTLIST = 4
+"""Hypotheses (of 12) whose silhouettes are ray-cast, after ranking all by their box's fit."""
 
 
 @dataclass(frozen=True)
@@ -206,51 +208,84 @@ def _camera(azimuth: float) -> Camera:
     return Camera(azimuth, WIDTH, HEIGHT)
 
 
-def _outline(shape: str, half: float, x: float, y: float, base: float) -> np.ndarray:
-    """World points whose projections bound the object's silhouette."""
+@lru_cache(maxsize=8)
+def _template(shape: str) -> np.ndarray:
+    """Points bounding the silhouette of a unit-half-extent object whose base centre is the origin."""
     if shape == "sphere":
-        u = np.linspace(0, 2 * np.pi, 24, endpoint=False)
-        v = np.linspace(-np.pi / 2, np.pi / 2, 9)
+        u = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+        v = np.linspace(-np.pi / 2, np.pi / 2, 7)
         uu, vv = np.meshgrid(u, v)
-        return np.stack(
-            [x + half * np.cos(vv) * np.cos(uu), y + half * np.cos(vv) * np.sin(uu), base + half + half * np.sin(vv)],
-            axis=-1,
-        ).reshape(-1, 3)
-    if shape == "cube":
-        return np.array([[x + sx * half, y + sy * half, base + sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 2 * half)])
-    u = np.linspace(0, 2 * np.pi, 32, endpoint=False)
-    ring = np.stack([x + half * np.cos(u), y + half * np.sin(u)], axis=-1)
-    return np.concatenate(
-        [np.column_stack([ring, np.full(len(u), base)]), np.column_stack([ring, np.full(len(u), base + 2 * half)])]
-    )
+        pts = np.stack([np.cos(vv) * np.cos(uu), np.cos(vv) * np.sin(uu), 1 + np.sin(vv)], axis=-1).reshape(-1, 3)
+    elif shape == "cube":
+        pts = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 2)], dtype=float)
+    else:
+        u = np.linspace(0, 2 * np.pi, 24, endpoint=False)
+        ring = np.stack([np.cos(u), np.sin(u)], axis=-1)
+        pts = np.concatenate([np.column_stack([ring, np.zeros(24)]), np.column_stack([ring, np.full(24, 2.0)])])
+    pts.flags.writeable = False
+    return pts
 
 
-def _stack_points(h: _Hypothesis, x: float, y: float) -> np.ndarray:
+@lru_cache(maxsize=64)
+def _stack_template(h: _Hypothesis) -> np.ndarray:
+    """Silhouette-bounding points of a hypothesis standing at the origin."""
     shape, size = h.bottom
-    pts = [_outline(shape, SIZES[size], x, y, 0.0)]  # type: ignore[index]
+    half = SIZES[size]  # type: ignore[index]
+    pts = [_template(shape) * half]
     if h.top is not None:
-        pts.append(_outline(h.top[0], SIZES[h.top[1]], x, y, 2 * SIZES[size]))  # type: ignore[index]
-    return np.concatenate(pts)
+        top_half = SIZES[h.top[1]]  # type: ignore[index]
+        pts.append(_template(h.top[0]) * top_half + np.array([0.0, 0.0, 2 * half]))
+    out = np.concatenate(pts)
+    out.flags.writeable = False
+    return out
 
 
-def _solve_position(h: _Hypothesis, cam: Camera, target: tuple[float, float]) -> tuple[float, float]:
-    """Ground position whose silhouette has its bottom-centre at ``target`` (x centre, y bottom)."""
-    x, y = cam.ground_point(target[0], target[1])
-    for _ in range(6):
-        p = cam.project(_stack_points(h, x, y))
-        got = np.array([(p[:, 0].min() + p[:, 0].max()) / 2, p[:, 1].max()])
-        err = np.array(target) - got
-        if np.abs(err).max() < 0.05:
+@lru_cache(maxsize=1)
+def _all_templates() -> np.ndarray:
+    """Every hypothesis's template, padded to one length by repeating points: (H, P, 3)."""
+    ts = [_stack_template(h) for h in _HYPOTHESES]
+    n = max(len(t) for t in ts)
+    out = np.stack([np.concatenate([t, np.repeat(t[:1], n - len(t), axis=0)]) for t in ts])
+    out.flags.writeable = False
+    return out
+
+
+def _anchors(cam: Camera, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per hypothesis: (centre x, bottom y) of its projected points, and (width, height)."""
+    p = cam.project(pts)
+    lo = p.min(axis=1)
+    hi = p.max(axis=1)
+    return np.stack([(lo[:, 0] + hi[:, 0]) / 2, hi[:, 1]], axis=-1), hi - lo
+
+
+def _solve_positions(cam: Camera, target: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """For every hypothesis at once: the ground position (H, 2) whose silhouette has its
+    bottom-centre at ``target`` (x centre, y bottom), and the silhouette's (width, height) there.
+
+    Newton's method with each Jacobian taken once (the map is nearly linear over an
+    object's size).
+    """
+    templates = _all_templates()
+    n = len(templates)
+    xy = np.tile(np.array(cam.ground_point(target[0], target[1])), (n, 1))
+    goal = np.array(target)
+
+    def at(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        shift = np.concatenate([xy, np.zeros((n, 1))], axis=1)[:, None, :]
+        return _anchors(cam, templates + shift)
+
+    got, dims = at(xy)
+    eps = 0.01
+    gx = at(xy + [eps, 0.0])[0]
+    gy = at(xy + [0.0, eps])[0]
+    inv = np.linalg.inv(np.stack([(gx - got) / eps, (gy - got) / eps], axis=-1))  # (H, 2, 2)
+    for _ in range(8):
+        err = goal - got
+        if np.abs(err).max() < 0.1:
             break
-        # Numerical Jacobian of (centre x, bottom y) with respect to (x, y).
-        jac = np.empty((2, 2))
-        for k, (dx, dy) in enumerate(((0.01, 0.0), (0.0, 0.01))):
-            q = cam.project(_stack_points(h, x + dx, y + dy))
-            moved = np.array([(q[:, 0].min() + q[:, 0].max()) / 2, q[:, 1].max()])
-            jac[:, k] = (moved - got) / 0.01
-        step = np.linalg.lstsq(jac, err, rcond=None)[0]
-        x, y = x + float(step[0]), y + float(step[1])
-    return x, y
+        xy = xy + np.einsum("hij,hj->hi", inv, err)
+        got, dims = at(xy)
+    return xy, dims
 
 
 def _silhouette(h: _Hypothesis, x: float, y: float, cam: Camera, box: tuple[int, int, int, int]) -> np.ndarray:
@@ -277,9 +312,16 @@ def _explain(rgb: np.ndarray, comp: _Component, azimuth: float, style: str, offs
     box = (comp.x0 - pad, comp.y0 - pad, comp.x0 + m.shape[1] + pad, comp.y0 + m.shape[0] + pad)
     observed = np.zeros((m.shape[0] + 2 * pad, m.shape[1] + 2 * pad), dtype=bool)
     observed[pad:-pad, pad:-pad] = m
+    # Solve every hypothesis's position; ray-cast only the few whose box fits best.
+    width, height = m.shape[1], m.shape[0]
+    positions, dims = _solve_positions(cam, (centre_x, bottom_y))
+    fit = np.abs(dims[:, 0] - width) + np.abs(dims[:, 1] - height)
+    solved = sorted(
+        ((float(fit[k]), h, float(positions[k, 0]), float(positions[k, 1])) for k, h in enumerate(_HYPOTHESES)),
+        key=lambda s: s[0],
+    )
     best: tuple[float, _Hypothesis, float, float] | None = None
-    for h in _HYPOTHESES:
-        x, y = _solve_position(h, cam, (centre_x, bottom_y))
+    for _, h, x, y in solved[:SHORTLIST]:
         predicted = _silhouette(h, x, y, cam, box)
         inter = np.count_nonzero(predicted & observed)
         iou = inter / max(np.count_nonzero(predicted | observed), 1)
@@ -291,7 +333,7 @@ def _explain(rgb: np.ndarray, comp: _Component, azimuth: float, style: str, offs
     region = np.zeros(rgb.shape[:2], dtype=bool)
     region[comp.y0 : comp.y0 + m.shape[0], comp.x0 : comp.x0 + m.shape[1]] = m
     if h.top is None:
-        colour, material = _appearance(rgb, region, shape, style)
+        colour, material = _appearance(rgb, region, (shape,), style)
         return [ParsedObject(shape, colour, size, material, x, y, None, iou)]
     # Split the stack: the top object's silhouette, and the rest for its support.
     full = np.zeros(rgb.shape[:2], dtype=bool)
@@ -302,8 +344,8 @@ def _explain(rgb: np.ndarray, comp: _Component, azimuth: float, style: str, offs
     full[max(y0, 0) : min(y1, HEIGHT), max(x0, 0) : min(x1, WIDTH)] = top_hit
     top_region = region & full
     bottom_region = region & ~full
-    c0, m0 = _appearance(rgb, bottom_region, shape, style)
-    c1, m1 = _appearance(rgb, top_region, h.top[0], style)
+    c0, m0 = _appearance(rgb, bottom_region, (shape, h.top[0]), style)
+    c1, m1 = _appearance(rgb, top_region, (h.top[0],), style)
     return [
         ParsedObject(shape, c0, size, m0, x, y, None, iou),
         ParsedObject(h.top[0], c1, h.top[1], m1, x, y, offset, iou),
@@ -341,38 +383,62 @@ def _features(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
 
 
 @lru_cache(maxsize=len(STYLES))
-def _references(style: str) -> dict[str, tuple[np.ndarray, list[tuple[str, str]]]]:
-    """Per shape: reference feature vectors and their (colour, material)."""
+def _references(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]:
+    """Reference feature vectors and their (colour, material), per shape, for one style.
+
+    Keys are ``(shape,)`` for an object seen whole, and ``(shape, top_shape)`` for the
+    support of a stack, whose top face is partly hidden by what rests on it.
+    """
     from yanami.world._render import render_array
     from yanami.world._scene import COLOURS
 
-    out: dict[str, tuple[list[np.ndarray], list[tuple[str, str]]]] = {}
     floor = ground_srgb(style, WIDTH, HEIGHT).astype(np.int16)
-    for shape in ("cube", "sphere", "cylinder"):
-        feats: list[np.ndarray] = []
-        labels: list[tuple[str, str]] = []
-        for colour in COLOURS:
-            for material in ("matte", "metal"):
+    cam = _camera(BASE_AZIMUTH)
+    out: dict[tuple[str, ...], tuple[list[np.ndarray], list[tuple[str, str]]]] = {}
+
+    def add(key: tuple[str, ...], rgb: np.ndarray, region: np.ndarray, label: tuple[str, str]) -> None:
+        f = _features(rgb, region)
+        if f is not None:
+            feats, labels = out.setdefault(key, ([], []))
+            feats.append(f)
+            labels.append(label)
+
+    for colour in COLOURS:
+        for material in ("matte", "metal"):
+            for shape in ("cube", "sphere", "cylinder"):
                 for size in ("small", "large"):
                     for k, (x, y) in enumerate(_CALIBRATION_SPOTS):
-                        o = WorldObject(
-                            id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y  # type: ignore[arg-type]
-                        )
+                        o = WorldObject(id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y)  # type: ignore[arg-type]
                         rgb = render_array(Scene(objects=(o,)), BASE_AZIMUTH + 90 * k, style)
                         region = np.abs(rgb.astype(np.int16) - floor).sum(axis=2) > FOREGROUND
-                        f = _features(rgb, region)
-                        if f is not None:
-                            feats.append(f)
-                            labels.append((colour, material))
-        out[shape] = (feats, labels)  # type: ignore[assignment]
+                        add((shape,), rgb, region, (colour, material))
+            for shape in ("cube", "cylinder"):
+                for top_shape in ("cube", "sphere", "cylinder"):
+                    for x, y in _CALIBRATION_SPOTS[:2]:
+                        o = WorldObject(id=0, shape=shape, colour=colour, size="large", material=material, x=x, y=y)  # type: ignore[arg-type]
+                        top = WorldObject(
+                            id=1,
+                            shape=top_shape,  # type: ignore[arg-type]
+                            colour="red" if colour == "gray" else "gray",
+                            size="small",
+                            material="matte",
+                            x=x,
+                            y=y,
+                            on=0,
+                        )
+                        rgb = render_array(Scene(objects=(o, top)), BASE_AZIMUTH, style)
+                        region = np.abs(rgb.astype(np.int16) - floor).sum(axis=2) > FOREGROUND
+                        d = cam.ray_components(0, 0, WIDTH, HEIGHT)
+                        covered = np.isfinite(_intersect(top, o.height, cam.basis[0], d)[0])
+                        add((shape, top_shape), rgb, region & ~covered, (colour, material))
     return {k: (np.stack(v[0]), v[1]) for k, v in out.items()}
 
 
-def _appearance(rgb: np.ndarray, region: np.ndarray, shape: str, style: str) -> tuple[str, str]:
-    """(colour, material) of the pixels in ``region``."""
+def _appearance(rgb: np.ndarray, region: np.ndarray, key: tuple[str, ...], style: str) -> tuple[str, str]:
+    """(colour, material) of the pixels in ``region``, against the references under ``key``."""
     f = _features(rgb, region)
     if f is None:
         return "gray", "matte"
-    feats, labels = _references(style)[shape]
+    feats, labels = _references(style)[key]
     k = int(np.argmin(((feats - f) ** 2).sum(axis=1)))
     return labels[k]
