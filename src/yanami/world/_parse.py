@@ -132,7 +132,7 @@ def _components(mask: np.ndarray) -> list[_Component]:
     padded[:, 1:-1] = mask
     edges = np.diff(padded, axis=1)
     starts_r, starts_c = np.nonzero(edges == 1)
-    ends_r, ends_c = np.nonzero(edges == -1)
+    ends_c = np.nonzero(edges == -1)[1]
     runs = list(zip(starts_r.tolist(), starts_c.tolist(), ends_c.tolist(), strict=True))
     parent = list(range(len(runs)))
 
@@ -276,8 +276,8 @@ def _solve_positions(cam: Camera, target: tuple[float, float]) -> tuple[np.ndarr
 
     got, dims = at(xy)
     eps = 0.01
-    gx = at(xy + [eps, 0.0])[0]
-    gy = at(xy + [0.0, eps])[0]
+    gx = at(xy + np.array([eps, 0.0]))[0]
+    gy = at(xy + np.array([0.0, eps]))[0]
     inv = np.linalg.inv(np.stack([(gx - got) / eps, (gy - got) / eps], axis=-1))  # (H, 2, 2)
     for _ in range(8):
         err = goal - got
