@@ -12,7 +12,7 @@ from typing import Any
 from yanami import __version__
 from yanami.store import validate_dataset
 
-COMMANDS = ["schema", "validate", "stats", "export", "import", "leakage", "demo"]
+COMMANDS = ["schema", "validate", "stats", "export", "import", "leakage", "build", "demo"]
 
 
 def test_help_lists_every_command_with_a_description(cli: Callable[..., Any]) -> None:
@@ -50,7 +50,7 @@ def test_demo_builds_and_validates(cli: Callable[..., Any], tmp_path: Path) -> N
     assert r.code == 0, r.err
     assert "built and validated" in r.out
     assert "Total dialogues" in r.out
-    assert validate_dataset(tmp_path / "demo" / "synthetic") == []
+    assert validate_dataset(tmp_path / "demo" / "bench") == []
 
 
 def test_real_entry_point_has_no_traceback(tmp_path: Path) -> None:

@@ -293,20 +293,67 @@ def leakage(
 
 
 @app.command()
+def build(
+    out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.")],
+    preset: Annotated[
+        str, typer.Option(help="bench (100 per scenario), train (10,000 in the paper's mix) or tiny.")
+    ] = "bench",
+    per_scenario: Annotated[int | None, typer.Option(min=1, help="Dialogues per scenario.")] = None,
+    dialogues: Annotated[int | None, typer.Option(min=1, help="Dialogues in all, in the training mix.")] = None,
+    scenarios: Annotated[
+        str, typer.Option(help="Comma-separated: fusion, editing, world_modeling, reasoning.")
+    ] = "fusion,editing,world_modeling,reasoning",
+    seed: Annotated[int, typer.Option(help="Seed; the same seed gives a byte-identical dataset.")] = 42,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that build dialogues.")] = 1,
+    exclude: Annotated[Path | None, typer.Option(help="A training set whose images the build must not reuse.")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
+) -> None:
+    """Build a dataset of world dialogues (offline, exact by construction)."""
+    from yanami.schema import Scenario
+    from yanami.world import build_world, plan
+
+    if per_scenario is not None and dialogues is not None:
+        raise UserError("--per-scenario and --dialogues: give one or the other")
+    try:
+        chosen = [Scenario(s.strip()) for s in scenarios.split(",") if s.strip()]
+    except ValueError as exc:
+        raise UserError(f"--scenarios: {exc}") from None
+    total = len(plan(preset, per_scenario, dialogues, chosen)) if preset in ("bench", "train", "tiny") else None
+    with progress("building", total) as advance:
+        m = build_world(
+            out_dir,
+            preset=preset,
+            per_scenario=per_scenario,
+            dialogues=dialogues,
+            scenarios=chosen,
+            seed=seed,
+            workers=workers,
+            exclude=exclude,
+            overwrite=overwrite,
+            on_dialogue=advance,
+        )
+    c = m.counts
+    out.print(
+        f"{out_dir}: {c.dialogues} dialogues, {c.turns} turns, {c.images} images, {c.checks} checks", markup=False
+    )
+
+
+@app.command()
 def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("yanami-demo"),
-    dialogues: Annotated[int, typer.Option(min=1, help="Dialogues to build.")] = 400,
+    dialogues: Annotated[int, typer.Option(min=4, help="Dialogues to build (split evenly over the scenarios).")] = 40,
     seed: Annotated[int, typer.Option(help="Seed of the build.")] = 42,
 ) -> None:
-    """Build a small dataset, validate it, print its statistics."""
+    """Build a small world bench, validate it, print its statistics."""
     from yanami.store import Dataset, dataset_stats, validate_dataset
-    from yanami.synthetic import write_synthetic
+    from yanami.world import build_world
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "synthetic"
-    with progress("building", dialogues) as advance:
-        write_synthetic(target, dialogues, seed=seed, overwrite=True, on_dialogue=advance)
-    with progress("validating", dialogues) as advance:
+    target = out_dir / "bench"
+    per = max(1, dialogues // 4)
+    with progress("building", 4 * per) as advance:
+        build_world(target, per_scenario=per, seed=seed, overwrite=True, on_dialogue=advance)
+    with progress("validating", 4 * per) as advance:
         problems = validate_dataset(target, on_dialogue=advance)
     if problems:
         raise UserError(f"{target}: the demo dataset has {len(problems)} problem(s): {problems[0]}", exit_code=1)

@@ -96,6 +96,16 @@ class DatasetWriter:
         self._put(sha, image_relpath(sha, fmt), data)
         return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
 
+    def add_encoded(self, part: ImagePart, data: bytes) -> None:
+        """Store bytes the caller encoded itself and describes with ``part``.
+
+        Only the hash is checked (the caller vouches for format and size: a renderer that
+        just wrote them, say), which saves decoding every image during a build.
+        """
+        if sha256_hex(data) != part.sha256:
+            raise ValueError(f"image bytes do not match {part.sha256}")
+        self._put(part.sha256, image_relpath(part.sha256, part.format), data)
+
     def _put(self, sha: str, rel: str, data: bytes) -> None:
         dest = self.work / rel
         if dest.exists():

@@ -1,1 +1,46 @@
-"""The embedded procedural world: scenes, a renderer, a pixel parser and dialogue builders."""
+"""The embedded procedural world: scenes, a renderer, a pixel parser and dialogue builders.
+
+Everything here runs offline and is exact by construction: every image is rendered from
+a scene stored with the dialogue, and every check is a predicate over that scene.
+"""
+
+from yanami.world._build import PRESETS, build_world, plan
+from yanami.world._camera import Camera
+from yanami.world._ops import View, apply_op
+from yanami.world._parse import Parse, ParsedObject, parse_image
+from yanami.world._place import VIEWS, random_scene, valid
+from yanami.world._predicates import evaluate, select
+from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
+from yanami.world._scenarios import compose_dialogue
+from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
+
+__all__ = [
+    "BASE_AZIMUTH",
+    "COLOURS",
+    "DEFAULT_STYLE",
+    "MATERIALS",
+    "PRESETS",
+    "SHAPES",
+    "SIZES",
+    "STYLES",
+    "VIEWS",
+    "Camera",
+    "Parse",
+    "ParsedObject",
+    "Scene",
+    "View",
+    "WorldObject",
+    "apply_op",
+    "build_world",
+    "compose_dialogue",
+    "evaluate",
+    "parse_image",
+    "plan",
+    "random_scene",
+    "relation",
+    "render",
+    "render_array",
+    "render_png",
+    "select",
+    "valid",
+]

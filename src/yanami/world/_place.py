@@ -4,7 +4,8 @@ A scene is *valid* when, seen from the base azimuth and from each orbit by 90, 1
 degrees: every object lies inside the image with a border, no two stacks (an object and
 what rests on it) overlap on screen, and any two ground objects are at least `MARGIN`
 apart along both camera axes. Stacks hold one small object on a large cube or cylinder,
-in a different colour from its support, so the parser can tell them apart.
+in a different colour from its support, so the parser can tell them apart. No two
+objects are identical in all four attributes, so words can always single one out.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def _inside(b: tuple[float, float, float, float]) -> bool:
 def valid(scene: Scene) -> bool:
     """Whether the scene is valid (see the module's docstring)."""
     ground = scene.ground_objects()
+    kinds = {(o.shape, o.colour, o.size, o.material) for o in scene.objects}
+    if len(kinds) != len(scene.objects):
+        return False  # two identical objects could not be told apart by words
     for o in scene.objects:
         if o.on is not None:
             support = scene.by_id(o.on)

@@ -1,0 +1,133 @@
+"""``yanami build``: a dataset of world dialogues, deterministic for any number of workers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from yanami import __version__
+from yanami.errors import UserError
+from yanami.schema import Scenario
+from yanami.store import DatasetWriter, Generator, Manifest
+from yanami.store._images import scan_image_files
+from yanami.store._reader import open_dataset_dir
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "bench": {"split": "bench", "per_scenario": 100},
+    "train": {"split": "train", "dialogues": 10_000},
+    "tiny": {"split": "bench", "per_scenario": 2},
+}
+TRAIN_MIX = {
+    Scenario.FUSION: 0.36,
+    Scenario.EDITING: 0.25,
+    Scenario.WORLD_MODELING: 0.28,
+    Scenario.REASONING: 0.11,
+}
+"""The paper's training mix across scenarios."""
+
+
+def plan(
+    preset: str,
+    per_scenario: int | None,
+    dialogues: int | None,
+    scenarios: list[Scenario],
+) -> list[tuple[Scenario, str]]:
+    """The dialogues to build, in the order they are written: (scenario, id).
+
+    A per-scenario count gives each scenario the same number; a total is split by the
+    training mix (renormalised over the chosen scenarios), remainders to the largest
+    fractions. Scenarios are interleaved so that any prefix of the dataset is mixed.
+    """
+    if per_scenario is None and dialogues is None:
+        per_scenario = PRESETS[preset].get("per_scenario")
+        dialogues = PRESETS[preset].get("dialogues")
+    counts: dict[Scenario, int]
+    if per_scenario is not None:
+        counts = {s: per_scenario for s in scenarios}
+    else:
+        assert dialogues is not None
+        weights = {s: TRAIN_MIX[s] for s in scenarios}
+        total = sum(weights.values())
+        exact = {s: dialogues * w / total for s, w in weights.items()}
+        counts = {s: int(v) for s, v in exact.items()}
+        for s in sorted(scenarios, key=lambda s: -(exact[s] - counts[s]))[: dialogues - sum(counts.values())]:
+            counts[s] += 1
+    out: list[tuple[Scenario, str]] = []
+    for i in range(max(counts.values(), default=0)):
+        for s in scenarios:
+            if i < counts[s]:
+                out.append((s, f"world-{s.value}-{i:06d}"))
+    return out
+
+
+def _one(task: tuple[Scenario, str, int]) -> tuple[str, dict[str, bytes]]:
+    from yanami.world._scenarios import compose_dialogue
+
+    scenario, did, seed = task
+    d, images = compose_dialogue(scenario, did, seed)
+    return d.model_dump_json(), images
+
+
+def _results(tasks: list[tuple[Scenario, str, int]], workers: int) -> Iterator[tuple[str, dict[str, bytes]]]:
+    if workers <= 1:
+        yield from map(_one, tasks)
+        return
+    ctx = get_context("forkserver" if os.name == "posix" else "spawn")
+    with ctx.Pool(workers) as pool:
+        yield from pool.imap(_one, tasks, chunksize=4)
+
+
+def build_world(
+    out: str | Path,
+    *,
+    preset: str = "bench",
+    per_scenario: int | None = None,
+    dialogues: int | None = None,
+    scenarios: list[Scenario] | None = None,
+    seed: int = 42,
+    workers: int = 1,
+    exclude: str | Path | None = None,
+    overwrite: bool = False,
+    on_dialogue: Callable[[], None] | None = None,
+) -> Manifest:
+    """Build a world dataset at ``out``; see `plan` for what goes in.
+
+    With ``exclude`` (a training set), any image that also occurs there aborts the build
+    before anything is written.
+    """
+    from yanami.schema import Dialogue
+
+    if preset not in PRESETS:
+        raise UserError(f"--preset: unknown preset {preset!r} (choose {', '.join(PRESETS)})")
+    scenarios = scenarios or list(Scenario)
+    banned: set[str] = set()
+    if exclude is not None:
+        root, _, _ = open_dataset_dir(exclude)
+        banned = set(scan_image_files(root)[0].values())
+    todo = plan(preset, per_scenario, dialogues, scenarios)
+    params = {
+        "preset": preset,
+        "per_scenario": per_scenario,
+        "dialogues": dialogues,
+        "scenarios": [s.value for s in scenarios],
+        "seed": seed,
+    }
+    generator = Generator(name="world", version=__version__, params=params)
+    with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
+        tasks = [(s, did, seed) for s, did in todo]
+        for line, images in _results(tasks, workers):
+            d = Dialogue.model_validate_json(line)
+            for sha, data in images.items():
+                if sha in banned:
+                    raise UserError(
+                        f"{d.id}: image {sha} also occurs in {exclude}; build the bench with another --seed",
+                        exit_code=1,
+                    )
+                w.add_encoded(next(p for p in d.images() if p.sha256 == sha), data)
+            w.add_dialogue(d)
+            if on_dialogue is not None:
+                on_dialogue()
+        return w.commit()

@@ -1,0 +1,394 @@
+"""Composing one world dialogue: turns, images, checks, questions and the state trajectory.
+
+A scenario script (`_scenarios`) drives a `Composer` through *moves*. The composer keeps
+the true state (the `View` the next generated image must show), the active constraints,
+every image shown so far, and what each turn exercised. For every target turn it also
+derives what a *stateless* reading would produce (the current instruction applied to the
+latest image, without constraints, corrections or history) and insists that at least one
+of the turn's checks fails on it: that is the rule that makes every target turn
+irreducible to single-turn, enforced when the dialogue is built.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from yanami.schema import (
+    CHOICE_LETTERS,
+    Capability,
+    Check,
+    CheckCategory,
+    CheckHidden,
+    CheckKind,
+    Dialogue,
+    DialogueMeta,
+    ImageFormat,
+    ImagePart,
+    ImageSource,
+    Message,
+    Question,
+    QuestionHidden,
+    QuestionType,
+    Scenario,
+    TextPart,
+    Turn,
+    TurnHidden,
+)
+from yanami.store import sha256_hex
+from yanami.world._camera import HEIGHT, WIDTH
+from yanami.world._language import full_where, minimal_where, phrase
+from yanami.world._ops import View, apply_op
+from yanami.world._predicates import evaluate, select
+from yanami.world._render import render_png
+from yanami.world._scene import Scene, WorldObject, pairs, relation
+
+
+class Reducible(Exception):
+    """A target turn that a stateless reading would get right: the script must try again."""
+
+
+@dataclass
+class Constraint:
+    """A standing user requirement."""
+
+    id: str
+    kind: str
+    """``forbid_colour`` or ``protect``."""
+    value: Any
+    """The colour, or the protected object's full attributes."""
+    text: str
+    """How the user put it."""
+    turn: int
+
+
+@dataclass
+class Composer:
+    """Builds one dialogue, turn by turn."""
+
+    scenario: Scenario
+    rng: random.Random
+    dialogue_id: str
+    seed: int
+    view: View | None = None
+    turns: list[Turn] = field(default_factory=list)
+    images: list[View] = field(default_factory=list)
+    image_parts: list[ImagePart] = field(default_factory=list)
+    image_bytes: dict[str, bytes] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+    questions: list[Question] = field(default_factory=list)
+    capabilities: set[Capability] = field(default_factory=set)
+    check_no: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)
+    """Facts the question writer uses (what was referred to, corrected, ruled out)."""
+    capability_checks: dict[Capability, list[str]] = field(default_factory=dict)
+
+    # images ---------------------------------------------------------------------------
+
+    def picture(self, view: View, source: ImageSource) -> ImagePart:
+        """Render a view, keep its bytes, and return a part that references it."""
+        data = render_png(view.scene, view.azimuth, view.style)
+        sha = sha256_hex(data)
+        self.image_bytes[sha] = data
+        part = ImagePart(sha256=sha, format=ImageFormat.PNG, width=WIDTH, height=HEIGHT, source=source)
+        self.images.append(view)
+        self.image_parts.append(part)
+        return part
+
+    @property
+    def latest(self) -> View:
+        """The most recent image shown in the dialogue."""
+        return self.images[-1]
+
+    # turns ----------------------------------------------------------------------------
+
+    def _turn(
+        self,
+        user: list[TextPart | ImagePart],
+        assistant: list[TextPart | ImagePart],
+        caps: set[Capability],
+        checks: list[Check],
+        intent: dict[str, Any],
+    ) -> int:
+        assert self.view is not None
+        index = len(self.turns)
+        self.capabilities |= caps
+        state = {
+            "scene": [o.model_dump() for o in self.view.scene.objects],
+            "azimuth": self.view.azimuth,
+            "style": self.view.style,
+            "constraints": [{"id": c.id, "kind": c.kind, "value": c.value} for c in self.constraints],
+            "images": len(self.images),
+        }
+        self.turns.append(
+            Turn(
+                index=index,
+                user=Message(role="user", parts=user),
+                assistant=Message(role="assistant", parts=assistant),
+                capabilities=sorted(caps, key=list(Capability).index),
+                checks=checks,
+                hidden=TurnHidden(state=state, intent=intent),
+            )
+        )
+        return index
+
+    def show(self, view: View, user_text: str, assistant_text: str, caps: set[Capability] | None = None) -> int:
+        """The user shares an image; the assistant answers in words."""
+        part = self.picture(view, ImageSource.USER)
+        if self.view is None or not caps:
+            self.view = view
+        return self._turn(
+            [TextPart(text=user_text), part],
+            [TextPart(text=assistant_text)],
+            caps or set(),
+            [],
+            {"op": "none", "shares_image": len(self.images)},
+        )
+
+    def chat(
+        self, user_text: str, assistant_text: str, caps: set[Capability], intent: dict[str, Any] | None = None
+    ) -> int:
+        """A turn in words only (a constraint, a discussion, a decision)."""
+        return self._turn(
+            [TextPart(text=user_text)], [TextPart(text=assistant_text)], caps, [], intent or {"op": "none"}
+        )
+
+    def turn_with_image(
+        self, user_text: str, assistant_text: str, part: ImagePart, caps: set[Capability], intent: dict[str, Any]
+    ) -> int:
+        """A turn whose assistant shows an image that is not judged."""
+        return self._turn([TextPart(text=user_text)], [TextPart(text=assistant_text), part], caps, [], intent)
+
+    def constrain(self, kind: str, value: Any, user_text: str, assistant_text: str) -> Constraint:
+        """The user sets a standing constraint."""
+        c = Constraint(f"k{len(self.constraints)}", kind, value, user_text, len(self.turns))
+        self.constraints.append(c)
+        self.chat(user_text, assistant_text, {Capability.CONSTRAINT}, {"op": "none", "constraint": c.id})
+        return c
+
+    def target(
+        self,
+        user_text: str,
+        op: dict[str, Any],
+        stateless: dict[str, Any],
+        assistant_text: str,
+        caps: set[Capability],
+        *,
+        alternatives: dict[str, dict[str, Any]] | None = None,
+        focus: list[Check] | None = None,
+        correction: list[tuple[str, dict[str, Any]]] | None = None,
+    ) -> int:
+        """A turn whose assistant image is judged.
+
+        ``op`` is what the user's words mean given the whole dialogue; ``stateless`` what
+        they mean read alone against the latest image. ``focus`` are checks on what the
+        turn changes; ``correction`` (text, predicate) pairs become correction-updating
+        checks. Raises `Reducible` when no check tells the two apart.
+        """
+        assert self.view is not None
+        new = apply_op(op, self.view, self.images)
+        naive = apply_op(stateless, self.latest, self.images)
+        checks = list(focus or [])
+        checks += self._context_checks(new, exclude=len(checks))
+        for c in self.constraints:
+            checks.append(self._constraint_check(c))
+        for text, pred in correction or []:
+            checks.append(self._check(text, pred, capability=Capability.CORRECTION))
+        for c in checks:
+            pred = c.hidden.predicate
+            assert isinstance(pred, dict)
+            if not evaluate(pred, new.scene, new.azimuth):
+                raise AssertionError(f"check {c.text!r} {pred} fails on the ground truth {new}; this is a builder bug")
+        if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
+            extra = self._distinguishing_check(new, naive)
+            if extra is None:
+                raise Reducible(user_text)
+            checks.append(extra)
+        self.view = new
+        part = self.picture(new, ImageSource.ASSISTANT)
+        intent = {"op": op, "stateless": stateless, "alternatives": alternatives or {}}
+        return self._turn(
+            [TextPart(text=user_text)],
+            [TextPart(text=assistant_text), part],
+            caps | {Capability.CONSISTENCY},
+            checks,
+            intent,
+        )
+
+    # checks ---------------------------------------------------------------------------
+
+    def _check(
+        self,
+        text: str,
+        predicate: dict[str, Any],
+        *,
+        category: CheckCategory | None = None,
+        capability: Capability | None = None,
+    ) -> Check:
+        cid = f"c{self.check_no}"
+        self.check_no += 1
+        if capability is not None:
+            self.capability_checks.setdefault(capability, []).append(cid)
+            return Check(
+                id=cid,
+                kind=CheckKind.CAPABILITY,
+                text=text,
+                capability=capability,
+                hidden=CheckHidden(predicate=predicate),
+            )
+        return Check(
+            id=cid, kind=CheckKind.ATOMIC, text=text, category=category, hidden=CheckHidden(predicate=predicate)
+        )
+
+    def atomic(self, text: str, predicate: dict[str, Any], category: CheckCategory) -> Check:
+        """An atomic check (for a move's focus)."""
+        return self._check(text, predicate, category=category)
+
+    def _constraint_check(self, c: Constraint) -> Check:
+        if c.kind == "forbid_colour":
+            return self._check(
+                f"No object in the image is {c.value}.",
+                {"op": "absent", "where": {"colour": c.value}},
+                capability=Capability.CONSTRAINT,
+            )
+        return self._check(
+            f"The {phrase(c.value)} is still there, unchanged.",
+            {"op": "exists", "where": c.value},
+            capability=Capability.CONSTRAINT,
+        )
+
+    def _context_checks(self, new: View, exclude: int) -> list[Check]:
+        """Atomic checks that the rest of the scene is as it should be (about 5 per image)."""
+        scene = new.scene
+        rng = self.rng
+        out: list[Check] = []
+        want = max(2, 4 - exclude)
+        objs = list(scene.objects)
+        rng.shuffle(objs)
+        for o in objs[:2]:
+            w = full_where(o)
+            out.append(
+                self._check(
+                    f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, category=CheckCategory.EXISTENCE
+                )
+            )
+        if len(out) < want:
+            out.append(
+                self._check(
+                    f"There are exactly {len(objs)} objects.",
+                    {"op": "total", "n": len(objs)},
+                    category=CheckCategory.COUNT,
+                )
+            )
+        rel_pairs = list(pairs(scene))
+        rng.shuffle(rel_pairs)
+        for a, b in rel_pairs[: max(0, want - len(out))]:
+            wa, wb = minimal_where(a, scene, rng), minimal_where(b, scene, rng)
+            horizontal, depth = relation(a, b, new.azimuth)
+            rel = rng.choice([horizontal, depth])
+            words = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
+            out.append(
+                self._check(
+                    f"The {phrase(wa)} is {words[rel]} the {phrase(wb)}.",
+                    {"op": "relation", "a": wa, "b": wb, "rel": rel},
+                    category=CheckCategory.RELATION,
+                )
+            )
+        for o in scene.objects:
+            if o.on is not None and len(out) < want + 1:
+                support = scene.by_id(o.on)
+                wa, wb = minimal_where(o, scene, rng), minimal_where(support, scene, rng)
+                out.append(
+                    self._check(
+                        f"The {phrase(wa)} rests on top of the {phrase(wb)}.",
+                        {"op": "on", "a": wa, "b": wb},
+                        category=CheckCategory.SUPPORT,
+                    )
+                )
+        return out
+
+    def _distinguishing_check(self, new: View, naive: View) -> Check | None:
+        """An atomic check true of ``new`` and false of ``naive``, if one of the simple kinds exists."""
+        for o in new.scene.objects:
+            w = full_where(o)
+            if not select(naive.scene, w):
+                return self._check(
+                    f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, category=CheckCategory.EXISTENCE
+                )
+        for o in naive.scene.objects:
+            w = full_where(o)
+            if not select(new.scene, w):
+                return self._check(
+                    f"There is no {phrase(w)}.", {"op": "absent", "where": w}, category=CheckCategory.ABSENCE
+                )
+        if len(new.scene.objects) != len(naive.scene.objects):
+            n = len(new.scene.objects)
+            return self._check(f"There are exactly {n} objects.", {"op": "total", "n": n}, category=CheckCategory.COUNT)
+        for a, b in pairs(new.scene):
+            wa, wb = minimal_where(a, new.scene, self.rng), minimal_where(b, new.scene, self.rng)
+            for rel in relation(a, b, new.azimuth):
+                pred = {"op": "relation", "a": wa, "b": wb, "rel": rel}
+                if not evaluate(pred, naive.scene, naive.azimuth):
+                    words = {
+                        "left": "to the left of",
+                        "right": "to the right of",
+                        "front": "in front of",
+                        "behind": "behind",
+                    }
+                    category = CheckCategory.VIEWPOINT if new.azimuth != naive.azimuth else CheckCategory.RELATION
+                    return self._check(f"The {phrase(wa)} is {words[rel]} the {phrase(wb)}.", pred, category=category)
+        return None
+
+    # questions ------------------------------------------------------------------------
+
+    def ask(
+        self,
+        qtype: QuestionType,
+        after_turn: int,
+        text: str,
+        answer: str,
+        distractors: list[str],
+        aligned: list[str] | None = None,
+    ) -> None:
+        """A DSU question with four options (the answer among three distractors)."""
+        options = [answer, *[d for d in dict.fromkeys(distractors) if d != answer][:3]]
+        self.rng.shuffle(options)
+        self.questions.append(
+            Question(
+                id=f"q{len(self.questions)}",
+                type=qtype,
+                after_turn=after_turn,
+                text=text,
+                answer=answer,
+                choices=options,
+                answer_letters=[CHOICE_LETTERS[options.index(answer)]],
+                aligned_checks=aligned or [],
+                hidden=QuestionHidden(intent={"type": qtype.value, "answer": answer}),
+            )
+        )
+
+    # result ---------------------------------------------------------------------------
+
+    def dialogue(self, params: dict[str, Any]) -> Dialogue:
+        """The finished dialogue."""
+        from yanami import __version__
+
+        caps = sorted({c for t in self.turns for c in t.capabilities}, key=list(Capability).index)
+        return Dialogue(
+            id=self.dialogue_id,
+            scenario=self.scenario,
+            capabilities=caps,
+            turns=self.turns,
+            questions=self.questions,
+            meta=DialogueMeta(generator="world", version=__version__, seed=self.seed, params=params),
+        )
+
+
+def _a(text: str) -> str:
+    return ("an " if text[0] in "aeiou" else "a ") + text
+
+
+def describe(o: WorldObject, scene: Scene, rng: random.Random) -> str:
+    """``the red cube`` (minimal in ``scene``)."""
+    return "the " + phrase(minimal_where(o, scene, rng))

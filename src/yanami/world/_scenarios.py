@@ -1,0 +1,797 @@
+"""The four scenarios as scripts of moves over a `Composer`.
+
+Every script sets a constraint and later tests it, refers back to objects by pronoun,
+by turn or by picture, retrieves something only the history holds, and corrects an
+earlier decision, so each dialogue exercises at least four capabilities and carries
+one question of each DSU type.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from yanami.schema import Capability, CheckCategory, ImageSource, QuestionType, Scenario
+from yanami.world._compose import Composer, Reducible
+from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
+from yanami.world._ops import OpError, View, apply_op
+from yanami.world._place import VIEWS, place, random_scene, valid
+from yanami.world._predicates import select
+from yanami.world._render import STYLES
+from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, random_object, relation
+
+COREF = Capability.COREFERENCE
+RETRIEVAL = Capability.RETRIEVAL
+SPATIAL = Capability.SPATIAL
+CONSTRAINT = Capability.CONSTRAINT
+CORRECTION = Capability.CORRECTION
+
+REL_WORDS = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
+MATERIAL_NAME = {"matte": "matte", "metal": "metal"}
+
+
+class Retry(Exception):
+    """This attempt at a dialogue hit a dead end; build it again from a new seed."""
+
+
+def _colours_except(*excluded: str) -> list[str]:
+    return [c for c in COLOURS if c not in excluded]
+
+
+def _check_valid(c: Composer, op: dict[str, Any]) -> None:
+    assert c.view is not None
+    try:
+        new = apply_op(op, c.view, c.images)
+    except OpError as exc:
+        raise Retry(str(exc)) from None
+    if not valid(new.scene):
+        raise Retry(f"{op} breaks the placement rules")
+
+
+def _spot(c: Composer, o: WorldObject, near: WorldObject | None = None, rel: str | None = None) -> tuple[float, float]:
+    """A valid ground position for ``o`` (optionally ``rel`` of ``near``)."""
+    assert c.view is not None
+    scene = Scene(objects=tuple(p for p in c.view.scene.objects if p.id != o.id))
+    for _ in range(60):
+        placed = place(scene, o, c.rng, tries=20)
+        if placed is None:
+            continue
+        if near is not None and rel is not None and rel not in relation(placed, near, c.view.azimuth):
+            continue
+        return placed.x, placed.y
+    raise Retry("no room")
+
+
+def _opening(c: Composer, view: View, lead: str) -> int:
+    names = [phrase(full_where(o), c.rng) for o in view.scene.objects]
+    user = pick(
+        c.rng,
+        [
+            "{lead} Here is the scene I am starting from.",
+            "Here's my picture. {lead}",
+            "{lead} This is what I have so far.",
+        ],
+        lead=lead,
+    )
+    asst = pick(
+        c.rng,
+        [
+            "I can see {n} objects: {items}. What would you like to do?",
+            "Got it. The scene has {n} objects: {items}.",
+            "Thanks! I count {n} objects here: {items}. Tell me what to change.",
+        ],
+        n=len(names),
+        items=listing([("a " if n[0] not in "aeiou" else "an ") + n for n in names]),
+    )
+    return c.show(view, user, asst)
+
+
+def _set_constraint(c: Composer) -> Any:
+    """Forbid a colour that is absent, or protect an object; returns the constraint."""
+    assert c.view is not None
+    scene = c.view.scene
+    absent = [col for col in COLOURS if not select(scene, {"colour": col})]
+    if absent and c.rng.random() < 0.6:
+        col = c.rng.choice(absent)
+        user = pick(
+            c.rng,
+            [
+                "One rule for everything we do: no {col} objects, even if I ask for one later.",
+                "Please keep {col} out of this scene from now on, whatever I say later.",
+                "I really dislike {col}. Never put anything {col} in the scene.",
+            ],
+            col=col,
+        )
+        asst = pick(
+            c.rng,
+            [
+                "Understood: nothing {col}, for the rest of our conversation.",
+                "Noted. I'll keep the scene free of {col} from here on.",
+            ],
+            col=col,
+        )
+        return c.constrain("forbid_colour", col, user, asst)
+    o = c.rng.choice(list(scene.objects))
+    ref = "the " + phrase(minimal_where(o, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Whatever else we change, {ref} stays exactly as it is.",
+            "Please never touch {ref}; it has to stay as it is in every version.",
+            "{ref} is off-limits: keep it unchanged no matter what I ask.",
+        ],
+        ref=ref,
+    )
+    asst = pick(c.rng, ["Understood, {ref} will stay untouched.", "Okay: I won't change {ref}."], ref=ref)
+    return c.constrain("protect", full_where(o), user, asst)
+
+
+def _ask_constraint_question(c: Composer) -> None:
+    k = c.constraints[0]
+    aligned = c.capability_checks.get(CONSTRAINT, [])
+    last = len(c.turns) - 1
+    if k.kind == "forbid_colour":
+        c.ask(
+            QuestionType.CT,
+            last,
+            "Which colour has the user ruled out for every version of the scene?",
+            k.value,
+            _colours_except(k.value),
+            aligned,
+        )
+    else:
+        others = [phrase(full_where(o)) for o in c.images[0].scene.objects if full_where(o) != k.value]
+        c.ask(
+            QuestionType.CT,
+            last,
+            "Which object did the user ask to keep unchanged throughout?",
+            f"the {phrase(k.value)}",
+            [f"the {o}" for o in others] + ["none of them", "every object in the scene"],
+            aligned,
+        )
+
+
+def _violating_edit(c: Composer, target: WorldObject) -> None:
+    """A request that would break the constraint; the assistant adjusts or declines."""
+    assert c.view is not None
+    k = c.constraints[0]
+    scene = c.view.scene
+    ref = "the " + phrase(minimal_where(target, scene, c.rng))
+    if k.kind == "forbid_colour":
+        forbidden = k.value
+        if target.colour == forbidden:
+            raise Retry("target already forbidden colour")
+        alt = c.rng.choice(_colours_except(forbidden, target.colour))
+        where = minimal_where(target, scene, c.rng)
+        op = {"op": "set", "where": where, "attr": "colour", "value": alt}
+        literal = {"op": "set", "where": where, "attr": "colour", "value": forbidden}
+        _check_valid(c, op)
+        user = pick(
+            c.rng,
+            ["Make {ref} {col}.", "Could you paint {ref} {col}?", "Let's try {ref} in {col}."],
+            ref=ref,
+            col=forbidden,
+        )
+        asst = pick(
+            c.rng,
+            [
+                "You asked me to keep {col} out of the scene, so I painted it {alt} instead.",
+                "I can't use {col}: that was your rule from the start. Here it is in {alt};"
+                " tell me if you prefer another colour.",
+            ],
+            col=forbidden,
+            alt=alt,
+        )
+        after = apply_op(op, c.view, c.images).scene
+        new_where = {**{k2: v for k2, v in where.items() if k2 != "colour"}, "colour": alt}
+        focus = []
+        if len(select(after, new_where)) == 1:
+            focus.append(
+                c.atomic(
+                    f"The {phrase({k2: v for k2, v in where.items() if k2 != 'colour'})} is now {alt}.",
+                    {"op": "exists", "where": {**full_where(target), "colour": alt}},
+                    CheckCategory.ATTRIBUTE,
+                )
+            )
+        c.notes["violation"] = (len(c.turns), forbidden, alt)
+        c.target(user, op, literal, asst, {CONSTRAINT}, alternatives={"no-constraints": literal}, focus=focus)
+        return
+    # protect: the user asks to remove the protected object; the assistant declines
+    protected = select(scene, k.value)
+    if not protected:
+        raise Retry("protected object missing")
+    p = protected[0]
+    where = minimal_where(p, scene, c.rng)
+    literal = {"op": "remove", "where": where}
+    user = pick(
+        c.rng,
+        ["Let's get rid of {ref}.", "Remove {ref}, please.", "Actually, take {ref} out of the picture."],
+        ref="the " + phrase(where),
+    )
+    asst = pick(
+        c.rng,
+        [
+            "You asked me to keep the {obj} unchanged, so I left it in place. Here is the scene as it stands.",
+            "That one is protected by your earlier rule, so I kept it. Nothing else changed.",
+        ],
+        obj=phrase(k.value),
+    )
+    c.notes["violation"] = (len(c.turns), phrase(k.value), None)
+    c.target(user, {"op": "none"}, literal, asst, {CONSTRAINT}, alternatives={"no-constraints": literal})
+
+
+def _pronoun_edit(c: Composer, target: WorldObject) -> None:
+    """An edit that refers to the last changed object as "it"."""
+    assert c.view is not None
+    scene = c.view.scene
+    current = next((o for o in scene.objects if full_where(o) == full_where(target) or o.id == target.id), None)
+    if current is None:
+        raise Retry("target gone")
+    attr = c.rng.choice(["material", "size"])
+    value = {
+        "material": "metal" if current.material == "matte" else "matte",
+        "size": "small" if current.size == "large" else "large",
+    }[attr]
+    if attr == "size" and (current.on is not None or c.view.scene.supported_by(current.id) is not None):
+        attr, value = "material", "metal" if current.material == "matte" else "matte"
+    where = minimal_where(current, scene, c.rng)
+    op = {"op": "set", "where": where, "attr": attr, "value": value}
+    _check_valid(c, op)
+    others = [o for o in c.latest.scene.objects if o.id != current.id]
+    if not others:
+        raise Retry("nothing to confuse")
+    wrong = max(others, key=lambda o: (SIZES[o.size], o.id))
+    wrong_where = minimal_where(wrong, c.latest.scene, c.rng)
+    stateless = {"op": "set", "where": wrong_where, "attr": attr, "value": value}
+    word = {"material": {"metal": "metal", "matte": "matte"}, "size": {"small": "small", "large": "large"}}[attr][value]
+    user = pick(
+        c.rng,
+        [
+            "Nice. Now make it {w}.",
+            "Good, and can you make it {w} as well?",
+            "Keep going with that one: it should be {w}.",
+        ],
+        w=word,
+    )
+    asst = pick(
+        c.rng,
+        ["Done: the {obj} is {w} now.", "Here you go, it is {w} now and nothing else moved."],
+        obj=phrase(where),
+        w=word,
+    )
+    after = apply_op(op, c.view, c.images).scene
+    changed = next(o for o in after.objects if o.id == current.id)
+    focus = [
+        c.atomic(
+            f"There is {a(full_where(changed))}.",
+            {"op": "exists", "where": full_where(changed)},
+            CheckCategory.ATTRIBUTE,
+        )
+    ]
+    turn = c.target(user, op, stateless, asst, {COREF}, alternatives={"no-coreference": stateless}, focus=focus)
+    c.notes["pronoun"] = (
+        turn,
+        phrase(full_where(current)),
+        [phrase(full_where(o)) for o in scene.objects if o.id != current.id],
+    )
+    c.notes["revertible"] = (turn, current.id, attr, getattr(current, attr), value)
+
+
+def _retrieval_add(c: Composer, source: WorldObject) -> None:
+    """Add an object in the colour another object had in the first picture."""
+    assert c.view is not None
+    scene = c.view.scene
+    first = c.images[0].scene
+    original = next((o for o in first.objects if o.id == source.id), None)
+    current = next((o for o in scene.objects if o.id == source.id), None)
+    if original is None or current is None or original.colour == current.colour:
+        raise Retry("no colour history to retrieve")
+    forbidden = {k.value for k in c.constraints if k.kind == "forbid_colour"}
+    if original.colour in forbidden:
+        raise Retry("retrieved colour forbidden")
+    new = random_object(c.rng, scene.next_id(), colour=original.colour, size="small")
+    x, y = _spot(c, new)
+    spec = {"shape": new.shape, "colour": new.colour, "size": new.size, "material": new.material, "x": x, "y": y}
+    op = {"op": "add", "object": spec}
+    stateless = {"op": "add", "object": {**spec, "colour": current.colour}}
+    _check_valid(c, op)
+    ref = "the " + phrase(minimal_where(current, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Add a small {shape}, in the colour {ref} had in my first picture.",
+            "Put a small {shape} somewhere free; give it the original colour of {ref}, from before any edits.",
+        ],
+        shape=new.shape,
+        ref=ref,
+    )
+    asst = pick(
+        c.rng,
+        [
+            "Added a small {col} {shape}: {col} is what {ref} looked like at the start.",
+            "Here it is, a small {col} {shape}.",
+        ],
+        col=original.colour,
+        shape=new.shape,
+        ref=ref,
+    )
+    w = {"shape": new.shape, "colour": new.colour, "size": "small"}
+    focus = [
+        c.atomic(f"There is a small {new.colour} {new.shape}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE)
+    ]
+    turn = c.target(user, op, stateless, asst, {RETRIEVAL}, alternatives={"stateless": stateless}, focus=focus)
+    c.notes["added"] = (turn, new.id, phrase(w))
+    c.notes["retrieved"] = (
+        turn,
+        phrase({"shape": original.shape, "size": original.size}),
+        original.colour,
+        current.colour,
+    )
+
+
+def _correction_revert(c: Composer) -> None:
+    """The user takes back the pronoun edit: the object goes back to how it was."""
+    assert c.view is not None
+    turn, oid, attr, old, new_value = c.notes["revertible"]
+    scene = c.view.scene
+    current = next((o for o in scene.objects if o.id == oid), None)
+    if current is None:
+        raise Retry("corrected object gone")
+    where = minimal_where(current, scene, c.rng)
+    op = {"op": "set", "where": where, "attr": attr, "value": old}
+    _check_valid(c, op)
+    user = pick(
+        c.rng,
+        [
+            "Wait, I take back what I asked in my {nth} message: put that object back the way it was.",
+            "On second thought, undo the change from my {nth} message; the {attr} was better before.",
+            "Correction: forget the {attr} change from my {nth} message and restore what it replaced.",
+        ],
+        nth=ordinal(turn + 1),
+        attr=attr,
+    )
+    asst = pick(
+        c.rng,
+        ["Reverted: the {obj} is {old} again.", "Sure, the {obj} is back to {old}; everything else stays."],
+        obj=current.shape,
+        old=old,
+    )
+    after = apply_op(op, c.view, c.images).scene
+    restored = next(o for o in after.objects if o.id == oid)
+    pred = {"op": "exists", "where": full_where(restored)}
+    stale = {"op": "absent", "where": full_where(current)}
+    turn_now = c.target(
+        user,
+        op,
+        {"op": "none"},
+        asst,
+        {CORRECTION, RETRIEVAL},
+        alternatives={"no-corrections": {"op": "none"}},
+        correction=[
+            (
+                f"There is {a(full_where(restored))}.",
+                pred,
+            ),
+            (f"There is no {phrase(full_where(current))} any more.", stale),
+        ],
+    )
+    c.notes["correction"] = (turn_now, phrase({"shape": current.shape}), attr, old, new_value)
+
+
+def _reference_by_turn(c: Composer) -> None:
+    """Move "the object we added" next to another one."""
+    assert c.view is not None
+    turn, oid, desc = c.notes["added"]
+    scene = c.view.scene
+    added = next((o for o in scene.objects if o.id == oid), None)
+    if added is None:
+        raise Retry("added object gone")
+    anchors = [o for o in scene.ground_objects() if o.id != oid]
+    if not anchors:
+        raise Retry("no anchor")
+    anchor = c.rng.choice(anchors)
+    rel = c.rng.choice(["left", "right", "front", "behind"])
+    x, y = _spot(c, added, anchor, rel)
+    op = {"op": "move", "where": minimal_where(added, scene, c.rng), "x": x, "y": y}
+    _check_valid(c, op)
+    latest = c.latest.scene
+    candidates = [o for o in latest.objects if o.id not in (oid, anchor.id) and o.on is None]
+    if not candidates:
+        raise Retry("nothing to confuse")
+    wrong = c.rng.choice(candidates)
+    stateless = {"op": "move", "where": minimal_where(wrong, latest, c.rng), "x": x, "y": y}
+    aref = "the " + phrase(minimal_where(anchor, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Now move the object you added in my {nth} message so it sits {rel} {anchor}.",
+            "Take the piece we added a little while ago and put it {rel} {anchor}.",
+        ],
+        nth=ordinal(turn + 1),
+        rel=REL_WORDS[rel],
+        anchor=aref,
+    )
+    asst = pick(
+        c.rng,
+        ["Moved the {d} {rel} {anchor}.", "Done, the {d} is now {rel} {anchor}."],
+        d=desc,
+        rel=REL_WORDS[rel],
+        anchor=aref,
+    )
+    after = apply_op(op, c.view, c.images).scene
+    wa = minimal_where(next(o for o in after.objects if o.id == oid), after, c.rng)
+    wb = minimal_where(next(o for o in after.objects if o.id == anchor.id), after, c.rng)
+    focus = [
+        c.atomic(
+            f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
+            {"op": "relation", "a": wa, "b": wb, "rel": rel},
+            CheckCategory.RELATION,
+        )
+    ]
+    c.target(user, op, stateless, asst, {COREF, RETRIEVAL}, alternatives={"no-coreference": stateless}, focus=focus)
+    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
+    c.notes["turn_ref"] = (
+        len(c.turns) - 1,
+        desc,
+        [phrase(full_where(o)) for o in scene.objects if o.id != oid],
+        phrase_used,
+    )
+
+
+def _questions(c: Composer) -> None:
+    last = len(c.turns) - 1
+    if "turn_ref" in c.notes:
+        turn, answer, others, word = c.notes["turn_ref"]
+    else:
+        turn, answer, others = c.notes["pronoun"]
+        word = "it"
+    c.ask(
+        QuestionType.RR,
+        turn,
+        f'In turn {turn + 1}, which object does the user mean by "{word}"?',
+        f"the {answer}",
+        [f"the {o}" for o in others] + ["the largest object in the scene", "a new object"],
+    )
+    rturn, _, old_colour, new_colour = c.notes["retrieved"]
+    c.ask(
+        QuestionType.CR,
+        last,
+        f"What colour did the user's request in turn {rturn + 1} call for?",
+        old_colour,
+        [new_colour, *_colours_except(old_colour, new_colour)],
+    )
+    _ask_constraint_question(c)
+    cturn, shape, attr, old, new_value = c.notes["correction"]
+    c.ask(
+        QuestionType.CU,
+        last,
+        f"After the user's correction in turn {cturn + 1}, what {attr} should the {shape} have?",
+        str(old),
+        [
+            str(new_value),
+            *{"material": ["matte", "metal"], "size": ["small", "large"]}.get(attr, list(COLOURS)),
+            "it was removed",
+            "it never changed",
+        ],
+        c.capability_checks.get(CORRECTION, []),
+    )
+
+
+# Scenarios ------------------------------------------------------------------------------
+
+
+def editing(c: Composer) -> None:
+    """Progressive edits of one picture that must keep everything not mentioned."""
+    style = c.rng.choice(list(STYLES))
+    scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.15)
+    view = View(scene, VIEWS[0], style)
+    _opening(c, view, pick(c.rng, ["I want to edit this picture step by step.", "Let's rework this scene together."]))
+    _set_constraint(c)
+    changed = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
+    _first_step(c, changed, "Make the {ref} {col}.")
+    _pronoun_edit(c, changed)
+    _retrieval_add(c, changed)
+    _correction_revert(c)
+    if c.constraints[0].kind == "protect":
+        _violating_edit(c, changed)
+    elif c.rng.random() < 0.6:
+        _reference_by_turn(c)
+    _questions(c)
+
+
+def _first_step(c: Composer, o: WorldObject, request: str) -> None:
+    """Recolour ``o``: against the forbidden colour if there is one (the assistant adjusts),
+    else as a plain edit (shown, but not judged: read alone it is already solvable)."""
+    if c.constraints[0].kind == "forbid_colour":
+        _violating_edit(c, o)
+        return
+    assert c.view is not None
+    col = c.rng.choice(_colours_except(o.colour))
+    where = minimal_where(o, c.view.scene, c.rng)
+    op = {"op": "set", "where": where, "attr": "colour", "value": col}
+    _check_valid(c, op)
+    _plain_edit(c, op, request.format(ref=phrase(where), col=col), f"Done, the {phrase(where)} is {col} now.")
+
+
+def _plain_edit(c: Composer, op: dict[str, Any], user: str, asst: str) -> None:
+    """An edit that a history-free reading gets right too: the change is shown, but the
+    turn is not a target turn (it has no checks)."""
+    assert c.view is not None
+    c.view = apply_op(op, c.view, c.images)
+    part = c.picture(c.view, ImageSource.ASSISTANT)
+    c.turn_with_image(user, asst, part, {Capability.CONSISTENCY}, {"op": op})
+
+
+def world_modeling(c: Composer) -> None:
+    """Actions with physical consequences and viewpoint changes, and a corrected relation."""
+    style = c.rng.choice(list(STYLES))
+    scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.5)
+    view = View(scene, VIEWS[0], style)
+    _opening(
+        c, view, pick(c.rng, ["Let's play out what happens to this scene.", "I want to simulate a few changes here."])
+    )
+    _set_constraint(c)
+    _orbit(c)
+    target = c.rng.choice([o for o in c.view.scene.objects if full_where(o) != c.constraints[0].value])  # type: ignore[union-attr]
+    _first_step(c, target, "Now change the colour: make the {ref} {col}.")
+    _pronoun_edit(c, target)
+    if any(o.on is not None for o in c.view.scene.objects):  # type: ignore[union-attr]
+        _remove_support(c)
+    _retrieval_add(c, target)
+    _correction_revert(c)
+    if c.constraints[0].kind == "protect":
+        _violating_edit(c, target)
+    _questions(c)
+
+
+def _orbit(c: Composer) -> None:
+    """Walk around the scene: a viewpoint change relative to the current one."""
+    assert c.view is not None
+    turns = c.rng.choice([1, 2, 3])
+    az = c.view.azimuth + 90 * turns
+    op = {"op": "orbit", "azimuth": az}
+    # Read alone, "the other side" of the latest image is ambiguous only after an earlier
+    # orbit; the first one is judged on relations, which a copy of the latest image fails.
+    stateless = {"op": "none"}
+    words = {1: "a quarter turn to the right", 2: "to the opposite side", 3: "a quarter turn to the left"}[turns]
+    user = pick(
+        c.rng,
+        [
+            "Walk {w} around the scene and show me what it looks like from there.",
+            "Show me the scene after moving the camera {w}.",
+        ],
+        w=words,
+    )
+    asst = pick(
+        c.rng, ["Here is the view after moving {w}.", "This is the scene seen from {w} of where we were."], w=words
+    )
+    c.target(user, op, stateless, asst, {SPATIAL})
+    c.notes.setdefault("orbit", (len(c.turns) - 1, words))
+
+
+def _remove_support(c: Composer) -> None:
+    """Remove an object that something rests on: what it carried falls to the ground."""
+    assert c.view is not None
+    scene = c.view.scene
+    stacks = [o for o in scene.objects if o.on is not None]
+    if not stacks:
+        raise Retry("no stack")
+    top = stacks[0]
+    support = scene.by_id(top.on)  # type: ignore[arg-type]
+    if any(full_where(support) == k.value for k in c.constraints):
+        raise Retry("support protected")
+    where = minimal_where(support, scene, c.rng)
+    op = {"op": "remove", "where": where}
+    _check_valid(c, op)
+    user = pick(
+        c.rng,
+        ["What happens if we pull out {ref}?", "Remove {ref} and show me the result."],
+        ref="the " + phrase(where),
+    )
+    asst = pick(
+        c.rng,
+        [
+            "Without its support, the {t} drops straight down to the floor.",
+            "The {t} falls onto the ground where {ref} used to be.",
+        ],
+        t=top.shape,
+        ref="the " + phrase(where),
+    )
+    after = apply_op(op, c.view, c.images).scene
+    wt = minimal_where(next(o for o in after.objects if o.id == top.id), after, c.rng)
+    focus = [
+        c.atomic(f"The {phrase(wt)} rests on the ground.", {"op": "on_ground", "a": wt}, CheckCategory.SUPPORT),
+        c.atomic(
+            f"There is no {phrase(where)}.", {"op": "absent", "where": full_where(support)}, CheckCategory.ABSENCE
+        ),
+    ]
+    c.target(user, op, op, asst, {SPATIAL}, focus=focus)
+
+
+def reasoning(c: Composer) -> None:
+    """Hypotheses tried out step by step, one abandoned by going back to an earlier state."""
+    style = c.rng.choice(list(STYLES))
+    scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.2)
+    view = View(scene, VIEWS[0], style)
+    _opening(
+        c,
+        view,
+        pick(
+            c.rng,
+            [
+                "Help me think through a few rearrangements of this scene.",
+                "I want to try out some ideas on this scene, one step at a time.",
+            ],
+        ),
+    )
+    _set_constraint(c)
+    first = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
+    _first_step(c, first, "Step one: make the {ref} {col}.")
+    step_one = (len(c.turns) - 1, first.id, "colour", first.colour, c.view.scene.by_id(first.id).colour)  # type: ignore[union-attr]
+    checkpoint = len(c.images)
+    _pronoun_edit(c, first)
+    _restore(c, checkpoint)
+    _retrieval_add(c, first)
+    c.notes["revertible"] = step_one
+    _correction_revert(c)
+    _questions(c)
+
+
+def _restore(c: Composer, image: int) -> None:
+    """Abandon a hypothesis: back to the state shown in an earlier image."""
+    op = {"op": "restore", "image": image}
+    user = pick(
+        c.rng,
+        [
+            "Hmm, that idea doesn't work. Go back to how the scene looked in picture {n} of our conversation.",
+            "Let's drop that last step and return to the state of the {nth} image.",
+        ],
+        n=image,
+        nth=ordinal(image),
+    )
+    asst = pick(c.rng, ["Back to the state of image {n}.", "Okay, this is the scene as it was in image {n}."], n=image)
+    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"stateless": {"op": "none"}})
+    # The abandoned change is gone; a later correction cannot take it back.
+    c.notes.pop("revertible", None)
+
+
+def fusion(c: Composer) -> None:
+    """Sources in different styles, a decision about what to combine, then composites."""
+    styles = c.rng.sample(list(STYLES), 3)
+    n_sources = c.rng.choice([2, 2, 2, 3])
+    sources = [random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0) for _ in range(n_sources)]
+    for k, scene in enumerate(sources):
+        view = View(scene, VIEWS[0], styles[k % len(styles)])
+        names = listing([a(full_where(o)) for o in scene.objects])
+        lead = "I have a few pictures I want to combine." if k == 0 else f"Here is picture number {k + 1}."
+        c.show(
+            view, f"{lead} This one shows {names}." if c.rng.random() < 0.3 else lead, f"Picture {k + 1} has {names}."
+        )
+    # choose two objects from the first picture and one from another
+    picks: list[tuple[int, WorldObject]] = []
+    for k, scene in enumerate(sources):
+        take = c.rng.sample(list(scene.objects), 2 if k == 0 else 1)
+        picks.extend((k, o) for o in take)
+    forbid = [col for col in COLOURS if col not in {o.colour for _, o in picks}]
+    col = c.rng.choice(forbid)
+    k0 = c.constrain(
+        "forbid_colour",
+        col,
+        pick(
+            c.rng,
+            ["For the combined scene, nothing may be {col}.", "Whatever we build from these, keep {col} out of it."],
+            col=col,
+        ),
+        pick(c.rng, ["Understood, no {col} in any combination.", "Noted: {col} stays out."], col=col),
+    )
+    del k0
+    items_desc = listing(
+        [f"the {phrase(minimal_where(o, sources[k], c.rng))} from the {ordinal(k + 1)} picture" for k, o in picks]
+    )
+    c.chat(
+        pick(c.rng, ["Which elements would you combine?", "What would make a nice combination?"]),
+        pick(
+            c.rng,
+            [
+                "I would take {items}, on the floor of the {nth} picture.",
+                "How about {items}, keeping the background of picture {n}?",
+            ],
+            items=items_desc,
+            nth=ordinal(1),
+            n=1,
+        ),
+        {RETRIEVAL},
+    )
+    # compose
+    assert c.view is not None
+    scene = Scene()
+    items = []
+    if len({(o.shape, o.colour, o.size, o.material) for _, o in picks}) != len(picks):
+        raise Retry("two identical objects picked")
+    for i, (k, o) in enumerate(picks):
+        placed = place(scene, o.model_copy(update={"id": i, "on": None}), c.rng)
+        if placed is None:
+            raise Retry("no room to compose")
+        scene = Scene(objects=(*scene.objects, placed))
+        items.append({"image": k + 1, "where": minimal_where(o, sources[k], c.rng), "x": placed.x, "y": placed.y})
+    op = {"op": "compose", "items": items, "style": styles[0]}
+    stateless = (
+        {"op": "compose", "items": items[: len(items) - 1], "style": styles[0]} if len(items) > 1 else {"op": "none"}
+    )
+    c.view = View(c.view.scene, c.view.azimuth, styles[0])
+    c.target(
+        pick(c.rng, ["Sounds good, go ahead with that.", "Yes, let's do exactly that."]),
+        op,
+        stateless,
+        pick(c.rng, ["Here is the combination: {items}.", "Done, the new scene has {items}."], items=items_desc),
+        {RETRIEVAL, COREF},
+    )
+    first = next(o for o in c.view.scene.objects if o.colour != col)
+    _violating_edit(c, first)
+    _pronoun_edit(c, first)
+    _fusion_retrieval(c, sources, col)
+    _correction_revert(c)
+    _questions(c)
+
+
+def _fusion_retrieval(c: Composer, sources: list[Scene], forbidden: str) -> None:
+    """Bring in another object from a source picture by naming the picture."""
+    assert c.view is not None
+    options = [
+        (k, o)
+        for k, s in enumerate(sources)
+        for o in s.objects
+        if o.colour != forbidden and not select(c.view.scene, full_where(o))
+    ]
+    if not options:
+        raise Retry("nothing left to bring in")
+    k, o = c.rng.choice(options)
+    new = o.model_copy(update={"id": c.view.scene.next_id(), "on": None})
+    x, y = _spot(c, new)
+    spec = {"shape": o.shape, "colour": o.colour, "size": o.size, "material": o.material, "x": x, "y": y}
+    op = {"op": "add", "object": spec}
+    wrong = c.rng.choice(_colours_except(o.colour, forbidden))
+    stateless = {"op": "add", "object": {**spec, "colour": wrong}}
+    _check_valid(c, op)
+    user = pick(
+        c.rng,
+        ["Also bring in the {shape} from picture {n}.", "Add the {shape} from my {nth} picture too."],
+        shape=phrase(minimal_where(o, sources[k], c.rng)),
+        n=k + 1,
+        nth=ordinal(k + 1),
+    )
+    asst = pick(
+        c.rng,
+        ["Added the {d} from picture {n}.", "Here it is with the {d} from picture {n}."],
+        d=phrase(full_where(o)),
+        n=k + 1,
+    )
+    w = full_where(o)
+    focus = [c.atomic(f"There is a {phrase(w)}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE)]
+    turn = c.target(user, op, stateless, asst, {RETRIEVAL, COREF}, alternatives={"stateless": stateless}, focus=focus)
+    c.notes["added"] = (turn, o.id, phrase(w))
+    c.notes["retrieved"] = (turn, f"{o.shape} from picture {k + 1}", o.colour, wrong)
+
+
+SCRIPTS: dict[Scenario, Callable[[Composer], None]] = {
+    Scenario.FUSION: fusion,
+    Scenario.EDITING: editing,
+    Scenario.WORLD_MODELING: world_modeling,
+    Scenario.REASONING: reasoning,
+}
+
+
+def compose_dialogue(scenario: Scenario, dialogue_id: str, seed: int) -> tuple[Any, dict[str, bytes]]:
+    """Build one dialogue of a scenario from a seed; returns it with its images' bytes."""
+    for attempt in range(50):
+        rng = random.Random(f"{seed}:{dialogue_id}:{attempt}")
+        c = Composer(scenario, rng, dialogue_id, seed)
+        try:
+            SCRIPTS[scenario](c)
+        except (Retry, Reducible):
+            continue
+        d = c.dialogue({"scenario": scenario.value, "attempt": attempt})
+        used = {p.sha256 for p in d.images()}
+        return d, {k: v for k, v in c.image_bytes.items() if k in used}
+    raise RuntimeError(f"could not build {dialogue_id}; this is a bug in the world's scripts")

@@ -1,0 +1,74 @@
+"""The renderer is deterministic; the parser reads its images back."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from yanami.world import STYLES, VIEWS, parse_image, random_scene, render_array, render_png
+from yanami.world._scene import relation
+
+
+def test_rendering_is_deterministic_and_sized() -> None:
+    scene = random_scene(random.Random(3), n=5)
+    a = render_png(scene, VIEWS[0], "sand")
+    from yanami.world._render import _sprite
+
+    _sprite.cache_clear()  # the sprite cache must not change a single pixel
+    b = render_png(scene, VIEWS[0], "sand")
+    assert a == b
+    img = Image.open(io.BytesIO(a))
+    assert img.size == (512, 384) and img.format == "PNG"
+
+
+def test_styles_and_views_change_the_image() -> None:
+    scene = random_scene(random.Random(4), n=4)
+    base = render_array(scene, VIEWS[0], "studio")
+    assert not np.array_equal(base, render_array(scene, VIEWS[0], "sky"))
+    assert not np.array_equal(base, render_array(scene, VIEWS[1], "studio"))
+
+
+def _match(scene, parsed):  # type: ignore[no-untyped-def]
+    out = []
+    for o in scene.objects:
+        q = min(
+            parsed.objects,
+            key=lambda q: (q.x - o.x) ** 2 + (q.y - o.y) ** 2 + (0 if (q.on is None) == (o.on is None) else 100),
+        )
+        out.append((o, q))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("degrade", [False, True])
+def test_parser_recovers_the_scene(seed: int, degrade: bool) -> None:
+    rng = random.Random(seed)
+    scene = random_scene(rng, n=rng.randint(3, 6), stack_chance=0.4)
+    az = rng.choice(VIEWS)
+    style = rng.choice(list(STYLES))
+    img = Image.fromarray(render_array(scene, az, style))
+    if degrade:  # JPEG at quality 75 after a resize of up to 10 %
+        f = rng.uniform(0.9, 1.1)
+        img = img.resize((round(512 * f), round(384 * f)), Image.Resampling.BILINEAR)
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=75)
+        img = Image.open(io.BytesIO(buf.getvalue()))
+    parsed = parse_image(img, az)
+    assert parsed.style == style
+    assert len(parsed.objects) == len(scene.objects)
+    pscene = parsed.to_scene()
+    pairs = _match(scene, parsed)
+    for o, q in pairs:
+        assert (q.shape, q.colour, q.size, q.material) == (o.shape, o.colour, o.size, o.material)
+        assert abs(q.x - o.x) < 0.3 and abs(q.y - o.y) < 0.3
+        assert (q.on is None) == (o.on is None)
+    index = {id(q): k for k, q in enumerate(parsed.objects)}
+    for o1, q1 in pairs:
+        for o2, q2 in pairs:
+            if o1.id < o2.id and o1.on is None and o2.on is None:
+                got = relation(pscene.objects[index[id(q1)]], pscene.objects[index[id(q2)]], az)
+                assert got == relation(o1, o2, az)
