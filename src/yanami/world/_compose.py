@@ -45,6 +45,25 @@ from yanami.world._render import render_png
 from yanami.world._scene import Scene, WorldObject, pairs, relation
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An image part to be rendered when the dialogue is finished: the index of its view."""
+
+    index: int
+
+
+@dataclass
+class _Draft:
+    """A turn before its images are rendered."""
+
+    user: list[TextPart | Pending]
+    assistant: list[TextPart | Pending]
+    caps: set[Capability]
+    checks: list[Check]
+    state: dict[str, Any]
+    intent: dict[str, Any]
+
+
 class Reducible(Exception):
     """A target turn that a stateless reading would get right: the script must try again."""
 
@@ -72,9 +91,9 @@ class Composer:
     dialogue_id: str
     seed: int
     view: View | None = None
-    turns: list[Turn] = field(default_factory=list)
+    turns: list[_Draft] = field(default_factory=list)
     images: list[View] = field(default_factory=list)
-    image_parts: list[ImagePart] = field(default_factory=list)
+    sources: list[ImageSource] = field(default_factory=list)
     image_bytes: dict[str, bytes] = field(default_factory=dict)
     constraints: list[Constraint] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
@@ -86,15 +105,15 @@ class Composer:
 
     # images ---------------------------------------------------------------------------
 
-    def picture(self, view: View, source: ImageSource) -> ImagePart:
-        """Render a view, keep its bytes, and return a part that references it."""
-        data = render_png(view.scene, view.azimuth, view.style)
-        sha = sha256_hex(data)
-        self.image_bytes[sha] = data
-        part = ImagePart(sha256=sha, format=ImageFormat.PNG, width=WIDTH, height=HEIGHT, source=source)
+    def picture(self, view: View, source: ImageSource) -> Pending:
+        """Show a view: a placeholder part, rendered only if the dialogue is finished.
+
+        Scripts sometimes abandon an attempt (`Reducible`, a dead end); rendering at the
+        end means no image is drawn for nothing.
+        """
         self.images.append(view)
-        self.image_parts.append(part)
-        return part
+        self.sources.append(source)
+        return Pending(len(self.images) - 1)
 
     @property
     def latest(self) -> View:
@@ -105,8 +124,8 @@ class Composer:
 
     def _turn(
         self,
-        user: list[TextPart | ImagePart],
-        assistant: list[TextPart | ImagePart],
+        user: list[TextPart | Pending],
+        assistant: list[TextPart | Pending],
         caps: set[Capability],
         checks: list[Check],
         intent: dict[str, Any],
@@ -121,16 +140,7 @@ class Composer:
             "constraints": [{"id": c.id, "kind": c.kind, "value": c.value} for c in self.constraints],
             "images": len(self.images),
         }
-        self.turns.append(
-            Turn(
-                index=index,
-                user=Message(role="user", parts=user),
-                assistant=Message(role="assistant", parts=assistant),
-                capabilities=sorted(caps, key=list(Capability).index),
-                checks=checks,
-                hidden=TurnHidden(state=state, intent=intent),
-            )
-        )
+        self.turns.append(_Draft(user, assistant, set(caps), checks, state, intent))
         return index
 
     def show(self, view: View, user_text: str, assistant_text: str, caps: set[Capability] | None = None) -> int:
@@ -155,7 +165,7 @@ class Composer:
         )
 
     def turn_with_image(
-        self, user_text: str, assistant_text: str, part: ImagePart, caps: set[Capability], intent: dict[str, Any]
+        self, user_text: str, assistant_text: str, part: Pending, caps: set[Capability], intent: dict[str, Any]
     ) -> int:
         """A turn whose assistant shows an image that is not judged."""
         return self._turn([TextPart(text=user_text)], [TextPart(text=assistant_text), part], caps, [], intent)
@@ -374,12 +384,34 @@ class Composer:
         """The finished dialogue."""
         from yanami import __version__
 
-        caps = sorted({c for t in self.turns for c in t.capabilities}, key=list(Capability).index)
+        parts: list[ImagePart] = []
+        for view, source in zip(self.images, self.sources, strict=True):
+            data = render_png(view.scene, view.azimuth, view.style)
+            sha = sha256_hex(data)
+            self.image_bytes[sha] = data
+            parts.append(ImagePart(sha256=sha, format=ImageFormat.PNG, width=WIDTH, height=HEIGHT, source=source))
+
+        def real(items: list[TextPart | Pending]) -> list[TextPart | ImagePart]:
+            return [parts[p.index] if isinstance(p, Pending) else p for p in items]
+
+        order = list(Capability).index
+        turns = [
+            Turn(
+                index=i,
+                user=Message(role="user", parts=real(t.user)),
+                assistant=Message(role="assistant", parts=real(t.assistant)),
+                capabilities=sorted(t.caps, key=order),
+                checks=t.checks,
+                hidden=TurnHidden(state=t.state, intent=t.intent),
+            )
+            for i, t in enumerate(self.turns)
+        ]
+        caps = sorted({c for t in self.turns for c in t.caps}, key=order)
         return Dialogue(
             id=self.dialogue_id,
             scenario=self.scenario,
             capabilities=caps,
-            turns=self.turns,
+            turns=turns,
             questions=self.questions,
             meta=DialogueMeta(generator="world", version=__version__, seed=self.seed, params=params),
         )

@@ -20,8 +20,10 @@ from yanami.world._scene import (
     BASE_AZIMUTH,
     COLOURS,
     EXTENT,
+    MARGIN,
     Scene,
     WorldObject,
+    axes,
     random_object,
     well_separated,
 )
@@ -39,9 +41,13 @@ def _camera(azimuth: float) -> Camera:
 
 def screen_box(o: WorldObject, base: float, azimuth: float) -> tuple[float, float, float, float]:
     """The object's projected bounding box (x0, y0, x1, y1) at the default image size."""
-    h = o.half
+    return _box(o.half, o.x, o.y, base, azimuth)
+
+
+@lru_cache(maxsize=65536)
+def _box(h: float, x: float, y: float, base: float, azimuth: float) -> tuple[float, float, float, float]:
     zs = (base, base + 2 * h)
-    corners = np.array([[o.x + sx * h, o.y + sy * h, z] for sx in (-1, 1) for sy in (-1, 1) for z in zs])
+    corners = np.array([[x + sx * h, y + sy * h, z] for sx in (-1, 1) for sy in (-1, 1) for z in zs])
     p = _camera(azimuth).project(corners)
     x0, y0 = p.min(axis=0)
     x1, y1 = p.max(axis=0)
@@ -105,18 +111,61 @@ def valid(scene: Scene) -> bool:
 
 
 def place(scene: Scene, o: WorldObject, rng: random.Random, tries: int = 200) -> WorldObject | None:
-    """``o`` moved to a random ground position where the scene stays valid, or None."""
-    for _ in range(tries):
-        x = round(rng.uniform(-EXTENT, EXTENT), 2)
-        y = round(rng.uniform(-EXTENT, EXTENT), 2)
-        moved = o.model_copy(update={"x": x, "y": y, "on": None})
-        rest = tuple(p if p.id != o.id else moved for p in scene.objects)
-        if o.id not in {p.id for p in scene.objects}:
-            rest = (*rest, moved)
-        # Anything stacked on ``o`` moves with it.
-        rest = tuple(p.model_copy(update={"x": x, "y": y}) if p.on == o.id else p for p in rest)
-        if valid(Scene(objects=rest)):
-            return moved
+    """``o`` moved to a random ground position where the scene stays valid, or None.
+
+    Only the pairs involving ``o`` are checked (the rest of the scene is assumed valid),
+    for a batch of random candidates at a time, in numpy; the first that fits wins.
+    """
+    others = [p for p in scene.objects if p.id != o.id and p.on != o.id]
+    riders = [p for p in scene.objects if p.on == o.id]
+    if (o.shape, o.colour, o.size, o.material) in {(p.shape, p.colour, p.size, p.material) for p in others}:
+        return None
+    rest = Scene(objects=tuple(others))
+    roots = rest.ground_objects()
+    right, forward = axes(BASE_AZIMUTH)
+    root_r = np.array([p.x * right[0] + p.y * right[1] for p in roots])
+    root_f = np.array([p.x * forward[0] + p.y * forward[1] for p in roots])
+    fixed = {az: np.array([stack_box(rest, r, az) for r in roots]).reshape(-1, 4) for az in VIEWS}
+    # The stack's silhouette-bounding points relative to its base centre.
+    parts = [(o.half, 0.0)]
+    z = o.height
+    for r in riders:
+        parts.append((r.half, z))
+        z += r.height
+    rel = np.array(
+        [[sx * h, sy * h, base + sz * 2 * h] for h, base in parts for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
+    )
+    batch = 32
+    for _ in range(0, tries, batch):
+        xy = np.array(
+            [[round(rng.uniform(-EXTENT, EXTENT), 2), round(rng.uniform(-EXTENT, EXTENT), 2)] for _ in range(batch)]
+        )
+        ok = np.ones(batch, dtype=bool)
+        if len(roots):
+            cr = xy[:, 0] * right[0] + xy[:, 1] * right[1]
+            cf = xy[:, 0] * forward[0] + xy[:, 1] * forward[1]
+            ok &= (np.abs(cr[:, None] - root_r[None, :]) >= MARGIN).all(axis=1)
+            ok &= (np.abs(cf[:, None] - root_f[None, :]) >= MARGIN).all(axis=1)
+        for az in VIEWS:
+            if not ok.any():
+                break
+            pts = rel[None, :, :] + np.concatenate([xy, np.zeros((batch, 1))], axis=1)[:, None, :]
+            p = _camera(az).project(pts)
+            box = np.concatenate([p.min(axis=1), p.max(axis=1)], axis=1)  # (batch, 4): x0, y0, x1, y1
+            ok &= (box[:, 0] >= GAP) & (box[:, 1] >= GAP) & (box[:, 2] <= WIDTH - GAP) & (box[:, 3] <= HEIGHT - GAP)
+            f = fixed[az]
+            if len(f):
+                apart = (
+                    (box[:, None, 2] + GAP <= f[None, :, 0])
+                    | (f[None, :, 2] + GAP <= box[:, None, 0])
+                    | (box[:, None, 3] + GAP <= f[None, :, 1])
+                    | (f[None, :, 3] + GAP <= box[:, None, 1])
+                )
+                ok &= apart.all(axis=1)
+        hits = np.nonzero(ok)[0]
+        if len(hits):
+            x, y = xy[hits[0]]
+            return o.model_copy(update={"x": float(x), "y": float(y), "on": None})
     return None
 
 

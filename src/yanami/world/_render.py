@@ -193,16 +193,16 @@ def render_array(
 ) -> np.ndarray:
     """Render to an (height, width, 3) uint8 sRGB array."""
     cam = camera(azimuth, width, height)
-    img = ground_srgb(style, width, height).astype(np.float32)
+    img = ground_srgb(style, width, height).copy()
     for o, base in _order(scene, cam):
         sprite = _sprite(o.shape, o.colour, o.size, o.material, o.x, o.y, base, azimuth, style, width, height)
         if sprite is None:
             continue
         x0, y0, premul, alpha = sprite
         region = img[y0 : y0 + alpha.shape[0], x0 : x0 + alpha.shape[1]]
-        region *= 1 - alpha[..., None]
-        region += premul
-    return (img + 0.5).astype(np.uint8)
+        # Blend in floats inside the sprite's box only; the rest of the image stays as it is.
+        region[...] = (region * (1 - alpha[..., None]) + premul + 0.5).astype(np.uint8)
+    return img
 
 
 @lru_cache(maxsize=4096)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -113,6 +114,7 @@ class Scene(BaseModel):
         return max((o.id for o in self.objects), default=-1) + 1
 
 
+@lru_cache(maxsize=64)
 def axes(azimuth: float) -> tuple[tuple[float, float], tuple[float, float]]:
     """The camera's right and forward directions on the ground for a camera at ``azimuth`` degrees."""
     a = math.radians(azimuth)
