@@ -59,9 +59,9 @@ def _light_dir(camera: Camera, style: Style) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def ground(style_name: str, width: int, height: int) -> np.ndarray:
-    """The empty floor for a style at a size, linear RGB float32 at the supersampled size."""
+    """The empty floor for a style at a size, linear RGB float32 (smooth: one sample per pixel)."""
     style = STYLES[style_name]
-    h, w = height * SS, width * SS
+    h, w = height, width
     ys = (np.arange(h, dtype=np.float32) + 0.5) / h
     xs = (np.arange(w, dtype=np.float32) + 0.5) / w
     # Brighter toward the front, a soft fall-off sideways from the light's side.
@@ -288,8 +288,7 @@ def _to_srgb(linear: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=64)
 def ground_srgb(style_name: str, width: int, height: int) -> np.ndarray:
     """The empty floor as an sRGB uint8 image (read-only; copy before drawing)."""
-    lin = ground(style_name, width, height)
-    out = _downsample(np.clip(lin, 0, 1) ** (1 / 2.2))
+    out = np.clip(ground(style_name, width, height), 0, 1) ** (1 / 2.2)
     arr = (out * 255 + 0.5).astype(np.uint8)
     arr.flags.writeable = False
     return arr
