@@ -16,6 +16,7 @@ scene the operation applies to.
     {"op": "restore", "image": 2}                   back to the state shown in image 2 (1-based)
     {"op": "compose", "items": [{"image": 1, "where": {...}, "x": .., "y": ..}, ...], "style": "sand"}
                                                     a new scene of objects taken from earlier images
+    {"op": "batch", "ops": [...]}                    several operations, in order
     {"op": "none"}                                  nothing changes (a refusal, a question)
 """
 
@@ -58,6 +59,10 @@ def apply_op(op: dict[str, Any], view: View, images: list[View]) -> View:
     scene = view.scene
     objs = list(scene.objects)
     if kind == "none":
+        return view
+    if kind == "batch":
+        for step in op["ops"]:
+            view = apply_op(step, view, images)
         return view
     if kind == "orbit":
         return View(scene, float(op["azimuth"]), view.style)

@@ -524,7 +524,7 @@ def _plain_edit(c: Composer, op: dict[str, Any], user: str, asst: str) -> None:
 
 
 def world_modeling(c: Composer) -> None:
-    """Actions with physical consequences and viewpoint changes, and a corrected relation."""
+    """Actions with physical consequences, a walk around the scene, and a corrected relation."""
     style = c.rng.choice(list(STYLES))
     scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.5)
     view = View(scene, VIEWS[0], style)
@@ -532,17 +532,209 @@ def world_modeling(c: Composer) -> None:
         c, view, pick(c.rng, ["Let's play out what happens to this scene.", "I want to simulate a few changes here."])
     )
     _set_constraint(c)
+    mover, anchor, rel, first_turn, first_azimuth = _relation_move(c)
     _orbit(c)
-    target = c.rng.choice([o for o in c.view.scene.objects if full_where(o) != c.constraints[0].value])  # type: ignore[union-attr]
-    _first_step(c, target, "Now change the colour: make the {ref} {col}.")
-    _pronoun_edit(c, target)
+    _push_it(c, mover)
+    _relation_correction(c, mover, anchor, rel, first_turn, first_azimuth)
     if any(o.on is not None for o in c.view.scene.objects):  # type: ignore[union-attr]
-        _remove_support(c)
-    _retrieval_add(c, target)
-    _correction_revert(c)
-    if c.constraints[0].kind == "protect":
-        _violating_edit(c, target)
-    _questions(c)
+        _remove_support_from_start(c)
+    elif c.constraints[0].kind == "forbid_colour":
+        _violating_edit(c, c.rng.choice([o for o in c.view.scene.objects if o.id != mover.id]))  # type: ignore[union-attr]
+    else:
+        _violating_edit(c, mover)
+    _world_questions(c, mover, anchor, rel, first_turn)
+
+
+OPPOSITE = {"left": "right", "right": "left", "front": "behind", "behind": "front"}
+
+
+def _relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, float]:
+    """A plain move that puts one object on a given side of another (shown, not judged)."""
+    assert c.view is not None
+    scene = c.view.scene
+    protected = [k.value for k in c.constraints if k.kind == "protect"]
+    movers = [o for o in scene.ground_objects() if scene.supported_by(o.id) is None and full_where(o) not in protected]
+    if len(scene.ground_objects()) < 2 or not movers:
+        raise Retry("nothing to move")
+    mover = c.rng.choice(movers)
+    anchor = c.rng.choice([o for o in scene.ground_objects() if o.id != mover.id])
+    rel = c.rng.choice(["front", "behind", "left", "right"])
+    x, y = _spot(c, mover, anchor, rel)
+    op = {"op": "move", "where": minimal_where(mover, scene, c.rng), "x": x, "y": y}
+    _check_valid(c, op)
+    mref, aref = phrase(minimal_where(mover, scene, c.rng)), phrase(minimal_where(anchor, scene, c.rng))
+    user = pick(
+        c.rng,
+        ["Move the {m} so that it is {r} the {a}.", "Put the {m} {r} the {a}."],
+        m=mref,
+        r=REL_WORDS[rel],
+        a=aref,
+    )
+    asst = pick(
+        c.rng,
+        ["Done: the {m} is now {r} the {a}.", "Moved. The {m} sits {r} the {a}."],
+        m=mref,
+        r=REL_WORDS[rel],
+        a=aref,
+    )
+    azimuth = c.view.azimuth
+    _plain_edit(c, op, user, asst)
+    return mover, anchor, rel, len(c.turns) - 1, azimuth
+
+
+def _push_it(c: Composer, mover: WorldObject) -> None:
+    """Push the object mentioned before ("it") a little in a direction of the current view."""
+    assert c.view is not None
+    scene = c.view.scene
+    current = scene.by_id(mover.id)
+    direction = c.rng.choice(["left", "right", "front", "behind"])
+    for _ in range(30):
+        cand = place(scene, current, c.rng, tries=32)
+        if cand is None:
+            continue
+        if relation(cand, current, c.view.azimuth)[0 if direction in ("left", "right") else 1] == direction:
+            break
+    else:
+        raise Retry("cannot push there")
+    op = {"op": "move", "where": minimal_where(current, scene, c.rng), "x": cand.x, "y": cand.y}
+    _check_valid(c, op)
+    latest = c.latest.scene
+    others = [o for o in latest.ground_objects() if o.id != current.id]
+    if not others:
+        raise Retry("nothing to confuse")
+    wrong = max(others, key=lambda o: (SIZES[o.size], o.id))
+    stateless = {"op": "move", "where": minimal_where(wrong, latest, c.rng), "x": cand.x, "y": cand.y}
+    words = {"left": "to the left", "right": "to the right", "front": "toward us", "behind": "further back"}[direction]
+    user = pick(c.rng, ["From this side, push it a bit {w}.", "Now give it a push {w}, as seen from here."], w=words)
+    asst = pick(
+        c.rng, ["Pushed the {o} {w}.", "Here it is after the push: the {o} slid {w}."], o=current.shape, w=words
+    )
+    turn = c.target(user, op, stateless, asst, {COREF, SPATIAL}, alternatives={"no-coreference": stateless})
+    c.notes["pronoun"] = (turn, phrase(full_where(current)), [phrase(full_where(o)) for o in others])
+
+
+def _relation_correction(
+    c: Composer, mover: WorldObject, anchor: WorldObject, rel: str, first_turn: int, first_azimuth: float
+) -> None:
+    """The user corrects the side asked for earlier: "the other way round"."""
+    assert c.view is not None
+    scene = c.view.scene
+    current, anc = scene.by_id(mover.id), scene.by_id(anchor.id)
+    want = OPPOSITE[rel]
+    for _ in range(40):
+        cand = place(scene, current, c.rng, tries=32)
+        if cand is not None and want in relation(cand, anc, first_azimuth):
+            break
+    else:
+        raise Retry("no room on the other side")
+    op = {"op": "move", "where": minimal_where(current, scene, c.rng), "x": cand.x, "y": cand.y}
+    _check_valid(c, op)
+    user = pick(
+        c.rng,
+        [
+            "Wait, I got the direction wrong in my {nth} message: it should have been the other way round.",
+            "Correction to my {nth} message: I meant the opposite side.",
+        ],
+        nth=ordinal(first_turn + 1),
+    )
+    asst = pick(
+        c.rng,
+        ["Fixed: seen from where we started, the {m} is now {r} the {a}.", "Got it, the {m} goes {r} the {a} instead."],
+        m=current.shape,
+        r=REL_WORDS[want],
+        a=anc.shape,
+    )
+    after = apply_op(op, c.view, c.images).scene
+    wm = minimal_where(after.by_id(mover.id), after, c.rng)
+    wa = minimal_where(after.by_id(anchor.id), after, c.rng)
+    now = relation(after.by_id(mover.id), after.by_id(anchor.id), c.view.azimuth)
+    part = now[0] if want in ("left", "right") else now[1]
+    pred = {"op": "relation", "a": wm, "b": wa, "rel": part}
+    text = f"The {phrase(wm)} is {REL_WORDS[part]} the {phrase(wa)} (as this view shows it)."
+    turn = c.target(
+        user,
+        op,
+        {"op": "none"},
+        asst,
+        {CORRECTION, RETRIEVAL, SPATIAL},
+        alternatives={"no-corrections": {"op": "none"}},
+        correction=[(text, pred)],
+    )
+    c.notes["correction"] = (turn, want)
+
+
+def _remove_support_from_start(c: Composer) -> None:
+    """Remove a support (what it carried falls) and show the result from the starting view."""
+    assert c.view is not None
+    scene = c.view.scene
+    top = next(o for o in scene.objects if o.on is not None)
+    support = scene.by_id(top.on)  # type: ignore[arg-type]
+    if any(full_where(support) == k.value for k in c.constraints):
+        raise Retry("support protected")
+    where = minimal_where(support, scene, c.rng)
+    remove = {"op": "remove", "where": where}
+    start = c.images[0].azimuth
+    view_after = apply_op(remove, c.view, c.images)
+    op = {"op": "batch", "ops": [remove, {"op": "orbit", "azimuth": start}]}
+    _check_valid(c, op)
+    stateless = remove  # read alone: the current camera, not the one we started from
+    user = pick(
+        c.rng,
+        [
+            "Last one: pull out the {s} and show me the result from where we first looked at the scene.",
+            "Remove the {s}, then go back to the original viewpoint and show me what happened.",
+        ],
+        s=phrase(where),
+    )
+    asst = pick(
+        c.rng,
+        [
+            "The {t} lost its support and dropped to the floor; this is the view we started from.",
+            "Without the {s}, the {t} falls straight down. Shown from the first viewpoint.",
+        ],
+        t=top.shape,
+        s=support.shape,
+    )
+    after = apply_op(op, c.view, c.images).scene
+    wt = minimal_where(after.by_id(top.id), after, c.rng)
+    focus = [
+        c.atomic(f"The {phrase(wt)} rests on the ground.", {"op": "on_ground", "a": wt}, CheckCategory.SUPPORT),
+        c.atomic(
+            f"There is no {phrase(where)}.", {"op": "absent", "where": full_where(support)}, CheckCategory.ABSENCE
+        ),
+    ]
+    del view_after
+    c.target(user, op, stateless, asst, {SPATIAL, RETRIEVAL}, focus=focus)
+
+
+def _world_questions(c: Composer, mover: WorldObject, anchor: WorldObject, rel: str, first_turn: int) -> None:
+    last = len(c.turns) - 1
+    turn, answer, others = c.notes["pronoun"]
+    c.ask(
+        QuestionType.RR,
+        turn,
+        f'In turn {turn + 1}, which object does the user mean by "it"?',
+        f"the {answer}",
+        [f"the {o}" for o in others] + ["the object furthest back", "a new object"],
+    )
+    m, a_ = phrase(full_where(mover)), phrase(full_where(anchor))
+    c.ask(
+        QuestionType.CR,
+        last,
+        f"In turn {first_turn + 1}, on which side of the {a_} did the user first ask for the {m}?",
+        REL_WORDS[rel],
+        [REL_WORDS[r] for r in ("left", "right", "front", "behind") if r != rel],
+    )
+    _ask_constraint_question(c)
+    cturn, want = c.notes["correction"]
+    c.ask(
+        QuestionType.CU,
+        last,
+        f"After the correction in turn {cturn + 1}, where should the {m} be relative to the {a_}, as first seen?",
+        REL_WORDS[want],
+        [REL_WORDS[r] for r in ("left", "right", "front", "behind") if r != want],
+        c.capability_checks.get(CORRECTION, []),
+    )
 
 
 def _orbit(c: Composer) -> None:
