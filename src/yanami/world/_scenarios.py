@@ -71,6 +71,9 @@ def _opening(c: Composer, view: View, lead: str) -> int:
             "{lead} Here is the scene I am starting from.",
             "Here's my picture. {lead}",
             "{lead} This is what I have so far.",
+            "This is my starting point. {lead}",
+            "{lead} Take a look at this first.",
+            "I'm attaching the picture we'll work on. {lead}",
         ],
         lead=lead,
     )
@@ -80,6 +83,8 @@ def _opening(c: Composer, view: View, lead: str) -> int:
             "I can see {n} objects: {items}. What would you like to do?",
             "Got it. The scene has {n} objects: {items}.",
             "Thanks! I count {n} objects here: {items}. Tell me what to change.",
+            "Nice picture. There are {n} objects in it: {items}. Where shall we start?",
+            "I see {items}, {n} objects in all. Ready when you are.",
         ],
         n=len(names),
         items=listing([("a " if n[0] not in "aeiou" else "an ") + n for n in names]),
@@ -100,6 +105,8 @@ def _set_constraint(c: Composer) -> Any:
                 "One rule for everything we do: no {col} objects, even if I ask for one later.",
                 "Please keep {col} out of this scene from now on, whatever I say later.",
                 "I really dislike {col}. Never put anything {col} in the scene.",
+                "Before we begin: {col} is banned. Hold me to that even if I forget.",
+                "Ground rule: nothing in this scene may ever be {col}.",
             ],
             col=col,
         )
@@ -108,6 +115,8 @@ def _set_constraint(c: Composer) -> Any:
             [
                 "Understood: nothing {col}, for the rest of our conversation.",
                 "Noted. I'll keep the scene free of {col} from here on.",
+                "Deal. No {col}, even if you ask for it later.",
+                "Got it; {col} stays out of every version I make.",
             ],
             col=col,
         )
@@ -120,6 +129,8 @@ def _set_constraint(c: Composer) -> Any:
             "Whatever else we change, {ref} stays exactly as it is.",
             "Please never touch {ref}; it has to stay as it is in every version.",
             "{ref} is off-limits: keep it unchanged no matter what I ask.",
+            "I'm attached to {ref}. Promise me it survives every change, even if I say otherwise.",
+            "Rule number one: leave {ref} alone, always.",
         ],
         ref=ref,
     )
@@ -251,6 +262,9 @@ def _pronoun_edit(c: Composer, target: WorldObject) -> None:
             "Nice. Now make it {w}.",
             "Good, and can you make it {w} as well?",
             "Keep going with that one: it should be {w}.",
+            "I like it. Let's also make it {w}.",
+            "Next, it needs to be {w}.",
+            "Same object again, please: turn it {w}.",
         ],
         w=word,
     )
@@ -347,6 +361,8 @@ def _correction_revert(c: Composer) -> None:
             "Wait, I take back what I asked in my {nth} message: put that object back the way it was.",
             "On second thought, undo the change from my {nth} message; the {attr} was better before.",
             "Correction: forget the {attr} change from my {nth} message and restore what it replaced.",
+            "I made a mistake in my {nth} message. Please reverse that {attr} change.",
+            "Scratch what I said in my {nth} message; the old {attr} was right.",
         ],
         nth=ordinal(turn + 1),
         attr=attr,
