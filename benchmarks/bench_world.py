@@ -53,6 +53,25 @@ def bench_build(per_scenario: int, workers: list[int]) -> None:
         del one
 
 
+_MEMORY = """
+import re, sys, tempfile
+from yanami.world import build_world
+with tempfile.TemporaryDirectory() as tmp:
+    build_world(tmp + "/w", per_scenario=int(sys.argv[1]), seed=2)
+status = open("/proc/self/status").read()
+print(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1))
+"""
+
+
+def bench_memory(sizes: list[int]) -> None:
+    import subprocess
+    import sys
+
+    for per in sizes:
+        out = subprocess.run([sys.executable, "-c", _MEMORY, str(per)], capture_output=True, text=True, check=True)
+        print(f"memory: building {4 * per:,} dialogues: peak RSS {int(out.stdout) / 1024:,.0f} MiB")
+
+
 def _degrade(img: Image.Image, rng: random.Random) -> Image.Image:
     f = rng.uniform(0.9, 1.1)
     img = img.resize((round(512 * f), round(384 * f)), Image.Resampling.BILINEAR)
@@ -121,12 +140,14 @@ def bench_parser(n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["build", "parser"])
+    ap.add_argument("--only", choices=["build", "memory", "parser"])
     ap.add_argument("--per-scenario", type=int, default=100)
     ap.add_argument("--scenes", type=int, default=500)
     args = ap.parse_args()
     if args.only in (None, "build"):
         bench_build(args.per_scenario, [1, 2])
+    if args.only in (None, "memory"):
+        bench_memory([25, 250])
     if args.only in (None, "parser"):
         parse_image(render(random_scene(random.Random(0)), VIEWS[0]), VIEWS[0])  # warm the calibration
         for style in STYLES:

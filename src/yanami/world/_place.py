@@ -44,7 +44,7 @@ def screen_box(o: WorldObject, base: float, azimuth: float) -> tuple[float, floa
     return _box(o.half, o.x, o.y, base, azimuth)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def _box(h: float, x: float, y: float, base: float, azimuth: float) -> tuple[float, float, float, float]:
     zs = (base, base + 2 * h)
     corners = np.array([[x + sx * h, y + sy * h, z] for sx in (-1, 1) for sy in (-1, 1) for z in zs])

@@ -205,7 +205,7 @@ def render_array(
     return img
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)
 def _sprite(
     shape: str,
     colour: str,
@@ -223,6 +223,7 @@ def _sprite(
 
     Cached: in a dialogue most objects stay where they are from one image to the next, and
     an object's pixels depend only on its own attributes, position, the camera and style.
+    The cache holds a few dialogues' worth, so memory stays flat however long a build runs.
     """
     o = WorldObject(id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y)  # type: ignore[arg-type]
     cam = camera(azimuth, width, height)

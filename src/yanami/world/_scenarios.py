@@ -866,8 +866,8 @@ def _restore(c: Composer, image: int) -> None:
 
 def fusion(c: Composer) -> None:
     """Sources in different styles, a decision about what to combine, then composites."""
-    styles = c.rng.sample(list(STYLES), 3)
-    n_sources = c.rng.choice([2, 2, 2, 3])
+    styles = c.rng.sample(list(STYLES), 4)
+    n_sources = c.rng.choice([2, 2, 2, 3, 4])
     sources = [random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0) for _ in range(n_sources)]
     for k, scene in enumerate(sources):
         view = View(scene, VIEWS[0], styles[k % len(styles)])
@@ -878,7 +878,7 @@ def fusion(c: Composer) -> None:
         )
     # choose two objects from the first picture and one from another
     picks: list[tuple[int, WorldObject]] = []
-    for k, scene in enumerate(sources):
+    for k, scene in enumerate(sources[:3]):  # a fourth picture only serves later references
         take = c.rng.sample(list(scene.objects), 2 if k == 0 else 1)
         picks.extend((k, o) for o in take)
     forbid = [col for col in COLOURS if col not in {o.colour for _, o in picks}]
