@@ -11,6 +11,7 @@ objects are identical in all four attributes, so words can always single one out
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -110,11 +111,27 @@ def valid(scene: Scene) -> bool:
     return True
 
 
-def place(scene: Scene, o: WorldObject, rng: random.Random, tries: int = 200) -> WorldObject | None:
+def side_mask(xy: np.ndarray, anchor: WorldObject, rel: str, azimuth: float) -> np.ndarray:
+    """Which candidate positions (N, 2) lie ``rel`` (left, right, front, behind) of ``anchor``."""
+    right, forward = axes(azimuth)
+    axis = right if rel in ("left", "right") else forward
+    mine = xy[:, 0] * axis[0] + xy[:, 1] * axis[1]
+    theirs = anchor.x * axis[0] + anchor.y * axis[1]
+    return mine < theirs if rel in ("left", "front") else mine > theirs
+
+
+def place(
+    scene: Scene,
+    o: WorldObject,
+    rng: random.Random,
+    tries: int = 200,
+    accept: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> WorldObject | None:
     """``o`` moved to a random ground position where the scene stays valid, or None.
 
     Only the pairs involving ``o`` are checked (the rest of the scene is assumed valid),
-    for a batch of random candidates at a time, in numpy; the first that fits wins.
+    for a batch of random candidates at a time, in numpy; the first that fits (and that
+    ``accept`` allows, given the batch's positions) wins.
     """
     others = [p for p in scene.objects if p.id != o.id and p.on != o.id]
     riders = [p for p in scene.objects if p.on == o.id]
@@ -140,7 +157,7 @@ def place(scene: Scene, o: WorldObject, rng: random.Random, tries: int = 200) ->
         xy = np.array(
             [[round(rng.uniform(-EXTENT, EXTENT), 2), round(rng.uniform(-EXTENT, EXTENT), 2)] for _ in range(batch)]
         )
-        ok = np.ones(batch, dtype=bool)
+        ok = np.ones(batch, dtype=bool) if accept is None else accept(xy)
         if len(roots):
             cr = xy[:, 0] * right[0] + xy[:, 1] * right[1]
             cf = xy[:, 0] * forward[0] + xy[:, 1] * forward[1]

@@ -16,7 +16,7 @@ from yanami.schema import Capability, CheckCategory, ImageSource, QuestionType, 
 from yanami.world._compose import Composer, Reducible
 from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._place import VIEWS, place, random_scene, valid
+from yanami.world._place import VIEWS, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
 from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, random_object, relation
@@ -50,17 +50,17 @@ def _check_valid(c: Composer, op: dict[str, Any]) -> None:
 
 
 def _spot(c: Composer, o: WorldObject, near: WorldObject | None = None, rel: str | None = None) -> tuple[float, float]:
-    """A valid ground position for ``o`` (optionally ``rel`` of ``near``)."""
+    """A valid ground position for ``o`` (optionally ``rel`` of ``near`` in the current view)."""
     assert c.view is not None
     scene = Scene(objects=tuple(p for p in c.view.scene.objects if p.id != o.id))
-    for _ in range(60):
-        placed = place(scene, o, c.rng, tries=20)
-        if placed is None:
-            continue
-        if near is not None and rel is not None and rel not in relation(placed, near, c.view.azimuth):
-            continue
-        return placed.x, placed.y
-    raise Retry("no room")
+    accept = None
+    if near is not None and rel is not None:
+        anchor, azimuth, side = near, c.view.azimuth, rel
+        accept = lambda xy: side_mask(xy, anchor, side, azimuth)  # noqa: E731
+    placed = place(scene, o, c.rng, tries=600, accept=accept)
+    if placed is None:
+        raise Retry("no room")
+    return placed.x, placed.y
 
 
 def _opening(c: Composer, view: View, lead: str) -> int:
@@ -604,13 +604,9 @@ def _push_it(c: Composer, mover: WorldObject) -> None:
     scene = c.view.scene
     current = scene.by_id(mover.id)
     direction = c.rng.choice(["left", "right", "front", "behind"])
-    for _ in range(30):
-        cand = place(scene, current, c.rng, tries=32)
-        if cand is None:
-            continue
-        if relation(cand, current, c.view.azimuth)[0 if direction in ("left", "right") else 1] == direction:
-            break
-    else:
+    azimuth = c.view.azimuth
+    cand = place(scene, current, c.rng, tries=600, accept=lambda xy: side_mask(xy, current, direction, azimuth))
+    if cand is None:
         raise Retry("cannot push there")
     op = {"op": "move", "where": minimal_where(current, scene, c.rng), "x": cand.x, "y": cand.y}
     _check_valid(c, op)
@@ -637,11 +633,8 @@ def _relation_correction(
     scene = c.view.scene
     current, anc = scene.by_id(mover.id), scene.by_id(anchor.id)
     want = OPPOSITE[rel]
-    for _ in range(40):
-        cand = place(scene, current, c.rng, tries=32)
-        if cand is not None and want in relation(cand, anc, first_azimuth):
-            break
-    else:
+    cand = place(scene, current, c.rng, tries=600, accept=lambda xy: side_mask(xy, anc, want, first_azimuth))
+    if cand is None:
         raise Retry("no room on the other side")
     op = {"op": "move", "where": minimal_where(current, scene, c.rng), "x": cand.x, "y": cand.y}
     _check_valid(c, op)
