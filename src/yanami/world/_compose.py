@@ -200,7 +200,11 @@ class Composer:
         new = apply_op(op, self.view, self.images)
         naive = apply_op(stateless, self.latest, self.images)
         checks = list(focus or [])
-        checks += self._context_checks(new, exclude=len(checks))
+        seen = [c.hidden.predicate for c in checks]
+        for extra in self._context_checks(new, exclude=len(checks)):
+            if extra.hidden.predicate not in seen:  # the same fact is checked once per image
+                checks.append(extra)
+                seen.append(extra.hidden.predicate)
         for c in self.constraints:
             checks.append(self._constraint_check(c))
         for text, pred in correction or []:

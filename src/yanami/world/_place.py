@@ -29,6 +29,10 @@ from yanami.world._scene import (
     well_separated,
 )
 
+class NoRoom(RuntimeError):
+    """No valid scene of that many objects was found."""
+
+
 VIEWS = tuple(BASE_AZIMUTH + k * 90.0 for k in range(4))
 """The four azimuths a scene must look right from."""
 GAP = 4
@@ -230,4 +234,4 @@ def random_scene(rng: random.Random, n: int | None = None, stack_chance: float =
             scene = with_object(scene, placed)
         else:
             return scene
-    raise RuntimeError("could not place a scene; this is a bug in the world's placement rules")
+    raise NoRoom(f"could not place {n} objects")

@@ -16,7 +16,7 @@ from yanami.schema import Capability, CheckCategory, ImageSource, QuestionType, 
 from yanami.world._compose import Composer, Reducible
 from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._place import VIEWS, place, random_scene, side_mask, valid
+from yanami.world._place import VIEWS, NoRoom, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
 from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, random_object, relation
@@ -811,9 +811,9 @@ def _remove_support(c: Composer) -> None:
 
 
 def reasoning(c: Composer) -> None:
-    """Hypotheses tried out step by step, one abandoned by going back to an earlier state."""
+    """A goal reached step by step by a plan, a hypothesis abandoned, and a plan correction."""
     style = c.rng.choice(list(STYLES))
-    scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.2)
+    scene = random_scene(c.rng, c.rng.randint(4, 5), stack_chance=0.0)
     view = View(scene, VIEWS[0], style)
     _opening(
         c,
@@ -821,22 +821,178 @@ def reasoning(c: Composer) -> None:
         pick(
             c.rng,
             [
-                "Help me think through a few rearrangements of this scene.",
-                "I want to try out some ideas on this scene, one step at a time.",
+                "Help me reach a goal with this scene, one step at a time.",
+                "I want to work toward a tidier scene step by step.",
+                "Let's plan a few steps on this scene together.",
             ],
         ),
     )
     _set_constraint(c)
-    first = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
-    _first_step(c, first, "Step one: make the {ref} {col}.")
-    step_one = (len(c.turns) - 1, first.id, "colour", first.colour, c.view.scene.by_id(first.id).colour)  # type: ignore[union-attr]
+    protected = [k.value for k in c.constraints if k.kind == "protect"]
+    by_shape: dict[str, list[WorldObject]] = {}
+    for o in scene.objects:
+        if full_where(o) not in protected:
+            by_shape.setdefault(o.shape, []).append(o)
+    shape = max(sorted(by_shape), key=lambda k: len(by_shape[k]))
+    plan = sorted(by_shape[shape], key=lambda o: (-SIZES[o.size], o.id))
+    if len(plan) < 2:
+        raise Retry("no plan of two steps")
+    names = [phrase(minimal_where(o, scene, c.rng)) for o in plan]
+    steps = "; ".join(f"step {k + 1}, remove the {n}" for k, n in enumerate(names))
+    c.chat(
+        pick(
+            c.rng,
+            [
+                "The goal: no {shape}s left in the end, except what my rule protects. What's the plan?",
+                "I'd like every {shape} gone eventually (keeping my rule in mind). How would you do it?",
+            ],
+            shape=shape,
+        ),
+        pick(c.rng, ["Here's a plan, largest first: {steps}.", "I suggest: {steps}."], steps=steps),
+        {CONSTRAINT, RETRIEVAL},
+        {"op": "none", "plan": [full_where(o) for o in plan]},
+    )
+    plan_turn = len(c.turns) - 1
+    _plan_step(c, plan[0], 1)
     checkpoint = len(c.images)
-    _pronoun_edit(c, first)
+    _hypothesis(c, plan[1], plan_turn)
     _restore(c, checkpoint)
-    _retrieval_add(c, first)
-    c.notes["revertible"] = step_one
-    _correction_revert(c)
-    _questions(c)
+    _plan_step(c, plan[1], 2)
+    _plan_correction(c, plan[0], plan_turn)
+    last = len(c.turns) - 1
+    turn, answer, others = c.notes["pronoun"]
+    c.ask(
+        QuestionType.RR,
+        turn,
+        f'In turn {turn + 1}, which object does "the one you\'d remove next" refer to?',
+        f"the {answer}",
+        [f"the {o}" for o in others] + ["the largest object in the scene"],
+    )
+    c.ask(
+        QuestionType.CR,
+        last,
+        "Which object did the assistant's plan remove first?",
+        f"the {phrase(full_where(plan[0]))}",
+        [f"the {phrase(full_where(o))}" for o in scene.objects if o.id != plan[0].id],
+    )
+    _ask_constraint_question(c)
+    cturn = c.notes["correction"][0]
+    c.ask(
+        QuestionType.CU,
+        last,
+        f"After the user's correction in turn {cturn + 1}, which object should be back in the scene?",
+        f"the {phrase(full_where(plan[0]))}",
+        [f"the {phrase(full_where(o))}" for o in plan[1:]] + ["none", "every removed object"],
+        c.capability_checks.get(CORRECTION, []),
+    )
+
+
+def _plan_step(c: Composer, o: WorldObject, k: int) -> None:
+    """Carry out step ``k`` of the plan the assistant proposed: read alone, it means nothing."""
+    assert c.view is not None
+    where = minimal_where(o, c.view.scene, c.rng)
+    op = {"op": "remove", "where": where}
+    _check_valid(c, op)
+    user = pick(
+        c.rng,
+        ["Go ahead with step {k}.", "Do step {k} of your plan.", "Next: step {k}, please.", "Okay, step {k}."],
+        k=k,
+    )
+    asst = pick(
+        c.rng, ["Step {k} done: the {o} is gone.", "I removed the {o}, as planned for step {k}."], k=k, o=phrase(where)
+    )
+    focus = [
+        c.atomic(
+            f"There is no {phrase(full_where(o))}.", {"op": "absent", "where": full_where(o)}, CheckCategory.ABSENCE
+        )
+    ]
+    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"stateless": {"op": "none"}}, focus=focus)
+
+
+def _hypothesis(c: Composer, nxt: WorldObject, plan_turn: int) -> None:
+    """A what-if about the object the plan removes next ("the one you'd remove next")."""
+    assert c.view is not None
+    scene = c.view.scene
+    forbidden = {k.value for k in c.constraints if k.kind == "forbid_colour"}
+    col = c.rng.choice([x for x in COLOURS if x not in forbidden and x != nxt.colour])
+    where = minimal_where(nxt, scene, c.rng)
+    op = {"op": "set", "where": where, "attr": "colour", "value": col}
+    _check_valid(c, op)
+    latest = c.latest.scene
+    others = [o for o in latest.objects if o.id != nxt.id]
+    wrong = max(others, key=lambda o: (SIZES[o.size], o.id))
+    stateless = {"op": "set", "where": minimal_where(wrong, latest, c.rng), "attr": "colour", "value": col}
+    user = pick(
+        c.rng,
+        [
+            "Before step 2, a what-if: show me the one you'd remove next painted {col}.",
+            "Just to compare: what would it look like if the one you'd remove next were {col}?",
+        ],
+        col=col,
+    )
+    asst = pick(
+        c.rng,
+        ["Here is that idea: the {o} in {col}.", "This is the scene with the {o} turned {col}."],
+        o=phrase(where),
+        col=col,
+    )
+    after = apply_op(op, c.view, c.images).scene
+    w = full_where(after.by_id(nxt.id))
+    focus = [c.atomic(f"There is {a(w)}.", {"op": "exists", "where": w}, CheckCategory.ATTRIBUTE)]
+    turn = c.target(
+        user, op, stateless, asst, {COREF, RETRIEVAL}, alternatives={"no-coreference": stateless}, focus=focus
+    )
+    c.notes["pronoun"] = (
+        turn,
+        phrase(full_where(nxt)),
+        [phrase(full_where(o)) for o in scene.objects if o.id != nxt.id],
+    )
+    del plan_turn
+
+
+def _plan_correction(c: Composer, first: WorldObject, plan_turn: int) -> None:
+    """The user corrects the plan: the first removal was a mistake; the object comes back."""
+    assert c.view is not None
+    spec = {
+        "shape": first.shape,
+        "colour": first.colour,
+        "size": first.size,
+        "material": first.material,
+        "x": first.x,
+        "y": first.y,
+    }
+    op = {"op": "add", "object": spec}
+    try:
+        _check_valid(c, op)
+    except Retry:
+        x, y = _spot(c, first)
+        spec.update(x=x, y=y)
+        op = {"op": "add", "object": spec}
+        _check_valid(c, op)
+    user = pick(
+        c.rng,
+        [
+            "I need to correct the plan: step 1 was a mistake. Bring back what it removed.",
+            "Correction: the first removal shouldn't have happened. Put that object back.",
+        ],
+    )
+    asst = pick(
+        c.rng,
+        ["Restored the {o} from before step 1.", "The {o} is back, as it was before step 1."],
+        o=phrase(full_where(first)),
+    )
+    w = full_where(first)
+    turn = c.target(
+        user,
+        op,
+        {"op": "none"},
+        asst,
+        {CORRECTION, RETRIEVAL},
+        alternatives={"no-corrections": {"op": "none"}},
+        correction=[(f"There is {a(w)} again.", {"op": "exists", "where": w})],
+    )
+    c.notes["correction"] = (turn,)
+    del plan_turn
 
 
 def _restore(c: Composer, image: int) -> None:
@@ -990,7 +1146,7 @@ def compose_dialogue(scenario: Scenario, dialogue_id: str, seed: int) -> tuple[A
         c = Composer(scenario, rng, dialogue_id, seed)
         try:
             SCRIPTS[scenario](c)
-        except (Retry, Reducible):
+        except (Retry, Reducible, NoRoom):
             continue
         d = c.dialogue({"scenario": scenario.value, "attempt": attempt})
         used = {p.sha256 for p in d.images()}
