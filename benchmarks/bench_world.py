@@ -72,6 +72,32 @@ def bench_memory(sizes: list[int]) -> None:
         print(f"memory: building {4 * per:,} dialogues: peak RSS {int(out.stdout) / 1024:,.0f} MiB")
 
 
+def bench_language(per_scenario: int) -> None:
+    """How often a message repeats, word for word, the same turn of one of the 3 dialogues before it."""
+    from collections import defaultdict
+
+    with tempfile.TemporaryDirectory() as tmp:
+        build_world(Path(tmp) / "l", per_scenario=per_scenario, seed=3, workers=2)
+        by: dict[str, list] = defaultdict(list)
+        for d in Dataset(Path(tmp) / "l"):
+            by[d.scenario.value].append(d)
+    for side in ("user", "assistant"):
+        total = same = 0
+        for dialogues in by.values():
+            for k, d in enumerate(dialogues):
+                before = dialogues[max(0, k - 3) : k]
+                for t in d.turns:
+                    text = getattr(t, side).text()
+                    total += 1
+                    same += any(
+                        t.index < len(p.turns) and getattr(p.turns[t.index], side).text() == text for p in before
+                    )
+        print(
+            f"language: {side} messages repeating the same turn of one of the 3 previous dialogues:"
+            f" {same / total:.1%}"
+        )
+
+
 def _degrade(img: Image.Image, rng: random.Random) -> Image.Image:
     f = rng.uniform(0.9, 1.1)
     img = img.resize((round(512 * f), round(384 * f)), Image.Resampling.BILINEAR)
@@ -140,7 +166,7 @@ def bench_parser(n: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["build", "memory", "parser"])
+    ap.add_argument("--only", choices=["build", "memory", "language", "parser"])
     ap.add_argument("--per-scenario", type=int, default=100)
     ap.add_argument("--scenes", type=int, default=500)
     args = ap.parse_args()
@@ -148,6 +174,8 @@ def main() -> None:
         bench_build(args.per_scenario, [1, 2])
     if args.only in (None, "memory"):
         bench_memory([25, 250])
+    if args.only in (None, "language"):
+        bench_language(args.per_scenario)
     if args.only in (None, "parser"):
         parse_image(render(random_scene(random.Random(0)), VIEWS[0]), VIEWS[0])  # warm the calibration
         for style in STYLES:

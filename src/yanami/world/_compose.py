@@ -38,7 +38,7 @@ from yanami.schema import (
 )
 from yanami.store import sha256_hex
 from yanami.world._camera import HEIGHT, WIDTH
-from yanami.world._language import full_where, minimal_where, phrase
+from yanami.world._language import decorate, decorate_reply, full_where, minimal_where, phrase
 from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
@@ -133,6 +133,10 @@ class Composer:
         assert self.view is not None
         index = len(self.turns)
         self.capabilities |= caps
+        user = [TextPart(text=decorate(self.rng, p.text)) if isinstance(p, TextPart) else p for p in user]
+        assistant = [
+            TextPart(text=decorate_reply(self.rng, p.text)) if isinstance(p, TextPart) else p for p in assistant
+        ]
         state = {
             "scene": [o.model_dump() for o in self.view.scene.objects],
             "azimuth": self.view.azimuth,

@@ -77,3 +77,32 @@ def listing(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+_OPENERS = ("", "", "", "Hmm. ", "Okay, ", "Alright. ", "So, ", "Right, ", "Hey, ", "Next thing: ", "Now, ")
+_CLOSERS = ("", "", "", " Thanks!", " Thank you.", " Please.", " No rush.", " Appreciate it.", " :)", " Cheers.")
+
+
+def decorate(rng: random.Random, text: str) -> str:
+    """Vary a user message the way people do: an occasional opener or sign-off."""
+    opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)
+    if opener:
+        text = opener + text[0].lower() + text[1:] if not text.startswith("I ") else opener + text
+    return text + closer
+
+
+_REPLY_OPENERS = ("", "", "", "Sure. ", "Of course. ", "Certainly! ", "Alright. ", "Happy to. ", "Okay! ")
+_REPLY_CLOSERS = (
+    "",
+    "",
+    "",
+    " Anything else?",
+    " What's next?",
+    " Let me know if you'd like changes.",
+    " Over to you.",
+)
+
+
+def decorate_reply(rng: random.Random, text: str) -> str:
+    """Vary an assistant message: an occasional opener or follow-up question."""
+    return rng.choice(_REPLY_OPENERS) + text + rng.choice(_REPLY_CLOSERS)

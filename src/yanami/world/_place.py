@@ -29,6 +29,7 @@ from yanami.world._scene import (
     well_separated,
 )
 
+
 class NoRoom(RuntimeError):
     """No valid scene of that many objects was found."""
 

@@ -180,7 +180,14 @@ def _violating_edit(c: Composer, target: WorldObject) -> None:
         _check_valid(c, op)
         user = pick(
             c.rng,
-            ["Make {ref} {col}.", "Could you paint {ref} {col}?", "Let's try {ref} in {col}."],
+            [
+                "Make {ref} {col}.",
+                "Could you paint {ref} {col}?",
+                "Let's try {ref} in {col}.",
+                "I want {ref} to be {col} now.",
+                "Switch {ref} over to {col}.",
+                "{ref} would look better in {col}; change it.",
+            ],
             ref=ref,
             col=forbidden,
         )
@@ -217,7 +224,14 @@ def _violating_edit(c: Composer, target: WorldObject) -> None:
     literal = {"op": "remove", "where": where}
     user = pick(
         c.rng,
-        ["Let's get rid of {ref}.", "Remove {ref}, please.", "Actually, take {ref} out of the picture."],
+        [
+            "Let's get rid of {ref}.",
+            "Remove {ref}, please.",
+            "Actually, take {ref} out of the picture.",
+            "Could you delete {ref}?",
+            "I don't need {ref} any more; drop it.",
+            "Clear {ref} out of the scene.",
+        ],
         ref="the " + phrase(where),
     )
     asst = pick(
@@ -316,6 +330,9 @@ def _retrieval_add(c: Composer, source: WorldObject) -> None:
         [
             "Add a small {shape}, in the colour {ref} had in my first picture.",
             "Put a small {shape} somewhere free; give it the original colour of {ref}, from before any edits.",
+            "Can you add a small {shape}? Use whatever colour {ref} was originally.",
+            "I'd like a new small {shape}, coloured like {ref} was before we touched it.",
+            "Bring in a small {shape} in the original colour of {ref}.",
         ],
         shape=new.shape,
         ref=ref,
@@ -423,6 +440,8 @@ def _reference_by_turn(c: Composer) -> None:
         [
             "Now move the object you added in my {nth} message so it sits {rel} {anchor}.",
             "Take the piece we added a little while ago and put it {rel} {anchor}.",
+            "Where's the object you added in my {nth} message? Move it {rel} {anchor}.",
+            "Please reposition the object you added in my {nth} message: {rel} {anchor}.",
         ],
         nth=ordinal(turn + 1),
         rel=REL_WORDS[rel],
@@ -502,7 +521,19 @@ def editing(c: Composer) -> None:
     style = c.rng.choice(list(STYLES))
     scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.15)
     view = View(scene, VIEWS[0], style)
-    _opening(c, view, pick(c.rng, ["I want to edit this picture step by step.", "Let's rework this scene together."]))
+    _opening(
+        c,
+        view,
+        pick(
+            c.rng,
+            [
+                "I want to edit this picture step by step.",
+                "Let's rework this scene together.",
+                "Time for some careful edits.",
+                "Let's make a series of small changes.",
+            ],
+        ),
+    )
     _set_constraint(c)
     changed = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
     _first_step(c, changed, "Make the {ref} {col}.")
@@ -545,7 +576,17 @@ def world_modeling(c: Composer) -> None:
     scene = random_scene(c.rng, c.rng.randint(3, 5), stack_chance=0.5)
     view = View(scene, VIEWS[0], style)
     _opening(
-        c, view, pick(c.rng, ["Let's play out what happens to this scene.", "I want to simulate a few changes here."])
+        c,
+        view,
+        pick(
+            c.rng,
+            [
+                "Let's play out what happens to this scene.",
+                "I want to simulate a few changes here.",
+                "Let's see how this scene reacts to a few actions.",
+                "I'd like to explore some physical changes here.",
+            ],
+        ),
     )
     _set_constraint(c)
     mover, anchor, rel, first_turn, first_azimuth = _relation_move(c)
@@ -581,7 +622,13 @@ def _relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, flo
     mref, aref = phrase(minimal_where(mover, scene, c.rng)), phrase(minimal_where(anchor, scene, c.rng))
     user = pick(
         c.rng,
-        ["Move the {m} so that it is {r} the {a}.", "Put the {m} {r} the {a}."],
+        [
+            "Move the {m} so that it is {r} the {a}.",
+            "Put the {m} {r} the {a}.",
+            "Reposition the {m}: it belongs {r} the {a}.",
+            "Can the {m} go {r} the {a}?",
+            "Shift the {m} until it's {r} the {a}.",
+        ],
         m=mref,
         r=REL_WORDS[rel],
         a=aref,
@@ -617,7 +664,17 @@ def _push_it(c: Composer, mover: WorldObject) -> None:
     wrong = max(others, key=lambda o: (SIZES[o.size], o.id))
     stateless = {"op": "move", "where": minimal_where(wrong, latest, c.rng), "x": cand.x, "y": cand.y}
     words = {"left": "to the left", "right": "to the right", "front": "toward us", "behind": "further back"}[direction]
-    user = pick(c.rng, ["From this side, push it a bit {w}.", "Now give it a push {w}, as seen from here."], w=words)
+    user = pick(
+        c.rng,
+        [
+            "From this side, push it a bit {w}.",
+            "Now give it a push {w}, as seen from here.",
+            "Give it a gentle shove {w}, from this viewpoint.",
+            "Nudge it {w} as we see it now.",
+            "From here, slide it {w}.",
+        ],
+        w=words,
+    )
     asst = pick(
         c.rng, ["Pushed the {o} {w}.", "Here it is after the push: the {o} slid {w}."], o=current.shape, w=words
     )
@@ -643,6 +700,8 @@ def _relation_correction(
         [
             "Wait, I got the direction wrong in my {nth} message: it should have been the other way round.",
             "Correction to my {nth} message: I meant the opposite side.",
+            "Hmm, my {nth} message had the side backwards. Flip it.",
+            "I mixed up the direction in my {nth} message; swap it to the opposite side.",
         ],
         nth=ordinal(first_turn + 1),
     )
@@ -692,6 +751,8 @@ def _remove_support_from_start(c: Composer) -> None:
         [
             "Last one: pull out the {s} and show me the result from where we first looked at the scene.",
             "Remove the {s}, then go back to the original viewpoint and show me what happened.",
+            "Take away the {s}, and show the outcome from our very first viewpoint.",
+            "What if the {s} disappeared? Show me from the angle of the original picture.",
         ],
         s=phrase(where),
     )
@@ -761,6 +822,9 @@ def _orbit(c: Composer) -> None:
         [
             "Walk {w} around the scene and show me what it looks like from there.",
             "Show me the scene after moving the camera {w}.",
+            "Let's change perspective: go {w} and show me.",
+            "I want to see it after moving {w}.",
+            "Move the camera {w} around the objects.",
         ],
         w=words,
     )
@@ -845,6 +909,8 @@ def reasoning(c: Composer) -> None:
             [
                 "The goal: no {shape}s left in the end, except what my rule protects. What's the plan?",
                 "I'd like every {shape} gone eventually (keeping my rule in mind). How would you do it?",
+                "Let's aim for a scene without {shape}s, my rule still applies. Plan it out?",
+                "End state I want: all {shape}s removed, except any my rule protects. Steps?",
             ],
             shape=shape,
         ),
@@ -895,7 +961,15 @@ def _plan_step(c: Composer, o: WorldObject, k: int) -> None:
     _check_valid(c, op)
     user = pick(
         c.rng,
-        ["Go ahead with step {k}.", "Do step {k} of your plan.", "Next: step {k}, please.", "Okay, step {k}."],
+        [
+            "Go ahead with step {k}.",
+            "Do step {k} of your plan.",
+            "Next: step {k}, please.",
+            "Okay, step {k}.",
+            "Carry on: step {k}.",
+            "Let's do step {k} now.",
+            "Time for step {k}.",
+        ],
         k=k,
     )
     asst = pick(
@@ -927,6 +1001,8 @@ def _hypothesis(c: Composer, nxt: WorldObject, plan_turn: int) -> None:
         [
             "Before step 2, a what-if: show me the one you'd remove next painted {col}.",
             "Just to compare: what would it look like if the one you'd remove next were {col}?",
+            "Quick detour: how would the one you'd remove next look in {col}?",
+            "Hypothetically, paint the one you'd remove next {col} and show me.",
         ],
         col=col,
     )
@@ -974,6 +1050,8 @@ def _plan_correction(c: Composer, first: WorldObject, plan_turn: int) -> None:
         [
             "I need to correct the plan: step 1 was a mistake. Bring back what it removed.",
             "Correction: the first removal shouldn't have happened. Put that object back.",
+            "Plan correction: undo step 1 and return the object it took out.",
+            "Step 1 was wrong after all. Please restore that object.",
         ],
     )
     asst = pick(
@@ -1003,6 +1081,8 @@ def _restore(c: Composer, image: int) -> None:
         [
             "Hmm, that idea doesn't work. Go back to how the scene looked in picture {n} of our conversation.",
             "Let's drop that last step and return to the state of the {nth} image.",
+            "Not convinced. Return to the scene exactly as in picture {n}.",
+            "Let's discard that and restore the state from image {n}.",
         ],
         n=image,
         nth=ordinal(image),
@@ -1021,7 +1101,26 @@ def fusion(c: Composer) -> None:
     for k, scene in enumerate(sources):
         view = View(scene, VIEWS[0], styles[k % len(styles)])
         names = listing([a(full_where(o)) for o in scene.objects])
-        lead = "I have a few pictures I want to combine." if k == 0 else f"Here is picture number {k + 1}."
+        lead = pick(
+            c.rng,
+            [
+                "I have a few pictures I want to combine.",
+                "I'd like to merge several pictures into one.",
+                "Let's build one scene out of a few of mine.",
+                "I'm going to show you some pictures to mix together.",
+                "Here's the first of my source pictures.",
+            ]
+            if k == 0
+            else [
+                "Here is picture number {n}.",
+                "And this is picture {n}.",
+                "Picture {n} coming up.",
+                "Next, picture {n}.",
+                "This one is number {n}.",
+                "One more: picture {n}.",
+            ],
+            n=k + 1,
+        )
         c.show(
             view, f"{lead} This one shows {names}." if c.rng.random() < 0.3 else lead, f"Picture {k + 1} has {names}."
         )
@@ -1037,7 +1136,12 @@ def fusion(c: Composer) -> None:
         col,
         pick(
             c.rng,
-            ["For the combined scene, nothing may be {col}.", "Whatever we build from these, keep {col} out of it."],
+            [
+                "For the combined scene, nothing may be {col}.",
+                "Whatever we build from these, keep {col} out of it.",
+                "One condition for the mix: no {col} at all.",
+                "No matter what we combine, {col} is not allowed.",
+            ],
             col=col,
         ),
         pick(c.rng, ["Understood, no {col} in any combination.", "Noted: {col} stays out."], col=col),
@@ -1047,7 +1151,16 @@ def fusion(c: Composer) -> None:
         [f"the {phrase(minimal_where(o, sources[k], c.rng))} from the {ordinal(k + 1)} picture" for k, o in picks]
     )
     c.chat(
-        pick(c.rng, ["Which elements would you combine?", "What would make a nice combination?"]),
+        pick(
+            c.rng,
+            [
+                "Which elements would you combine?",
+                "What would make a nice combination?",
+                "What would you take from each picture?",
+                "Any suggestion for what to merge?",
+                "Which objects should make it into the combined scene?",
+            ],
+        ),
         pick(
             c.rng,
             [
@@ -1078,7 +1191,16 @@ def fusion(c: Composer) -> None:
     )
     c.view = View(c.view.scene, c.view.azimuth, styles[0])
     c.target(
-        pick(c.rng, ["Sounds good, go ahead with that.", "Yes, let's do exactly that."]),
+        pick(
+            c.rng,
+            [
+                "Sounds good, go ahead with that.",
+                "Yes, let's do exactly that.",
+                "Perfect, please make it.",
+                "Agreed. Build that combination.",
+                "That works for me, let's see it.",
+            ],
+        ),
         op,
         stateless,
         pick(c.rng, ["Here is the combination: {items}.", "Done, the new scene has {items}."], items=items_desc),
@@ -1113,7 +1235,12 @@ def _fusion_retrieval(c: Composer, sources: list[Scene], forbidden: str) -> None
     _check_valid(c, op)
     user = pick(
         c.rng,
-        ["Also bring in the {shape} from picture {n}.", "Add the {shape} from my {nth} picture too."],
+        [
+            "Also bring in the {shape} from picture {n}.",
+            "Add the {shape} from my {nth} picture too.",
+            "And add the {shape} from picture {n} as well.",
+            "I'd like the {shape} from picture {n} in there too.",
+        ],
         shape=phrase(minimal_where(o, sources[k], c.rng)),
         n=k + 1,
         nth=ordinal(k + 1),
