@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from multiprocessing import get_context
 from pathlib import Path
@@ -71,12 +72,17 @@ def _one(task: tuple[Scenario, str, int]) -> tuple[str, dict[str, bytes]]:
     return d.model_dump_json(), images
 
 
+def _quiet_worker() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them and cleans up."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _results(tasks: list[tuple[Scenario, str, int]], workers: int) -> Iterator[tuple[str, dict[str, bytes]]]:
     if workers <= 1:
         yield from map(_one, tasks)
         return
     ctx = get_context("forkserver" if os.name == "posix" else "spawn")
-    with ctx.Pool(workers) as pool:
+    with ctx.Pool(workers, initializer=_quiet_worker) as pool:
         yield from pool.imap(_one, tasks, chunksize=4)
 
 
