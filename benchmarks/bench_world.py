@@ -23,6 +23,7 @@ from PIL import Image
 
 from yanami.store import Dataset
 from yanami.world import STYLES, VIEWS, build_world, parse_image, random_scene, relation, render
+from yanami.world._render import PNG_LEVEL
 from yanami.world._scene import pairs
 
 
@@ -46,7 +47,7 @@ def bench_build(per_scenario: int, workers: list[int]) -> None:
                 pixels.append(Image.open(io.BytesIO(ds.image_bytes(p))).convert("RGB"))
         t = time.perf_counter()
         for img in pixels:
-            img.save(io.BytesIO(), format="PNG", compress_level=1)
+            img.save(io.BytesIO(), format="PNG", compress_level=PNG_LEVEL)
         enc = len(pixels) / (time.perf_counter() - t)
         one = Path(tmp) / f"w{workers[0]}"
         print(f"  PNG encode only, one core: {enc:,.0f} images/s")
@@ -93,8 +94,7 @@ def bench_language(per_scenario: int) -> None:
                         t.index < len(p.turns) and getattr(p.turns[t.index], side).text() == text for p in before
                     )
         print(
-            f"language: {side} messages repeating the same turn of one of the 3 previous dialogues:"
-            f" {same / total:.1%}"
+            f"language: {side} messages repeating the same turn of one of the 3 previous dialogues: {same / total:.1%}"
         )
 
 

@@ -21,6 +21,8 @@ from yanami.world._scene import COLOURS, Scene, WorldObject
 
 SS = 2
 """Supersampling factor per axis."""
+PNG_LEVEL = 3
+"""zlib level for PNG files: as fast as level 1 on these images, and about a quarter smaller."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +303,7 @@ def render(scene: Scene, azimuth: float, style: str = "studio", width: int = 512
 
 
 def render_png(scene: Scene, azimuth: float, style: str = "studio", width: int = 512, height: int = 384) -> bytes:
-    """Render and encode as PNG (fast compression; the bytes are deterministic)."""
+    """Render and encode as PNG at `PNG_LEVEL` (the bytes are deterministic)."""
     buf = io.BytesIO()
-    render(scene, azimuth, style, width, height).save(buf, format="PNG", compress_level=1)
+    render(scene, azimuth, style, width, height).save(buf, format="PNG", compress_level=PNG_LEVEL)
     return buf.getvalue()
