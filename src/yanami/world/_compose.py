@@ -42,7 +42,7 @@ from yanami.world._language import decorate, decorate_reply, full_where, minimal
 from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
-from yanami.world._scene import Scene, WorldObject, pairs, relation
+from yanami.world._scene import pairs, relation
 
 
 @dataclass(frozen=True)
@@ -427,8 +427,3 @@ class Composer:
 
 def _a(text: str) -> str:
     return ("an " if text[0] in "aeiou" else "a ") + text
-
-
-def describe(o: WorldObject, scene: Scene, rng: random.Random) -> str:
-    """``the red cube`` (minimal in ``scene``)."""
-    return "the " + phrase(minimal_where(o, scene, rng))

@@ -50,11 +50,6 @@ def full_where(o: WorldObject) -> dict[str, Any]:
     return {"shape": o.shape, "colour": o.colour, "size": o.size, "material": o.material}
 
 
-def the(o: WorldObject, scene: Scene, rng: random.Random) -> str:
-    """``the red cube``: a minimal referring expression for ``o`` in ``scene``."""
-    return "the " + phrase(minimal_where(o, scene, rng), rng)
-
-
 def a(attrs: dict[str, Any], rng: random.Random | None = None) -> str:
     """``a large red cube`` / ``an ...``."""
     text = phrase(attrs, rng)

@@ -198,12 +198,6 @@ def with_object(scene: Scene, o: WorldObject) -> Scene:
     return Scene(objects=tuple(sorted([*objs, o], key=lambda p: p.id)))
 
 
-def can_stack(scene: Scene, top: WorldObject, support: WorldObject) -> bool:
-    """Whether ``top`` may rest on ``support`` (it is then valid)."""
-    moved = top.model_copy(update={"x": support.x, "y": support.y, "on": support.id})
-    return valid(with_object(Scene(objects=tuple(p for p in scene.objects if p.id != top.id)), moved))
-
-
 def random_scene(rng: random.Random, n: int | None = None, stack_chance: float = 0.25) -> Scene:
     """A valid scene of ``n`` objects (3 to 6 when not given), sometimes with a stack."""
     n = n or rng.randint(3, 6)

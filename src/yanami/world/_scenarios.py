@@ -28,7 +28,6 @@ CONSTRAINT = Capability.CONSTRAINT
 CORRECTION = Capability.CORRECTION
 
 REL_WORDS = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
-MATERIAL_NAME = {"matte": "matte", "metal": "metal"}
 
 
 class Retry(Exception):
@@ -212,7 +211,6 @@ def _violating_edit(c: Composer, target: WorldObject) -> None:
                     CheckCategory.ATTRIBUTE,
                 )
             )
-        c.notes["violation"] = (len(c.turns), forbidden, alt)
         c.target(user, op, literal, asst, {CONSTRAINT}, alternatives={"no-constraints": literal}, focus=focus)
         return
     # protect: the user asks to remove the protected object; the assistant declines
@@ -242,7 +240,6 @@ def _violating_edit(c: Composer, target: WorldObject) -> None:
         ],
         obj=phrase(k.value),
     )
-    c.notes["violation"] = (len(c.turns), phrase(k.value), None)
     c.target(user, {"op": "none"}, literal, asst, {CONSTRAINT}, alternatives={"no-constraints": literal})
 
 
@@ -253,16 +250,22 @@ def _pronoun_edit(c: Composer, target: WorldObject) -> None:
     current = next((o for o in scene.objects if full_where(o) == full_where(target) or o.id == target.id), None)
     if current is None:
         raise Retry("target gone")
-    attr = c.rng.choice(["material", "size"])
-    value = {
+    where = minimal_where(current, scene, c.rng)
+    flips = {
         "material": "metal" if current.material == "matte" else "matte",
         "size": "small" if current.size == "large" else "large",
-    }[attr]
-    if attr == "size" and (current.on is not None or c.view.scene.supported_by(current.id) is not None):
-        attr, value = "material", "metal" if current.material == "matte" else "matte"
-    where = minimal_where(current, scene, c.rng)
-    op = {"op": "set", "where": where, "attr": attr, "value": value}
-    _check_valid(c, op)
+    }
+    attrs = c.rng.sample(list(flips), 2)
+    for attr in attrs:  # the first change the placement rules allow
+        value = flips[attr]
+        op = {"op": "set", "where": where, "attr": attr, "value": value}
+        try:
+            _check_valid(c, op)
+            break
+        except Retry:
+            continue
+    else:
+        raise Retry("no allowed change")
     others = [o for o in c.latest.scene.objects if o.id != current.id]
     if not others:
         raise Retry("nothing to confuse")
@@ -614,9 +617,24 @@ def _relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, flo
     if len(scene.ground_objects()) < 2 or not movers:
         raise Retry("nothing to move")
     mover = c.rng.choice(movers)
-    anchor = c.rng.choice([o for o in scene.ground_objects() if o.id != mover.id])
-    rel = c.rng.choice(["front", "behind", "left", "right"])
-    x, y = _spot(c, mover, anchor, rel)
+    # An anchor and a side with room, whose opposite side has room too (the user will
+    # correct the side later).
+    found = None
+    for anchor in c.rng.sample(
+        [o for o in scene.ground_objects() if o.id != mover.id], len(scene.ground_objects()) - 1
+    ):
+        for rel in c.rng.sample(["front", "behind", "left", "right"], 4):
+            try:
+                _spot(c, mover, anchor, OPPOSITE[rel])
+                found = (anchor, rel, *_spot(c, mover, anchor, rel))
+                break
+            except Retry:
+                continue
+        if found:
+            break
+    if found is None:
+        raise Retry("no room on either side")
+    anchor, rel, x, y = found
     op = {"op": "move", "where": minimal_where(mover, scene, c.rng), "x": x, "y": y}
     _check_valid(c, op)
     mref, aref = phrase(minimal_where(mover, scene, c.rng)), phrase(minimal_where(anchor, scene, c.rng))
@@ -742,7 +760,6 @@ def _remove_support_from_start(c: Composer) -> None:
     where = minimal_where(support, scene, c.rng)
     remove = {"op": "remove", "where": where}
     start = c.images[0].azimuth
-    view_after = apply_op(remove, c.view, c.images)
     op = {"op": "batch", "ops": [remove, {"op": "orbit", "azimuth": start}]}
     _check_valid(c, op)
     stateless = remove  # read alone: the current camera, not the one we started from
@@ -773,7 +790,6 @@ def _remove_support_from_start(c: Composer) -> None:
             f"There is no {phrase(where)}.", {"op": "absent", "where": full_where(support)}, CheckCategory.ABSENCE
         ),
     ]
-    del view_after
     c.target(user, op, stateless, asst, {SPATIAL, RETRIEVAL}, focus=focus)
 
 
@@ -832,7 +848,6 @@ def _orbit(c: Composer) -> None:
         c.rng, ["Here is the view after moving {w}.", "This is the scene seen from {w} of where we were."], w=words
     )
     c.target(user, op, stateless, asst, {SPATIAL})
-    c.notes.setdefault("orbit", (len(c.turns) - 1, words))
 
 
 def _remove_support(c: Composer) -> None:
@@ -918,13 +933,12 @@ def reasoning(c: Composer) -> None:
         {CONSTRAINT, RETRIEVAL},
         {"op": "none", "plan": [full_where(o) for o in plan]},
     )
-    plan_turn = len(c.turns) - 1
     _plan_step(c, plan[0], 1)
     checkpoint = len(c.images)
-    _hypothesis(c, plan[1], plan_turn)
+    _hypothesis(c, plan[1])
     _restore(c, checkpoint)
     _plan_step(c, plan[1], 2)
-    _plan_correction(c, plan[0], plan_turn)
+    _plan_correction(c, plan[0])
     last = len(c.turns) - 1
     turn, answer, others = c.notes["pronoun"]
     c.ask(
@@ -983,7 +997,7 @@ def _plan_step(c: Composer, o: WorldObject, k: int) -> None:
     c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"stateless": {"op": "none"}}, focus=focus)
 
 
-def _hypothesis(c: Composer, nxt: WorldObject, plan_turn: int) -> None:
+def _hypothesis(c: Composer, nxt: WorldObject) -> None:
     """A what-if about the object the plan removes next ("the one you'd remove next")."""
     assert c.view is not None
     scene = c.view.scene
@@ -1023,10 +1037,9 @@ def _hypothesis(c: Composer, nxt: WorldObject, plan_turn: int) -> None:
         phrase(full_where(nxt)),
         [phrase(full_where(o)) for o in scene.objects if o.id != nxt.id],
     )
-    del plan_turn
 
 
-def _plan_correction(c: Composer, first: WorldObject, plan_turn: int) -> None:
+def _plan_correction(c: Composer, first: WorldObject) -> None:
     """The user corrects the plan: the first removal was a mistake; the object comes back."""
     assert c.view is not None
     spec = {
@@ -1070,7 +1083,6 @@ def _plan_correction(c: Composer, first: WorldObject, plan_turn: int) -> None:
         correction=[(f"There is {a(w)} again.", {"op": "exists", "where": w})],
     )
     c.notes["correction"] = (turn,)
-    del plan_turn
 
 
 def _restore(c: Composer, image: int) -> None:
