@@ -125,6 +125,32 @@ def side_mask(xy: np.ndarray, anchor: WorldObject, rel: str, azimuth: float) -> 
     return mine < theirs if rel in ("left", "front") else mine > theirs
 
 
+def _corners(o: WorldObject, base: float) -> list[list[float]]:
+    h = o.half
+    return [[o.x + sx * h, o.y + sy * h, base + sz * 2 * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
+
+
+def _root_boxes(scene: Scene, roots: list[WorldObject]) -> dict[float, np.ndarray]:
+    """Screen boxes (R, 4) of every stack, per view, from one projection per view."""
+    if not roots:
+        return {az: np.zeros((0, 4)) for az in VIEWS}
+    groups = []
+    for r in roots:
+        pts = _corners(r, 0.0)
+        top = scene.supported_by(r.id)
+        if top is not None:
+            pts += _corners(top, r.height)
+        else:
+            pts += pts[:8]  # pad to the same length
+        groups.append(pts)
+    arr = np.array(groups)  # (R, 16, 3)
+    out = {}
+    for az in VIEWS:
+        p = _camera(az).project(arr)
+        out[az] = np.concatenate([p.min(axis=1), p.max(axis=1)], axis=1)
+    return out
+
+
 def place(
     scene: Scene,
     o: WorldObject,
@@ -147,7 +173,7 @@ def place(
     right, forward = axes(BASE_AZIMUTH)
     root_r = np.array([p.x * right[0] + p.y * right[1] for p in roots])
     root_f = np.array([p.x * forward[0] + p.y * forward[1] for p in roots])
-    fixed = {az: np.array([stack_box(rest, r, az) for r in roots]).reshape(-1, 4) for az in VIEWS}
+    fixed = _root_boxes(rest, roots)
     # The stack's silhouette-bounding points relative to its base centre.
     parts = [(o.half, 0.0)]
     z = o.height

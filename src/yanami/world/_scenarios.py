@@ -48,7 +48,9 @@ def _check_valid(c: Composer, op: dict[str, Any]) -> None:
         raise Retry(f"{op} breaks the placement rules")
 
 
-def _spot(c: Composer, o: WorldObject, near: WorldObject | None = None, rel: str | None = None) -> tuple[float, float]:
+def _spot(
+    c: Composer, o: WorldObject, near: WorldObject | None = None, rel: str | None = None, tries: int = 600
+) -> tuple[float, float]:
     """A valid ground position for ``o`` (optionally ``rel`` of ``near`` in the current view)."""
     assert c.view is not None
     scene = Scene(objects=tuple(p for p in c.view.scene.objects if p.id != o.id))
@@ -56,7 +58,7 @@ def _spot(c: Composer, o: WorldObject, near: WorldObject | None = None, rel: str
     if near is not None and rel is not None:
         anchor, azimuth, side = near, c.view.azimuth, rel
         accept = lambda xy: side_mask(xy, anchor, side, azimuth)  # noqa: E731
-    placed = place(scene, o, c.rng, tries=600, accept=accept)
+    placed = place(scene, o, c.rng, tries=tries, accept=accept)
     if placed is None:
         raise Retry("no room")
     return placed.x, placed.y
@@ -625,8 +627,8 @@ def _relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, flo
     ):
         for rel in c.rng.sample(["front", "behind", "left", "right"], 4):
             try:
-                _spot(c, mover, anchor, OPPOSITE[rel])
-                found = (anchor, rel, *_spot(c, mover, anchor, rel))
+                _spot(c, mover, anchor, OPPOSITE[rel], tries=96)
+                found = (anchor, rel, *_spot(c, mover, anchor, rel, tries=96))
                 break
             except Retry:
                 continue
