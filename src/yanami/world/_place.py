@@ -249,7 +249,7 @@ def random_scene(rng: random.Random, n: int | None = None, stack_chance: float =
                     if valid(with_object(scene, top)):
                         scene = with_object(scene, top)
                         continue
-            placed = place(scene, o, rng)
+            placed = place(scene, o, rng, tries=200)
             if placed is None:
                 break
             scene = with_object(scene, placed)

@@ -479,6 +479,117 @@ def _reference_by_turn(c: Composer) -> None:
     )
 
 
+def _swap_added(c: Composer) -> None:
+    """Swap "the object you added" with another ground object."""
+    assert c.view is not None
+    turn, oid, desc = c.notes["added"]
+    scene = c.view.scene
+    added = next((o for o in scene.objects if o.id == oid), None)
+    others = [o for o in scene.ground_objects() if o.id != oid and scene.supported_by(o.id) is None]
+    if added is None or added.on is not None or not others:
+        raise Retry("nothing to swap")
+    other = c.rng.choice(others)
+    op = {"op": "swap", "a": minimal_where(added, scene, c.rng), "b": minimal_where(other, scene, c.rng)}
+    _check_valid(c, op)
+    latest = c.latest.scene
+    decoys = [o for o in latest.ground_objects() if o.id not in (oid, other.id) and latest.supported_by(o.id) is None]
+    if not decoys:
+        raise Retry("nothing to confuse")
+    wrong = c.rng.choice(decoys)
+    stateless = {"op": "swap", "a": minimal_where(wrong, latest, c.rng), "b": minimal_where(other, latest, c.rng)}
+    oref = "the " + phrase(minimal_where(other, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Swap the object you added in my {nth} message with {o}.",
+            "Let the piece we added trade places with {o}.",
+            "Exchange the positions of {o} and the object you added earlier.",
+        ],
+        nth=ordinal(turn + 1),
+        o=oref,
+    )
+    asst = pick(c.rng, ["Swapped the {d} and {o}.", "They have traded places: the {d} and {o}."], d=desc, o=oref)
+    after = apply_op(op, c.view, c.images).scene
+    wa = minimal_where(after.by_id(oid), after, c.rng)
+    wb = minimal_where(after.by_id(other.id), after, c.rng)
+    horizontal, depth = relation(after.by_id(oid), after.by_id(other.id), c.view.azimuth)
+    rel = c.rng.choice([horizontal, depth])
+    focus = [
+        c.atomic(
+            f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
+            {"op": "relation", "a": wa, "b": wb, "rel": rel},
+            CheckCategory.RELATION,
+        )
+    ]
+    c.target(user, op, stateless, asst, {COREF, RETRIEVAL}, alternatives={"no-coreference": stateless}, focus=focus)
+    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
+    c.notes["turn_ref"] = (
+        len(c.turns) - 1,
+        desc,
+        [phrase(full_where(o)) for o in scene.objects if o.id != oid],
+        phrase_used,
+    )
+
+
+def _can_stack_it(c: Composer, mover: WorldObject) -> bool:
+    assert c.view is not None
+    scene = c.view.scene
+    current = scene.by_id(mover.id)
+    return current.size == "small" and scene.supported_by(current.id) is None and bool(_supports(scene, current))
+
+
+def _supports(scene: Scene, top: WorldObject) -> list[WorldObject]:
+    return [
+        o
+        for o in scene.ground_objects()
+        if o.id != top.id
+        and o.shape != "sphere"
+        and o.size == "large"
+        and o.colour != top.colour
+        and scene.supported_by(o.id) is None
+    ]
+
+
+def _stack_it(c: Composer, mover: WorldObject) -> None:
+    """Put "it" (the object pushed earlier) on top of a large cube or cylinder."""
+    assert c.view is not None
+    scene = c.view.scene
+    current = scene.by_id(mover.id)
+    for support in c.rng.sample(_supports(scene, current), len(_supports(scene, current))):
+        op = {"op": "stack", "where": minimal_where(current, scene, c.rng), "on": minimal_where(support, scene, c.rng)}
+        try:
+            _check_valid(c, op)
+            break
+        except Retry:
+            continue
+    else:
+        raise Retry("nowhere to stack")
+    latest = c.latest.scene
+    decoys = [o for o in latest.objects if o.id not in (current.id, support.id) and o.size == "small" and o.on is None]
+    if not decoys:
+        raise Retry("nothing to confuse")
+    wrong = c.rng.choice(decoys)
+    stateless = {"op": "stack", "where": minimal_where(wrong, latest, c.rng), "on": op["on"]}
+    sref = "the " + phrase(minimal_where(support, scene, c.rng))
+    user = pick(
+        c.rng,
+        ["Now lift it onto {s}.", "Put it on top of {s}.", "Stack it on {s}, please.", "Can it sit on top of {s}?"],
+        s=sref,
+    )
+    asst = pick(c.rng, ["It now rests on {s}.", "Done: the {o} sits on top of {s}."], s=sref, o=current.shape)
+    after = apply_op(op, c.view, c.images).scene
+    wt = minimal_where(after.by_id(current.id), after, c.rng)
+    ws = minimal_where(after.by_id(support.id), after, c.rng)
+    focus = [
+        c.atomic(
+            f"The {phrase(wt)} rests on top of the {phrase(ws)}.",
+            {"op": "on", "a": wt, "b": ws},
+            CheckCategory.SUPPORT,
+        )
+    ]
+    c.target(user, op, stateless, asst, {COREF, SPATIAL}, alternatives={"no-coreference": stateless}, focus=focus)
+
+
 def _questions(c: Composer) -> None:
     last = len(c.turns) - 1
     if "turn_ref" in c.notes:
@@ -548,7 +659,7 @@ def editing(c: Composer) -> None:
     if c.constraints[0].kind == "protect":
         _violating_edit(c, changed)
     elif c.rng.random() < 0.6:
-        _reference_by_turn(c)
+        _swap_added(c) if c.rng.random() < 0.4 else _reference_by_turn(c)
     _questions(c)
 
 
@@ -600,6 +711,8 @@ def world_modeling(c: Composer) -> None:
     _relation_correction(c, mover, anchor, rel, first_turn, first_azimuth)
     if any(o.on is not None for o in c.view.scene.objects):  # type: ignore[union-attr]
         _remove_support_from_start(c)
+    elif _can_stack_it(c, mover):
+        _stack_it(c, mover)
     elif c.constraints[0].kind == "forbid_colour":
         _violating_edit(c, c.rng.choice([o for o in c.view.scene.objects if o.id != mover.id]))  # type: ignore[union-attr]
     else:
