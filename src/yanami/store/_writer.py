@@ -77,6 +77,8 @@ class DatasetWriter:
         (self.work / IMAGES_DIR).mkdir()
         self._ids: set[str] = set()
         self._image_hashes: list[str] = []
+        self._stored: set[str] = set()
+        self._folders: set[str] = set()
         self._shards: list[str] = []
         self._shard_file: TextIO | None = None
         self._in_shard = 0
@@ -107,13 +109,16 @@ class DatasetWriter:
         self._put(part.sha256, image_relpath(part.sha256, part.format), data)
 
     def _put(self, sha: str, rel: str, data: bytes) -> None:
-        dest = self.work / rel
-        if dest.exists():
+        if sha in self._stored:
             return
-        dest.parent.mkdir(exist_ok=True)
-        tmp = dest.with_name(dest.name + ".part")
-        tmp.write_bytes(data)
-        tmp.replace(dest)
+        dest = self.work / rel
+        folder = rel.rsplit("/", 1)[0]
+        if folder not in self._folders:
+            dest.parent.mkdir(exist_ok=True)
+            self._folders.add(folder)
+        # No temporary name per file: the whole work directory is what commits atomically.
+        dest.write_bytes(data)
+        self._stored.add(sha)
         self._image_hashes.append(sha)
 
     # dialogues ------------------------------------------------------------------------

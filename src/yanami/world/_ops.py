@@ -50,7 +50,7 @@ def _one(scene: Scene, where: dict[str, Any]) -> WorldObject:
 
 
 def _replace(scene: Scene, objs: list[WorldObject]) -> Scene:
-    return Scene(objects=tuple(sorted(objs, key=lambda o: o.id)))
+    return Scene.model_construct(objects=tuple(sorted(objs, key=lambda o: o.id)))  # already valid objects
 
 
 def apply_op(op: dict[str, Any], view: View, images: list[View]) -> View:

@@ -168,7 +168,7 @@ def place(
     riders = [p for p in scene.objects if p.on == o.id]
     if (o.shape, o.colour, o.size, o.material) in {(p.shape, p.colour, p.size, p.material) for p in others}:
         return None
-    rest = Scene(objects=tuple(others))
+    rest = Scene.model_construct(objects=tuple(others))
     roots = rest.ground_objects()
     right, forward = axes(BASE_AZIMUTH)
     root_r = np.array([p.x * right[0] + p.y * right[1] for p in roots])
@@ -221,7 +221,7 @@ def with_object(scene: Scene, o: WorldObject) -> Scene:
     """The scene with ``o`` added or replaced (by id); objects on it follow its position."""
     objs = [p for p in scene.objects if p.id != o.id]
     objs = [p.model_copy(update={"x": o.x, "y": o.y}) if p.on == o.id else p for p in objs]
-    return Scene(objects=tuple(sorted([*objs, o], key=lambda p: p.id)))
+    return Scene.model_construct(objects=tuple(sorted([*objs, o], key=lambda p: p.id)))
 
 
 def random_scene(rng: random.Random, n: int | None = None, stack_chance: float = 0.25) -> Scene:

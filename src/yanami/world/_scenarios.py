@@ -53,7 +53,7 @@ def _spot(
 ) -> tuple[float, float]:
     """A valid ground position for ``o`` (optionally ``rel`` of ``near`` in the current view)."""
     assert c.view is not None
-    scene = Scene(objects=tuple(p for p in c.view.scene.objects if p.id != o.id))
+    scene = Scene.model_construct(objects=tuple(p for p in c.view.scene.objects if p.id != o.id))
     accept = None
     if near is not None and rel is not None:
         anchor, azimuth, side = near, c.view.azimuth, rel
