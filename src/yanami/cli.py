@@ -279,8 +279,13 @@ def leakage(
     else:
         for rel in report.exact:
             out.print(f"exact {rel} (in both {train} and {bench})", markup=False)
-        for n in report.near:
+        for n in report.near[:MAX_PROBLEMS_SHOWN]:  # closest first; --json lists them all
             out.print(f"near  {bench}/{n.bench} ~ {train}/{n.train} (distance {n.distance})", markup=False)
+        if len(report.near) > MAX_PROBLEMS_SHOWN:
+            out.print(
+                f"… and {len(report.near) - MAX_PROBLEMS_SHOWN} more near-duplicate pairs (--json lists all)",
+                markup=False,
+            )
         for rel in report.unreadable:
             err.print(f"unreadable {rel} (skipped for near-duplicates; run yanami validate)", markup=False)
         err.print(
