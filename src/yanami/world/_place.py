@@ -184,10 +184,9 @@ def place(
         [[sx * h, sy * h, base + sz * 2 * h] for h, base in parts for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
     )
     batch = 32
+    gen = np.random.default_rng(rng.getrandbits(64))  # numpy draws, seeded from the caller's rng
     for _ in range(0, tries, batch):
-        xy = np.array(
-            [[round(rng.uniform(-EXTENT, EXTENT), 2), round(rng.uniform(-EXTENT, EXTENT), 2)] for _ in range(batch)]
-        )
+        xy = gen.uniform(-EXTENT, EXTENT, (batch, 2)).round(2)
         ok = np.ones(batch, dtype=bool) if accept is None else accept(xy)
         if len(roots):
             cr = xy[:, 0] * right[0] + xy[:, 1] * right[1]
