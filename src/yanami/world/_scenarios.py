@@ -1333,12 +1333,35 @@ def fusion(c: Composer) -> None:
         pick(c.rng, ["Here is the combination: {items}.", "Done, the new scene has {items}."], items=items_desc),
         {RETRIEVAL, COREF},
     )
+    composite = len(c.images)
     first = next(o for o in c.view.scene.objects if o.colour != col)
     _violating_edit(c, first)
     _pronoun_edit(c, first)
     _fusion_retrieval(c, sources, col)
     _correction_revert(c)
+    if c.rng.random() < 0.5:
+        _back_to_composite(c, composite)
     _questions(c)
+
+
+def _back_to_composite(c: Composer, image: int) -> None:
+    """Return to the first composite, named by its place among the pictures."""
+    op = {"op": "restore", "image": image}
+    user = pick(
+        c.rng,
+        [
+            "Actually, the first combination you made (picture {n}) was the best. Go back to it.",
+            "I prefer your first composite, picture {n} in our chat. Let's return to exactly that.",
+            "Compare with the first combined scene you made: I want that one back.",
+            "Let's end on your original combination from picture {n}.",
+        ],
+        n=image,
+    )
+    asst = pick(
+        c.rng,
+        ["Back to the first combination.", "Here is the first composite again, exactly as it was."],
+    )
+    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL, COREF}, alternatives={"stateless": {"op": "none"}})
 
 
 def _fusion_retrieval(c: Composer, sources: list[Scene], forbidden: str) -> None:
