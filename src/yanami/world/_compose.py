@@ -393,10 +393,13 @@ class Composer:
         from yanami import __version__
 
         parts: list[ImagePart] = []
+        rendered: dict[View, str] = {}  # a view shown twice (going back, a refusal) is drawn once
         for view, source in zip(self.images, self.sources, strict=True):
-            data = render_png(view.scene, view.azimuth, view.style)
-            sha = sha256_hex(data)
-            self.image_bytes[sha] = data
+            sha = rendered.get(view)
+            if sha is None:
+                data = render_png(view.scene, view.azimuth, view.style)
+                sha = rendered[view] = sha256_hex(data)
+                self.image_bytes[sha] = data
             parts.append(ImagePart(sha256=sha, format=ImageFormat.PNG, width=WIDTH, height=HEIGHT, source=source))
 
         def real(items: list[TextPart | Pending]) -> list[TextPart | ImagePart]:
