@@ -96,3 +96,32 @@ def test_build_cli(cli: Callable[..., Any], tmp_path: Path) -> None:
     assert r.code == 2 and "--scenarios" in r.err
     r = cli("build", "--out", tmp_path / "b", "--per-scenario", "1")
     assert r.code == 2 and "already exists" in r.err
+
+
+def test_every_target_turn_is_irreducible(tiny: Path) -> None:
+    """Replay each target turn's stateless reading from the stored states: some check fails on it."""
+    from yanami.world import Scene, View, WorldObject, apply_op
+
+    def view_of(state: dict[str, Any]) -> View:
+        objs = tuple(WorldObject.model_validate(o) for o in state["scene"])
+        return View(Scene(objects=objs), state["azimuth"], state["style"])
+
+    targets = 0
+    for d in Dataset(tiny):
+        shown: list[View] = []
+        for t in d.turns:
+            state, intent = t.hidden.state, t.hidden.intent
+            assert isinstance(state, dict) and isinstance(intent, dict)
+            if t.checks:
+                naive = apply_op(intent["stateless"], shown[-1], shown)
+                assert any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in t.checks), (  # type: ignore[arg-type]
+                    d.id,
+                    t.index,
+                )
+                # ...while the full reading, from the true state before the turn, gives the stored state.
+                before = view_of(d.turns[t.index - 1].hidden.state)  # type: ignore[arg-type]
+                assert apply_op(intent["op"], before, shown).scene == view_of(state).scene
+                targets += 1
+            if t.user.images() or t.assistant.images():
+                shown.append(view_of(state))
+    assert targets >= 24
