@@ -130,25 +130,40 @@ def _corners(o: WorldObject, base: float) -> list[list[float]]:
     return [[o.x + sx * h, o.y + sy * h, base + sz * 2 * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
 
 
-def _root_boxes(scene: Scene, roots: list[WorldObject]) -> dict[float, np.ndarray]:
-    """Screen boxes (R, 4) of every stack, per view, from one projection per view."""
+@lru_cache(maxsize=1)
+def _view_bases() -> tuple[np.ndarray, np.ndarray]:
+    """Positions (V, 3) and stacked right/up/forward rows (V, 3, 3) of the four views' cameras."""
+    cams = [_camera(az) for az in VIEWS]
+    pos = np.array([c.basis[0] for c in cams])
+    rows = np.array([[c.basis[1], c.basis[2], c.basis[3]] for c in cams])
+    return pos, rows
+
+
+def _boxes_all_views(points: np.ndarray) -> np.ndarray:
+    """Screen boxes in every view of point groups (..., P, 3): shape (V, ..., 4) as x0, y0, x1, y1."""
+    pos, rows = _view_bases()
+    shape = points.shape
+    flat = points.reshape(-1, 3)
+    d = flat[None, :, :] - pos[:, None, :]  # (V, N, 3)
+    c = d @ rows.transpose(0, 2, 1)  # (V, N, 3): right, up, forward components
+    f = _camera(VIEWS[0]).focal
+    x = WIDTH / 2 + f * c[..., 0] / c[..., 2]
+    y = HEIGHT / 2 - f * c[..., 1] / c[..., 2]
+    xy = np.stack([x, y], axis=-1).reshape(len(VIEWS), *shape[:-1], 2)
+    return np.concatenate([xy.min(axis=-2), xy.max(axis=-2)], axis=-1)
+
+
+def _root_boxes(scene: Scene, roots: list[WorldObject]) -> np.ndarray:
+    """Screen boxes (V, R, 4) of every stack in every view."""
     if not roots:
-        return {az: np.zeros((0, 4)) for az in VIEWS}
+        return np.zeros((len(VIEWS), 0, 4))
     groups = []
     for r in roots:
         pts = _corners(r, 0.0)
         top = scene.supported_by(r.id)
-        if top is not None:
-            pts += _corners(top, r.height)
-        else:
-            pts += pts[:8]  # pad to the same length
+        pts += _corners(top, r.height) if top is not None else pts[:8]  # same length for all
         groups.append(pts)
-    arr = np.array(groups)  # (R, 16, 3)
-    out = {}
-    for az in VIEWS:
-        p = _camera(az).project(arr)
-        out[az] = np.concatenate([p.min(axis=1), p.max(axis=1)], axis=1)
-    return out
+    return _boxes_all_views(np.array(groups))
 
 
 def place(
@@ -193,22 +208,25 @@ def place(
             cf = xy[:, 0] * forward[0] + xy[:, 1] * forward[1]
             ok &= (np.abs(cr[:, None] - root_r[None, :]) >= MARGIN).all(axis=1)
             ok &= (np.abs(cf[:, None] - root_f[None, :]) >= MARGIN).all(axis=1)
-        for az in VIEWS:
-            if not ok.any():
-                break
+        if ok.any():
             pts = rel[None, :, :] + np.concatenate([xy, np.zeros((batch, 1))], axis=1)[:, None, :]
-            p = _camera(az).project(pts)
-            box = np.concatenate([p.min(axis=1), p.max(axis=1)], axis=1)  # (batch, 4): x0, y0, x1, y1
-            ok &= (box[:, 0] >= GAP) & (box[:, 1] >= GAP) & (box[:, 2] <= WIDTH - GAP) & (box[:, 3] <= HEIGHT - GAP)
-            f = fixed[az]
-            if len(f):
+            box = _boxes_all_views(pts)  # (V, batch, 4)
+            inside = (
+                (box[..., 0] >= GAP)
+                & (box[..., 1] >= GAP)
+                & (box[..., 2] <= WIDTH - GAP)
+                & (box[..., 3] <= HEIGHT - GAP)
+            )
+            ok &= inside.all(axis=0)
+            if fixed.shape[1]:
+                b, f = box[:, :, None, :], fixed[:, None, :, :]
                 apart = (
-                    (box[:, None, 2] + GAP <= f[None, :, 0])
-                    | (f[None, :, 2] + GAP <= box[:, None, 0])
-                    | (box[:, None, 3] + GAP <= f[None, :, 1])
-                    | (f[None, :, 3] + GAP <= box[:, None, 1])
-                )
-                ok &= apart.all(axis=1)
+                    (b[..., 2] + GAP <= f[..., 0])
+                    | (f[..., 2] + GAP <= b[..., 0])
+                    | (b[..., 3] + GAP <= f[..., 1])
+                    | (f[..., 3] + GAP <= b[..., 1])
+                )  # (V, batch, R)
+                ok &= apart.all(axis=(0, 2))
         hits = np.nonzero(ok)[0]
         if len(hits):
             x, y = xy[hits[0]]
