@@ -75,14 +75,6 @@ def stack_box(scene: Scene, root: WorldObject, azimuth: float) -> tuple[float, f
     )
 
 
-def _apart(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
-    return a[2] + GAP <= b[0] or b[2] + GAP <= a[0] or a[3] + GAP <= b[1] or b[3] + GAP <= a[1]
-
-
-def _inside(b: tuple[float, float, float, float]) -> bool:
-    return b[0] >= GAP and b[1] >= GAP and b[2] <= WIDTH - GAP and b[3] <= HEIGHT - GAP
-
-
 def valid(scene: Scene) -> bool:
     """Whether the scene is valid (see the module's docstring)."""
     ground = scene.ground_objects()
@@ -105,15 +97,15 @@ def valid(scene: Scene) -> bool:
     for o in ground:
         if abs(o.x) > EXTENT or abs(o.y) > EXTENT or not well_separated(scene, o):
             return False
-    for az in VIEWS:
-        boxes = [stack_box(scene, o, az) for o in ground]
-        if not all(_inside(b) for b in boxes):
-            return False
-        for i in range(len(boxes)):
-            for j in range(i + 1, len(boxes)):
-                if not _apart(boxes[i], boxes[j]):
-                    return False
-    return True
+    boxes = _root_boxes(scene, ground)  # (V, R, 4), every view at once
+    inside = (boxes[..., 0] >= GAP) & (boxes[..., 1] >= GAP)
+    inside &= (boxes[..., 2] <= WIDTH - GAP) & (boxes[..., 3] <= HEIGHT - GAP)
+    if not inside.all():
+        return False
+    a, b = boxes[:, :, None, :], boxes[:, None, :, :]
+    apart = (a[..., 2] + GAP <= b[..., 0]) | (b[..., 2] + GAP <= a[..., 0])
+    apart |= (a[..., 3] + GAP <= b[..., 1]) | (b[..., 3] + GAP <= a[..., 1])
+    return bool((apart | np.eye(len(ground), dtype=bool)[None]).all())
 
 
 def side_mask(xy: np.ndarray, anchor: WorldObject, rel: str, azimuth: float) -> np.ndarray:
