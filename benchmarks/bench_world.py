@@ -27,31 +27,38 @@ from yanami.world._render import PNG_LEVEL
 from yanami.world._scene import pairs
 
 
-def bench_build(per_scenario: int, workers: list[int]) -> None:
+def bench_build(per_scenario: int, workers: list[int], repeats: int = 2) -> None:
+    """Best of ``repeats`` runs for each worker count; the baseline is best of 3 passes."""
     with tempfile.TemporaryDirectory() as tmp:
+        rates = {}
         for k in workers:
-            out = Path(tmp) / f"w{k}"
-            t = time.perf_counter()
-            m = build_world(out, per_scenario=per_scenario, seed=1, workers=k)
-            dt = time.perf_counter() - t
+            best = 0.0
+            for r in range(repeats):
+                out = Path(tmp) / f"w{k}-{r}"
+                t = time.perf_counter()
+                m = build_world(out, per_scenario=per_scenario, seed=1, workers=k)
+                best = max(best, m.counts.images / (time.perf_counter() - t))
+            rates[k] = best
+            target = "   target >= 150 with 2 workers" if k == 2 else ""
             print(
-                f"build: {m.counts.dialogues} dialogues, {m.counts.images} images with {k} worker(s) in {dt:.1f} s:"
-                f" {m.counts.images / dt:,.0f} images/s" + ("   target >= 150 with 2 workers" if k == 2 else "")
+                f"build: {m.counts.dialogues} dialogues, {m.counts.images} images with {k} worker(s):"
+                f" {best:,.0f} images/s (best of {repeats}){target}"
             )
         # Encode-only baseline: the same images, decoded to pixels first, then PNG-encoded
         # with the builder's settings, on one core.
-        ds = Dataset(Path(tmp) / f"w{workers[0]}")
-        pixels = []
-        for d in ds:
-            for p in d.images():
-                pixels.append(Image.open(io.BytesIO(ds.image_bytes(p))).convert("RGB"))
-        t = time.perf_counter()
-        for img in pixels:
-            img.save(io.BytesIO(), format="PNG", compress_level=PNG_LEVEL)
-        enc = len(pixels) / (time.perf_counter() - t)
-        one = Path(tmp) / f"w{workers[0]}"
-        print(f"  PNG encode only, one core: {enc:,.0f} images/s")
-        del one
+        ds = Dataset(Path(tmp) / f"w{workers[0]}-0")
+        pixels = [Image.open(io.BytesIO(ds.image_bytes(p))).convert("RGB") for d in ds for p in d.images()]
+        enc = 0.0
+        for _ in range(3):
+            t = time.perf_counter()
+            for img in pixels:
+                img.save(io.BytesIO(), format="PNG", compress_level=PNG_LEVEL)
+            enc = max(enc, len(pixels) / (time.perf_counter() - t))
+        one = rates[workers[0]]
+        print(
+            f"  PNG encode only, one core: {enc:,.0f} images/s (best of 3); the pipeline on one core reaches"
+            f" {100 * one / enc:.0f} % of it   target >= 50 %"
+        )
 
 
 _MEMORY = """

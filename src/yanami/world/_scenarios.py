@@ -12,6 +12,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from yanami.schema import Capability, CheckCategory, ImageSource, QuestionType, Scenario
 from yanami.world._compose import Composer, Reducible
 from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
@@ -707,7 +709,7 @@ def world_modeling(c: Composer) -> None:
     _set_constraint(c)
     mover, anchor, rel, first_turn, first_azimuth = _relation_move(c)
     _orbit(c)
-    _push_it(c, mover)
+    _push_it(c, mover, (anchor, rel, first_azimuth))
     _relation_correction(c, mover, anchor, rel, first_turn, first_azimuth)
     if any(o.on is not None for o in c.view.scene.objects):  # type: ignore[union-attr]
         _remove_support_from_start(c)
@@ -778,14 +780,23 @@ def _relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, flo
     return mover, anchor, rel, len(c.turns) - 1, azimuth
 
 
-def _push_it(c: Composer, mover: WorldObject) -> None:
-    """Push the object mentioned before ("it") a little in a direction of the current view."""
+def _push_it(c: Composer, mover: WorldObject, keep: tuple[WorldObject, str, float]) -> None:
+    """Push the object mentioned before ("it") a little in a direction of the current view.
+
+    ``keep`` (anchor, side, azimuth): the push leaves the object on that side of the anchor,
+    so the later correction of that side is not already done.
+    """
     assert c.view is not None
     scene = c.view.scene
     current = scene.by_id(mover.id)
     direction = c.rng.choice(["left", "right", "front", "behind"])
     azimuth = c.view.azimuth
-    cand = place(scene, current, c.rng, tries=600, accept=lambda xy: side_mask(xy, current, direction, azimuth))
+    anchor, side, side_azimuth = keep
+
+    def accept(xy: np.ndarray) -> np.ndarray:
+        return side_mask(xy, current, direction, azimuth) & side_mask(xy, anchor, side, side_azimuth)
+
+    cand = place(scene, current, c.rng, tries=600, accept=accept)
     if cand is None:
         raise Retry("cannot push there")
     op = {"op": "move", "where": minimal_where(current, scene, c.rng), "x": cand.x, "y": cand.y}
