@@ -11,7 +11,7 @@ from typing import Any
 
 from yanami import __version__
 from yanami.errors import UserError
-from yanami.schema import Scenario
+from yanami.schema import Dialogue, Scenario
 from yanami.store import DatasetWriter, Generator, Manifest
 from yanami.store._images import scan_image_files
 from yanami.store._reader import open_dataset_dir
@@ -64,12 +64,11 @@ def plan(
     return out
 
 
-def _one(task: tuple[Scenario, str, int]) -> tuple[str, dict[str, bytes]]:
+def _one(task: tuple[Scenario, str, int]) -> tuple[Dialogue, dict[str, bytes]]:
     from yanami.world._scenarios import compose_dialogue
 
     scenario, did, seed = task
-    d, images = compose_dialogue(scenario, did, seed)
-    return d.model_dump_json(), images
+    return compose_dialogue(scenario, did, seed)  # pickled across processes: no JSON round trip
 
 
 def _quiet_worker() -> None:
@@ -77,7 +76,7 @@ def _quiet_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _results(tasks: list[tuple[Scenario, str, int]], workers: int) -> Iterator[tuple[str, dict[str, bytes]]]:
+def _results(tasks: list[tuple[Scenario, str, int]], workers: int) -> Iterator[tuple[Dialogue, dict[str, bytes]]]:
     if workers <= 1:
         yield from map(_one, tasks)
         return
@@ -104,8 +103,6 @@ def build_world(
     With ``exclude`` (a training set), any image that also occurs there aborts the build
     before anything is written.
     """
-    from yanami.schema import Dialogue
-
     if preset not in PRESETS:
         raise UserError(f"--preset: unknown preset {preset!r} (choose {', '.join(PRESETS)})")
     scenarios = scenarios or list(Scenario)
@@ -124,15 +121,15 @@ def build_world(
     generator = Generator(name="world", version=__version__, params=params)
     with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
         tasks = [(s, did, seed) for s, did in todo]
-        for line, images in _results(tasks, workers):
-            d = Dialogue.model_validate_json(line)
+        for d, images in _results(tasks, workers):
+            parts = {p.sha256: p for p in d.images()}
             for sha, data in images.items():
                 if sha in banned:
                     raise UserError(
                         f"{d.id}: image {sha} also occurs in {exclude}; build the bench with another --seed",
                         exit_code=1,
                     )
-                w.add_encoded(next(p for p in d.images() if p.sha256 == sha), data)
+                w.add_encoded(parts[sha], data)
             w.add_dialogue(d)
             if on_dialogue is not None:
                 on_dialogue()
