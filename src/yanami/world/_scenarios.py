@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from yanami.schema import Capability, CheckCategory, ImageSource, QuestionType, Scenario
+from yanami.schema import Capability, Check, CheckCategory, ImageSource, QuestionType, Scenario
 from yanami.world._compose import Composer, Reducible
 from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import VIEWS, NoRoom, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
-from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, random_object, relation
+from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, pairs, random_object, relation
 
 COREF = Capability.COREFERENCE
 RETRIEVAL = Capability.RETRIEVAL
@@ -875,6 +875,27 @@ def _relation_correction(
     c.notes["correction"] = (turn, want)
 
 
+def _viewpoint_checks(c: Composer, before: float, after: float) -> list[Check]:
+    """A check that a relation reads differently from the new viewpoint than from the old one."""
+    assert c.view is not None
+    scene = c.view.scene
+    for a_, b_ in pairs(scene):
+        if a_.on is not None or b_.on is not None:
+            continue
+        old, new = relation(a_, b_, before), relation(a_, b_, after)
+        for k in (0, 1):
+            if old[k] != new[k]:
+                wa, wb = minimal_where(a_, scene, c.rng), minimal_where(b_, scene, c.rng)
+                return [
+                    c.atomic(
+                        f"From the new viewpoint, the {phrase(wa)} is {REL_WORDS[new[k]]} the {phrase(wb)}.",
+                        {"op": "relation", "a": wa, "b": wb, "rel": new[k]},
+                        CheckCategory.VIEWPOINT,
+                    )
+                ]
+    return []
+
+
 def _remove_support_from_start(c: Composer) -> None:
     """Remove a support (what it carried falls) and show the result from the starting view."""
     assert c.view is not None
@@ -973,7 +994,7 @@ def _orbit(c: Composer) -> None:
     asst = pick(
         c.rng, ["Here is the view after moving {w}.", "This is the scene seen from {w} of where we were."], w=words
     )
-    c.target(user, op, stateless, asst, {SPATIAL})
+    c.target(user, op, stateless, asst, {SPATIAL}, focus=_viewpoint_checks(c, c.view.azimuth, az))
 
 
 def _remove_support(c: Composer) -> None:
