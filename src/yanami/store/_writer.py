@@ -116,7 +116,11 @@ class DatasetWriter:
             dest.parent.mkdir(exist_ok=True)
             self._folders.add(folder)
         # No temporary name per file: the whole work directory is what commits atomically.
-        dest.write_bytes(data)
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         self._stored.add(sha)
         self._image_hashes.append(sha)
 

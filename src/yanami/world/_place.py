@@ -200,16 +200,18 @@ def place(
             cf = xy[:, 0] * forward[0] + xy[:, 1] * forward[1]
             ok &= (np.abs(cr[:, None] - root_r[None, :]) >= MARGIN).all(axis=1)
             ok &= (np.abs(cf[:, None] - root_f[None, :]) >= MARGIN).all(axis=1)
-        if ok.any():
-            pts = rel[None, :, :] + np.concatenate([xy, np.zeros((batch, 1))], axis=1)[:, None, :]
-            box = _boxes_all_views(pts)  # (V, batch, 4)
+        idx = np.nonzero(ok)[0]  # project only the candidates the margins allow
+        if len(idx):
+            cand = xy[idx]
+            pts = rel[None, :, :] + np.concatenate([cand, np.zeros((len(idx), 1))], axis=1)[:, None, :]
+            box = _boxes_all_views(pts)  # (V, candidates, 4)
             inside = (
                 (box[..., 0] >= GAP)
                 & (box[..., 1] >= GAP)
                 & (box[..., 2] <= WIDTH - GAP)
                 & (box[..., 3] <= HEIGHT - GAP)
             )
-            ok &= inside.all(axis=0)
+            fits = inside.all(axis=0)
             if fixed.shape[1]:
                 b, f = box[:, :, None, :], fixed[:, None, :, :]
                 apart = (
@@ -217,8 +219,9 @@ def place(
                     | (f[..., 2] + GAP <= b[..., 0])
                     | (b[..., 3] + GAP <= f[..., 1])
                     | (f[..., 3] + GAP <= b[..., 1])
-                )  # (V, batch, R)
-                ok &= apart.all(axis=(0, 2))
+                )  # (V, candidates, R)
+                fits &= apart.all(axis=(0, 2))
+            ok[idx] = fits
         hits = np.nonzero(ok)[0]
         if len(hits):
             x, y = xy[hits[0]]
