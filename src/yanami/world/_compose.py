@@ -38,7 +38,7 @@ from yanami.schema import (
 )
 from yanami.store import sha256_hex
 from yanami.world._camera import HEIGHT, WIDTH
-from yanami.world._language import decorate, decorate_reply, full_where, minimal_where, phrase
+from yanami.world._language import REL_WORDS, decorate, decorate_reply, full_where, minimal_where, phrase
 from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
@@ -305,10 +305,9 @@ class Composer:
             wa, wb = minimal_where(a, scene, rng), minimal_where(b, scene, rng)
             horizontal, depth = relation(a, b, new.azimuth)
             rel = rng.choice([horizontal, depth])
-            words = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
             out.append(
                 self._check(
-                    f"The {phrase(wa)} is {words[rel]} the {phrase(wb)}.",
+                    f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
                     {"op": "relation", "a": wa, "b": wb, "rel": rel},
                     category=CheckCategory.RELATION,
                 )
@@ -348,14 +347,10 @@ class Composer:
             for rel in relation(a, b, new.azimuth):
                 pred = {"op": "relation", "a": wa, "b": wb, "rel": rel}
                 if not evaluate(pred, naive.scene, naive.azimuth):
-                    words = {
-                        "left": "to the left of",
-                        "right": "to the right of",
-                        "front": "in front of",
-                        "behind": "behind",
-                    }
                     category = CheckCategory.VIEWPOINT if new.azimuth != naive.azimuth else CheckCategory.RELATION
-                    return self._check(f"The {phrase(wa)} is {words[rel]} the {phrase(wb)}.", pred, category=category)
+                    return self._check(
+                        f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.", pred, category=category
+                    )
         return None
 
     # questions ------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from typing import Any
 from yanami.world._scene import Scene, WorldObject
 
 ORDER = ("size", "colour", "material", "shape")
+REL_WORDS = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
+"""How each relation reads in a sentence."""
 MATERIAL_WORDS = {"matte": ("matte", "rubber"), "metal": ("metal", "shiny")}
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from yanami.schema import Capability, Check, CheckCategory, ImageSource, QuestionType, Scenario
 from yanami.world._compose import Composer, Reducible
-from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
+from yanami.world._language import REL_WORDS, a, full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import VIEWS, NoRoom, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
@@ -28,8 +28,6 @@ RETRIEVAL = Capability.RETRIEVAL
 SPATIAL = Capability.SPATIAL
 CONSTRAINT = Capability.CONSTRAINT
 CORRECTION = Capability.CORRECTION
-
-REL_WORDS = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
 
 
 class Retry(Exception):
@@ -462,23 +460,26 @@ def _reference_by_turn(c: Composer) -> None:
         anchor=aref,
     )
     after = apply_op(op, c.view, c.images).scene
-    wa = minimal_where(next(o for o in after.objects if o.id == oid), after, c.rng)
-    wb = minimal_where(next(o for o in after.objects if o.id == anchor.id), after, c.rng)
-    focus = [
-        c.atomic(
-            f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
-            {"op": "relation", "a": wa, "b": wb, "rel": rel},
-            CheckCategory.RELATION,
-        )
-    ]
+    focus = [_relation_check(c, after, oid, anchor.id, rel)]
     c.target(user, op, stateless, asst, {COREF, RETRIEVAL}, alternatives={"no-coreference": stateless}, focus=focus)
-    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
-    c.notes["turn_ref"] = (
-        len(c.turns) - 1,
-        desc,
-        [phrase(full_where(o)) for o in scene.objects if o.id != oid],
-        phrase_used,
+    _note_turn_ref(c, user, desc, scene, oid)
+
+
+def _relation_check(c: Composer, scene: Scene, a_id: int, b_id: int, rel: str) -> Check:
+    """An atomic check that object ``a_id`` is ``rel`` of ``b_id`` in ``scene``."""
+    wa, wb = minimal_where(scene.by_id(a_id), scene, c.rng), minimal_where(scene.by_id(b_id), scene, c.rng)
+    return c.atomic(
+        f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
+        {"op": "relation", "a": wa, "b": wb, "rel": rel},
+        CheckCategory.RELATION,
     )
+
+
+def _note_turn_ref(c: Composer, user: str, desc: str, scene: Scene, oid: int) -> None:
+    """Remember how the user named "the object you added", for the RR question."""
+    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
+    others = [phrase(full_where(o)) for o in scene.objects if o.id != oid]
+    c.notes["turn_ref"] = (len(c.turns) - 1, desc, others, phrase_used)
 
 
 def _swap_added(c: Composer) -> None:
@@ -512,25 +513,10 @@ def _swap_added(c: Composer) -> None:
     )
     asst = pick(c.rng, ["Swapped the {d} and {o}.", "They have traded places: the {d} and {o}."], d=desc, o=oref)
     after = apply_op(op, c.view, c.images).scene
-    wa = minimal_where(after.by_id(oid), after, c.rng)
-    wb = minimal_where(after.by_id(other.id), after, c.rng)
-    horizontal, depth = relation(after.by_id(oid), after.by_id(other.id), c.view.azimuth)
-    rel = c.rng.choice([horizontal, depth])
-    focus = [
-        c.atomic(
-            f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
-            {"op": "relation", "a": wa, "b": wb, "rel": rel},
-            CheckCategory.RELATION,
-        )
-    ]
+    rel = c.rng.choice(relation(after.by_id(oid), after.by_id(other.id), c.view.azimuth))
+    focus = [_relation_check(c, after, oid, other.id, rel)]
     c.target(user, op, stateless, asst, {COREF, RETRIEVAL}, alternatives={"no-coreference": stateless}, focus=focus)
-    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
-    c.notes["turn_ref"] = (
-        len(c.turns) - 1,
-        desc,
-        [phrase(full_where(o)) for o in scene.objects if o.id != oid],
-        phrase_used,
-    )
+    _note_turn_ref(c, user, desc, scene, oid)
 
 
 def _can_stack_it(c: Composer, mover: WorldObject) -> bool:
