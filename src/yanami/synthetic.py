@@ -37,22 +37,15 @@ from yanami.schema import (
     Turn,
     TurnHidden,
 )
+from yanami.world._scene import COLOURS as WORLD_COLOURS
+from yanami.world._scene import SHAPES as WORLD_SHAPES
 
 if TYPE_CHECKING:
     from yanami.store import Manifest
 
-COLOURS = ["red", "blue", "green", "yellow", "purple", "cyan", "brown", "gray"]
-_RGB = {
-    "red": (173, 35, 35),
-    "blue": (42, 75, 215),
-    "green": (29, 105, 20),
-    "yellow": (255, 238, 51),
-    "purple": (129, 38, 192),
-    "cyan": (41, 208, 208),
-    "brown": (129, 74, 25),
-    "gray": (87, 87, 87),
-}
-SHAPES = ["cube", "sphere", "cylinder"]
+_RGB: dict[str, tuple[int, int, int]] = dict(WORLD_COLOURS)
+COLOURS = list(_RGB)
+SHAPES = list(WORLD_SHAPES)
 
 
 def render_placeholder(rng: random.Random, width: int, height: int) -> bytes:
