@@ -147,15 +147,14 @@ class Composer:
         self.turns.append(_Draft(user, assistant, set(caps), checks, state, intent))
         return index
 
-    def show(self, view: View, user_text: str, assistant_text: str, caps: set[Capability] | None = None) -> int:
+    def show(self, view: View, user_text: str, assistant_text: str) -> int:
         """The user shares an image; the assistant answers in words."""
         part = self.picture(view, ImageSource.USER)
-        if self.view is None or not caps:
-            self.view = view
+        self.view = view
         return self._turn(
             [TextPart(text=user_text), part],
             [TextPart(text=assistant_text)],
-            caps or set(),
+            set(),
             [],
             {"op": "none", "shares_image": len(self.images)},
         )

@@ -167,16 +167,6 @@ def _bbox(o: WorldObject, base: float, cam: Camera) -> tuple[int, int, int, int]
     return max(x0, 0), max(y0, 0), min(x1, cam.width), min(y1, cam.height)
 
 
-def _downsample(a: np.ndarray) -> np.ndarray:
-    """Average SS x SS blocks (strided adds: much faster than a reshaped mean)."""
-    out = a[0::SS, 0::SS].copy()
-    for i in range(SS):
-        for j in range(SS):
-            if i or j:
-                out += a[i::SS, j::SS]
-    return out / (SS * SS)
-
-
 @lru_cache(maxsize=256)
 def camera(azimuth: float, width: int, height: int) -> Camera:
     """A shared camera (its basis is computed once)."""

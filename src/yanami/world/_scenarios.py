@@ -983,45 +983,6 @@ def _orbit(c: Composer) -> None:
     c.target(user, op, stateless, asst, {SPATIAL}, focus=_viewpoint_checks(c, c.view.azimuth, az))
 
 
-def _remove_support(c: Composer) -> None:
-    """Remove an object that something rests on: what it carried falls to the ground."""
-    assert c.view is not None
-    scene = c.view.scene
-    stacks = [o for o in scene.objects if o.on is not None]
-    if not stacks:
-        raise Retry("no stack")
-    top = stacks[0]
-    support = scene.by_id(top.on)  # type: ignore[arg-type]
-    if any(full_where(support) == k.value for k in c.constraints):
-        raise Retry("support protected")
-    where = minimal_where(support, scene, c.rng)
-    op = {"op": "remove", "where": where}
-    _check_valid(c, op)
-    user = pick(
-        c.rng,
-        ["What happens if we pull out {ref}?", "Remove {ref} and show me the result."],
-        ref="the " + phrase(where),
-    )
-    asst = pick(
-        c.rng,
-        [
-            "Without its support, the {t} drops straight down to the floor.",
-            "The {t} falls onto the ground where {ref} used to be.",
-        ],
-        t=top.shape,
-        ref="the " + phrase(where),
-    )
-    after = apply_op(op, c.view, c.images).scene
-    wt = minimal_where(next(o for o in after.objects if o.id == top.id), after, c.rng)
-    focus = [
-        c.atomic(f"The {phrase(wt)} rests on the ground.", {"op": "on_ground", "a": wt}, CheckCategory.SUPPORT),
-        c.atomic(
-            f"There is no {phrase(where)}.", {"op": "absent", "where": full_where(support)}, CheckCategory.ABSENCE
-        ),
-    ]
-    c.target(user, op, op, asst, {SPATIAL}, focus=focus)
-
-
 def reasoning(c: Composer) -> None:
     """A goal reached step by step by a plan, a hypothesis abandoned, and a plan correction."""
     style = c.rng.choice(list(STYLES))
