@@ -19,6 +19,7 @@ from yanami import __version__
 from yanami.errors import UserError
 
 if TYPE_CHECKING:
+    from yanami.scoring import RunScores
     from yanami.store import DatasetStats
 
 T = TypeVar("T")
@@ -343,27 +344,226 @@ def build(
     )
 
 
+class HistoryOpt(StrEnum):
+    gt = "gt"
+    self = "self"
+
+
+class LayoutOpt(StrEnum):
+    yes_first = "yes-first"
+    yes_front = "yes-front"
+    concatenate = "concatenate"
+
+
+class TableFormat(StrEnum):
+    text = "text"
+    md = "md"
+    latex = "latex"
+
+
+@contextmanager
+def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@app.command(name="eval")
+def eval_(
+    bench: Annotated[Path, typer.Argument(help="The bench dataset directory.")],
+    model: Annotated[str, typer.Option(help="The model: reference:<agent> (oracle, stateful, stateless, no-...).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="The run directory (created, or resumed).")],
+    history: Annotated[HistoryOpt, typer.Option(help="gt: ground-truth earlier images; self: the model's own.")] = (
+        HistoryOpt.gt
+    ),
+    layout: Annotated[LayoutOpt, typer.Option(help="How images are placed in the input.")] = LayoutOpt.yes_first,
+    judge: Annotated[str, typer.Option(help="exact (world data).")] = "exact",
+    concurrency: Annotated[int, typer.Option(min=1, help="Items in flight at once (never changes a score).")] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, help="Evaluate only this many dialogues.")] = None,
+    retry_errors: Annotated[bool, typer.Option(help="Re-attempt items whose prediction is an error.")] = False,
+) -> None:
+    """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
+    from yanami.bench import evaluate
+    from yanami.scoring import load_run, run_scores
+
+    with _eval_progress(f"evaluating {model}") as update:
+        summary = evaluate(
+            bench,
+            model,
+            out_dir,
+            history=history.value,  # type: ignore[arg-type]
+            layout=layout.value,  # type: ignore[arg-type]
+            judge=judge,
+            concurrency=concurrency,
+            limit=limit,
+            retry_errors=retry_errors,
+            on_progress=update,
+        )
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "nothing new"
+    out.print(
+        f"{out_dir}: {summary.items} items, {summary.skipped} already done, {summary.written} written ({statuses})",
+        markup=False,
+    )
+    _print_scores([run_scores(load_run(out_dir))])
+
+
+def _print_scores(scores: list[RunScores]) -> None:
+    """The main table (Table 2's shape, plus DSU, SC, VQ and coverage) as Markdown, which reads anywhere."""
+    from yanami.scoring import SCENARIOS
+
+    header = ["Model", *SCENARIOS, "Avg.", "95 % CI", "DSU", "SC", "VQ", "valid/items"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in scores:
+        cells = [s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS]
+        cells.append(s.average["scene"])
+        ci = "-" if s.interval is None else f"{s.interval[0]:.2f}-{s.interval[1]:.2f}"
+        rest = [s.average["understanding"], s.average["sc"], s.average["vq"]]
+        row = [s.label, *[_num(c) for c in cells], ci, *[_num(c) for c in rest]]
+        row.append(f"{s.coverage['valid']}/{s.coverage['expected']}")
+        lines.append("| " + " | ".join(row) + " |")
+    out.print("\n".join(lines), markup=False)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+@app.command()
+def score(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print every score as JSON.")] = False,
+    format_: Annotated[TableFormat, typer.Option("--format", help="text, md or latex tables.")] = TableFormat.text,
+) -> None:
+    """Scores of one or more runs: the paper's tables, analyses across runs, coverage."""
+    import dataclasses
+
+    from yanami.scoring import latex, load_run, markdown, run_scores, tables, understanding_realization_gap
+
+    loaded = [load_run(r) for r in runs]
+    scores = [run_scores(r) for r in loaded]
+    if as_json:
+        data = {
+            "runs": [{"path": str(r.path), **dataclasses.asdict(s)} for r, s in zip(loaded, scores, strict=True)],
+            "gap": understanding_realization_gap([r for r in loaded if r.manifest["history"] == "gt"]),
+        }
+        out.print_json(json.dumps(data))
+        return
+    if format_ == TableFormat.text:
+        _print_scores(scores)
+        return
+    render = markdown if format_ == TableFormat.md else latex
+    for t in tables(loaded, scores):
+        out.print(render(t), markup=False)
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
+    out_file: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    samples: Annotated[int, typer.Option(min=0, help="Dialogues per scenario in the per-sample viewer.")] = 4,
+    format_: Annotated[
+        str, typer.Option("--format", help="html (default), or md / latex for the tables alone.")
+    ] = "html",
+) -> None:
+    """Write a report of one or more runs: one self-contained HTML file (or the tables in md / LaTeX)."""
+    from yanami.scoring import latex, load_run, markdown, run_scores, tables, write_report
+
+    loaded = [load_run(r) for r in runs]
+    scores = [run_scores(r) for r in loaded]
+    table_list = tables(loaded, scores)
+    if format_ == "html":
+        write_report(loaded, scores, table_list, out_file, samples)
+    elif format_ in ("md", "latex"):
+        render = markdown if format_ == "md" else latex
+        tmp = out_file.with_name(f".{out_file.name}.tmp")
+        tmp.write_text("\n".join(render(t) for t in table_list), encoding="utf-8")
+        tmp.replace(out_file)
+    else:
+        raise UserError(f"--format {format_}: choose html, md or latex")
+    out.print(f"{out_file}: report of {len(loaded)} run(s)", markup=False)
+
+
+DEMO_RUNS: tuple[tuple[str, str], ...] = (
+    ("reference:oracle", "gt"),
+    ("reference:stateful", "gt"),
+    ("reference:stateless", "gt"),
+    ("reference:no-constraints", "gt"),
+    ("reference:no-corrections", "gt"),
+    ("reference:no-coreference", "gt"),
+    ("reference:no-retrieval", "gt"),
+    ("reference:stateful", "self"),
+)
+
+
 @app.command()
 def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("yanami-demo"),
-    dialogues: Annotated[int, typer.Option(min=4, help="Dialogues to build (split evenly over the scenarios).")] = 40,
+    per_scenario: Annotated[int, typer.Option(min=1, help="Dialogues per scenario in the bench.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the build.")] = 42,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that build the bench.")] = 2,
 ) -> None:
-    """Build a small world bench, validate it, print its statistics."""
-    from yanami.store import Dataset, dataset_stats, validate_dataset
+    """Build the world bench, evaluate the reference agents, write the report, print the main table."""
+    from yanami.bench import evaluate
+    from yanami.scoring import load_run, markdown, run_scores, tables, write_report
+    from yanami.store import Dataset, validate_dataset
     from yanami.world import build_world
 
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "bench"
-    per = max(1, dialogues // 4)
-    with progress("building", 4 * per) as advance:
-        build_world(target, per_scenario=per, seed=seed, overwrite=True, on_dialogue=advance)
-    with progress("validating", 4 * per) as advance:
-        problems = validate_dataset(target, on_dialogue=advance)
-    if problems:
-        raise UserError(f"{target}: the demo dataset has {len(problems)} problem(s): {problems[0]}", exit_code=1)
-    out.print(f"{target}: built and validated", markup=False)
-    _print_stats(dataset_stats(Dataset(target)), str(target))
+    if not _same_build(target, per_scenario, seed):
+        with progress("building the bench", 4 * per_scenario) as advance:
+            build_world(
+                target, per_scenario=per_scenario, seed=seed, workers=workers, overwrite=True, on_dialogue=advance
+            )
+        with progress("validating", 4 * per_scenario) as advance:
+            problems = validate_dataset(target, on_dialogue=advance)
+        if problems:
+            raise UserError(f"{target}: the demo bench has {len(problems)} problem(s): {problems[0]}", exit_code=1)
+    out.print(f"{target}: {4 * per_scenario} dialogues, built and validated", markup=False)
+    dataset = Dataset(target)
+    loaded = (dataset, list(dataset))
+    paths = []
+    for spec, hist in DEMO_RUNS:
+        name = spec.split(":")[1] + ("-self" if hist == "self" else "")
+        run = out_dir / "runs" / name
+        with _eval_progress(f"{spec} ({hist}-history)") as update:
+            evaluate(target, spec, run, history=hist, on_progress=update, loaded=loaded)  # type: ignore[arg-type]
+        paths.append(run)
+    runs = [load_run(p) for p in paths]
+    scores = [run_scores(r) for r in runs]
+    table_list = tables(runs, scores)
+    report_path = out_dir / "report.html"
+    write_report(runs, scores, table_list, report_path)
+    _print_scores(scores)
+    for t in table_list:
+        if t.key in ("table3", "table21"):
+            out.print(markdown(t), markup=False)
+    from yanami.scoring import irreducibility
+
+    for label, share in irreducibility(runs, scores):
+        out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
+    out.print(f"{report_path}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
+
+
+def _same_build(target: Path, per_scenario: int, seed: int) -> bool:
+    """Whether ``target`` already holds the bench these settings build (so a re-run resumes)."""
+    from yanami.store import Dataset
+
+    try:
+        m = Dataset(target).manifest
+    except UserError:
+        return False
+    params = m.generator.params if m.generator else {}
+    return params.get("seed") == seed and params.get("per_scenario") == per_scenario and params.get("preset") == "bench"
 
 
 def main() -> None:

@@ -362,8 +362,13 @@ class Composer:
         answer: str,
         distractors: list[str],
         aligned: list[str] | None = None,
+        alternatives: dict[str, str] | None = None,
     ) -> None:
-        """A DSU question with four options (the answer among three distractors)."""
+        """A DSU question with four options (the answer among three distractors).
+
+        ``alternatives`` are the answers a reference agent lacking one capability gives
+        (``{"no-corrections": the outdated value}``); an agent without one guesses.
+        """
         options = [answer, *[d for d in dict.fromkeys(distractors) if d != answer][:3]]
         self.rng.shuffle(options)
         self.questions.append(
@@ -376,7 +381,13 @@ class Composer:
                 choices=options,
                 answer_letters=[CHOICE_LETTERS[options.index(answer)]],
                 aligned_checks=aligned or [],
-                hidden=QuestionHidden(intent={"type": qtype.value, "answer": answer}),
+                hidden=QuestionHidden(
+                    intent={
+                        "type": qtype.value,
+                        "answer": answer,
+                        "alternatives": {k: v for k, v in (alternatives or {}).items() if v in options and v != answer},
+                    }
+                ),
             )
         )
 

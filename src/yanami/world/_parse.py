@@ -60,6 +60,10 @@ class Parse:
 
     style: str
     objects: tuple[ParsedObject, ...]
+    residual: float = 0.0
+    """Mean absolute difference (0..255 per channel) between the floor's pixels and the known floor."""
+    speckle: float = 0.0
+    """Share of the image in foreground specks too small to be objects."""
 
     def to_scene(self) -> Scene:
         """The parse as a scene (ids are list positions)."""
@@ -87,9 +91,19 @@ def parse_image(data: bytes | Image.Image | np.ndarray, azimuth: float = BASE_AZ
     diff = np.abs(rgb.astype(np.int16) - ground_srgb(style, WIDTH, HEIGHT).astype(np.int16)).sum(axis=2)
     mask = diff > FOREGROUND
     objects: list[ParsedObject] = []
-    for comp in _components(mask):
+    comps = _components(mask)
+    for comp in comps:
         objects.extend(_explain(rgb, comp, azimuth, style, len(objects)))
-    return Parse(style, tuple(objects))
+    # Quality signals: a clean render has exactly the known floor around its objects, and no specks.
+    near = mask.copy()
+    for axis in (0, 1):
+        for shift in (-2, -1, 1, 2):
+            near |= np.roll(mask, shift, axis=axis)
+    floor = ~near
+    residual = float(diff[floor].mean()) / 3 if floor.any() else 255.0
+    kept = sum(int(c.area) for c in comps)
+    speckle = max(0, int(np.count_nonzero(mask)) - kept) / mask.size
+    return Parse(style, tuple(objects), residual, speckle)
 
 
 def _as_array(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
@@ -123,6 +137,8 @@ class _Component:
     """Boolean mask inside the box."""
     x0: int
     y0: int
+    area: int
+    """Foreground pixels before hole filling."""
 
 
 def _components(mask: np.ndarray) -> list[_Component]:
@@ -165,8 +181,9 @@ def _components(mask: np.ndarray) -> list[_Component]:
         for i in members:
             r, a, b = runs[i]
             m[r - r0, a - c0 : b - c0] = True
-        if m.sum() >= MIN_AREA:
-            out.append(_Component(_fill_holes(m), c0, r0))
+        area = int(m.sum())
+        if area >= MIN_AREA:
+            out.append(_Component(_fill_holes(m), c0, r0, area))
     out.sort(key=lambda c: -int(c.mask.sum()))
     return out
 

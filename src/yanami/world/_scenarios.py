@@ -356,7 +356,7 @@ def _retrieval_add(c: Composer, source: WorldObject) -> None:
     focus = [
         c.atomic(f"There is a small {new.colour} {new.shape}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE)
     ]
-    turn = c.target(user, op, stateless, asst, {RETRIEVAL}, alternatives={"stateless": stateless}, focus=focus)
+    turn = c.target(user, op, stateless, asst, {RETRIEVAL}, alternatives={"no-retrieval": stateless}, focus=focus)
     c.notes["added"] = (turn, new.id, phrase(w))
     c.notes["retrieved"] = (
         turn,
@@ -599,6 +599,7 @@ def _questions(c: Composer) -> None:
         f"What colour did the user's request in turn {rturn + 1} call for?",
         old_colour,
         [new_colour, *_colours_except(old_colour, new_colour)],
+        alternatives={"no-retrieval": new_colour},
     )
     _ask_constraint_question(c)
     cturn, shape, attr, old, new_value = c.notes["correction"]
@@ -614,6 +615,7 @@ def _questions(c: Composer) -> None:
             "it never changed",
         ],
         c.capability_checks.get(CORRECTION, []),
+        alternatives={"no-corrections": str(new_value)},
     )
 
 
@@ -953,6 +955,7 @@ def _world_questions(c: Composer, mover: WorldObject, anchor: WorldObject, rel: 
         REL_WORDS[want],
         [REL_WORDS[r] for r in ("left", "right", "front", "behind") if r != want],
         c.capability_checks.get(CORRECTION, []),
+        alternatives={"no-corrections": REL_WORDS[rel]},
     )
 
 
@@ -1088,7 +1091,7 @@ def _plan_step(c: Composer, o: WorldObject, k: int) -> None:
             f"There is no {phrase(full_where(o))}.", {"op": "absent", "where": full_where(o)}, CheckCategory.ABSENCE
         )
     ]
-    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"stateless": {"op": "none"}}, focus=focus)
+    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"no-retrieval": {"op": "none"}}, focus=focus)
 
 
 def _hypothesis(c: Composer, nxt: WorldObject) -> None:
@@ -1194,7 +1197,7 @@ def _restore(c: Composer, image: int) -> None:
         nth=ordinal(image),
     )
     asst = pick(c.rng, ["Back to the state of image {n}.", "Okay, this is the scene as it was in image {n}."], n=image)
-    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"stateless": {"op": "none"}})
+    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL}, alternatives={"no-retrieval": {"op": "none"}})
     # The abandoned change is gone; a later correction cannot take it back.
     c.notes.pop("revertible", None)
 
@@ -1340,7 +1343,7 @@ def _back_to_composite(c: Composer, image: int) -> None:
         c.rng,
         ["Back to the first combination.", "Here is the first composite again, exactly as it was."],
     )
-    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL, COREF}, alternatives={"stateless": {"op": "none"}})
+    c.target(user, op, {"op": "none"}, asst, {RETRIEVAL, COREF}, alternatives={"no-retrieval": {"op": "none"}})
 
 
 def _fusion_retrieval(c: Composer, sources: list[Scene], forbidden: str) -> None:
@@ -1382,7 +1385,9 @@ def _fusion_retrieval(c: Composer, sources: list[Scene], forbidden: str) -> None
     )
     w = full_where(o)
     focus = [c.atomic(f"There is a {phrase(w)}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE)]
-    turn = c.target(user, op, stateless, asst, {RETRIEVAL, COREF}, alternatives={"stateless": stateless}, focus=focus)
+    turn = c.target(
+        user, op, stateless, asst, {RETRIEVAL, COREF}, alternatives={"no-retrieval": stateless}, focus=focus
+    )
     c.notes["added"] = (turn, o.id, phrase(w))
     c.notes["retrieved"] = (turn, f"{o.shape} from picture {k + 1}", o.colour, wrong)
 

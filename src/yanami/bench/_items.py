@@ -1,0 +1,151 @@
+"""What gets evaluated: items (target turns and DSU questions) and the requests for them.
+
+A request is built from message parts only, in one of three input layouts (PROTOCOL.md
+section 5). Nothing hidden (state, intent, predicates, reference answers, the target
+image) is read here, except the target image's size for the output frame.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from PIL import Image, ImageDraw
+
+from yanami.models._protocol import InputImage, InputMessage, InputText, Request, output_frame
+from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, Question, TextPart
+
+GLOBAL_SEED = 42
+History = Literal["gt", "self"]
+Layout = Literal["yes-first", "yes-front", "concatenate"]
+HISTORIES: tuple[History, ...] = ("gt", "self")
+LAYOUTS: tuple[Layout, ...] = ("yes-first", "yes-front", "concatenate")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing a model is asked: a target turn (an image) or a DSU question (text)."""
+
+    id: str
+    """``<dialogue>/t<turn>`` or ``<dialogue>/<question id>``."""
+    dialogue: str
+    kind: Literal["turn", "question"]
+    turn: int
+    """The target turn, or the turn after which the question is asked."""
+    question: str | None = None
+
+
+def item_seed(item_id: str, global_seed: int = GLOBAL_SEED) -> int:
+    """The per-sample seed: derived from the global seed and the item id, stable across runs."""
+    return int.from_bytes(hashlib.sha256(f"{global_seed}/{item_id}".encode()).digest()[:4], "big")
+
+
+def generation_turns(d: Dialogue) -> list[int]:
+    """The target turns of a dialogue: those whose assistant image is judged."""
+    return [t.index for t in d.turns if t.checks]
+
+
+def items_of(d: Dialogue, *, turns: bool = True, questions: bool = True) -> list[Item]:
+    """The items of a dialogue in the order a Self-History rollout needs: turns, then questions."""
+    out: list[Item] = []
+    if turns:
+        out += [Item(f"{d.id}/t{t}", d.id, "turn", t) for t in generation_turns(d)]
+    if questions:
+        out += [Item(f"{d.id}/{q.id}", d.id, "question", q.after_turn, q.id) for q in d.questions]
+    return out
+
+
+def question_of(d: Dialogue, item: Item) -> Question:
+    """The question an item asks."""
+    return next(q for q in d.questions if q.id == item.question)
+
+
+def question_prompt(q: Question) -> str:
+    """The user message that asks a DSU question (options lettered A, B, ...)."""
+    if not q.choices:
+        return f"{q.text}\n\nAnswer briefly."
+    options = "\n".join(f"{CHOICE_LETTERS[i]}. {c}" for i, c in enumerate(q.choices))
+    return f"{q.text}\n\nOptions:\n{options}\n\nReply with the letter of the correct option only."
+
+
+ImageBytes = Callable[[int, str, int, ImagePart], bytes]
+"""(turn, side, position, part) -> the bytes to show for that image part."""
+
+
+def build_request(d: Dialogue, item: Item, layout: Layout, image_bytes: ImageBytes) -> Request:
+    """The request for an item: the conversation before it, in the given layout."""
+    last = item.turn if item.kind == "question" else item.turn - 1
+    raw: list[tuple[str, list[TextPart | InputImage]]] = []
+    for t in d.turns[: last + 1]:
+        for side, msg in (("user", t.user), ("assistant", t.assistant)):
+            raw.append((side, [_resolve(p, t.index, side, j, image_bytes) for j, p in enumerate(msg.parts)]))
+    if item.kind == "turn":
+        t = d.turns[item.turn]
+        raw.append(("user", [_resolve(p, t.index, "user", j, image_bytes) for j, p in enumerate(t.user.parts)]))
+        target = next(p for p in t.assistant.parts if isinstance(p, ImagePart))
+        size = output_frame(target.width, target.height)
+    else:
+        raw.append(("user", [TextPart(text=question_prompt(question_of(d, item)))]))
+        size = (512, 512)
+    messages = _lay_out(raw, layout)
+    return Request(item=item.id, messages=messages, seed=item_seed(item.id), size=size)
+
+
+def _resolve(p: TextPart | ImagePart, turn: int, side: str, j: int, image_bytes: ImageBytes) -> TextPart | InputImage:
+    if isinstance(p, TextPart):
+        return p
+    return InputImage(image_bytes(turn, side, j, p), p.sha256, p.width, p.height)
+
+
+def _lay_out(raw: list[tuple[str, list[TextPart | InputImage]]], layout: Layout) -> tuple[InputMessage, ...]:
+    if layout == "yes-first":
+        return tuple(
+            InputMessage(role, tuple(InputText(p.text) if isinstance(p, TextPart) else p for p in parts))  # type: ignore[arg-type]
+            for role, parts in raw
+        )
+    images: list[InputImage] = []
+    messages: list[list[InputText | InputImage]] = []
+    for _, parts in raw:
+        out: list[InputText | InputImage] = []
+        for p in parts:
+            if isinstance(p, TextPart):
+                out.append(InputText(p.text))
+            else:
+                images.append(p)
+                out.append(InputText(f"[Image {len(images)}]"))
+        messages.append(out)
+    front: list[InputText | InputImage] = []
+    if images and layout == "yes-front":
+        for k, im in enumerate(images, 1):
+            front += [InputText(f"[Image {k}]"), im]
+    elif images:
+        front = [InputText(f"[Images 1-{len(images)}, numbered in dialogue order]"), composite(images)]
+    messages[0] = front + messages[0]
+    return tuple(InputMessage(role, tuple(parts)) for (role, _), parts in zip(raw, messages, strict=True))  # type: ignore[arg-type]
+
+
+TILE = (256, 192)
+
+
+def composite(images: list[InputImage]) -> InputImage:
+    """All images tiled, in dialogue order, into one numbered PNG (for single-image models)."""
+    cols = math.ceil(math.sqrt(len(images)))
+    rows = math.ceil(len(images) / cols)
+    sheet = Image.new("RGB", (cols * TILE[0], rows * TILE[1]), "white")
+    draw = ImageDraw.Draw(sheet)
+    for k, im in enumerate(images):
+        tile = Image.open(io.BytesIO(im.data)).convert("RGB")
+        tile.thumbnail(TILE, Image.Resampling.LANCZOS)
+        x, y = (k % cols) * TILE[0], (k // cols) * TILE[1]
+        sheet.paste(tile, (x, y))
+        label = str(k + 1)
+        draw.rectangle((x, y, x + 14 + 8 * len(label), y + 18), fill="black")
+        draw.text((x + 5, y + 3), label, fill="white")
+    buf = io.BytesIO()
+    sheet.save(buf, format="PNG")
+    data = buf.getvalue()
+    return InputImage(data, hashlib.sha256(data).hexdigest(), sheet.width, sheet.height)

@@ -1,0 +1,77 @@
+"""The exact judge for world data: answers by option or value matching, images by parsing.
+
+State consistency and the capability-specific checks are decided by evaluating each
+check's predicate on the scene the pixel parser reads from the candidate image, seen from
+the target turn's camera. Visual Quality measures how cleanly the image parses as a
+world scene (see `world_quality`).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import OrderedDict
+
+from PIL import Image
+
+from yanami.judges._choice import choice_score, value_score
+from yanami.judges._protocol import AnswerVerdict, ImageVerdict
+from yanami.schema import Dialogue, Question, Turn
+from yanami.store import sha256_hex
+from yanami.world import Parse, evaluate, parse_image
+
+VERSION = "1"
+
+
+def world_quality(parse: Parse) -> int:
+    """Visual Quality (0..10) of an image in the world's style, from how cleanly it parses.
+
+    A clean render scores 10: its floor is exactly the known floor, every foreground pixel
+    belongs to an object, and every object's silhouette matches a rendered hypothesis.
+    Points are taken off for floor noise and artifacts (the mean deviation from the known
+    floor, in grey levels), for specks of foreground too small to be objects, and for
+    silhouettes that fit poorly (blur, smears, garbled shapes).
+    """
+    if not parse.objects:
+        return 0
+    fit = sum(o.score for o in parse.objects) / len(parse.objects)
+    penalty = max(0.0, parse.residual - 0.5) * 0.4 + parse.speckle * 100 + max(0.0, 0.93 - fit) * 40
+    return max(0, min(10, round(10 - penalty)))
+
+
+class ExactJudge:
+    """Grades world data exactly (see the module docstring)."""
+
+    name = "exact"
+    version = VERSION
+
+    def __init__(self, cache: int = 4096) -> None:
+        self._parses: OrderedDict[tuple[str, float], Parse] = OrderedDict()
+        self._cache = cache
+
+    def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
+        """Option matching when the question has choices, value matching otherwise."""
+        if q.choices:
+            score, reason = choice_score(reply, list(q.answer_letters), list(q.choices))
+        else:
+            score, reason = value_score(reply, q.answer)
+        return AnswerVerdict(score, reason)
+
+    def parse(self, image: bytes, azimuth: float) -> Parse:
+        """The parse of a candidate (cached by content, so identical candidates are parsed once)."""
+        key = (sha256_hex(image), azimuth)
+        found = self._parses.get(key)
+        if found is None:
+            found = self._parses[key] = parse_image(Image.open(io.BytesIO(image)), azimuth)
+            if len(self._parses) > self._cache:
+                self._parses.popitem(last=False)
+        return found
+
+    def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
+        """Every check of the turn evaluated on the parsed candidate, and the world Visual Quality."""
+        state = turn.hidden.state
+        azimuth = float(state["azimuth"]) if isinstance(state, dict) and "azimuth" in state else 45.0
+        parse = self.parse(image, azimuth)
+        scene = parse.to_scene()
+        checks = {c.id: evaluate(c.hidden.predicate, scene, azimuth) for c in turn.checks}  # type: ignore[arg-type]
+        objects = "; ".join(f"{o.size} {o.colour} {o.material} {o.shape}" for o in parse.objects)
+        return ImageVerdict(checks, float(world_quality(parse)), f"parsed {len(parse.objects)} objects: {objects}")

@@ -1,0 +1,175 @@
+"""Reference agents for world data: they make the benchmark run anywhere and prove it discriminates.
+
+An agent sees the images of its request through the world's pixel parser, reads the
+user's hidden *intent* for the turn (what the words mean, as data), never the dialogue
+state, and draws its answer with the world's renderer:
+
+- ``oracle`` returns the ground-truth target image and the reference answer;
+- ``stateful`` applies what the user meant, given the whole dialogue, to the latest image;
+- ``stateless`` applies the current instruction read alone to the latest image (no
+  constraints, no corrections, no history) and guesses on questions about the state;
+- ``no-constraints``, ``no-corrections``, ``no-coreference``, ``no-retrieval`` are the
+  stateful agent with one capability removed: where a turn or question exercises it,
+  they do what a model lacking it would (recorded by the world as alternatives) or guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from yanami.errors import UserError
+from yanami.models._protocol import Request
+from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, QuestionType
+from yanami.store import Dataset
+from yanami.world import VIEWS, View, apply_op, parse_image, render_png
+from yanami.world._ops import OpError
+
+AGENTS = ("oracle", "stateful", "stateless", "no-constraints", "no-corrections", "no-coreference", "no-retrieval")
+ABLATION_OF_TYPE = {
+    QuestionType.RR: "no-coreference",
+    QuestionType.CR: "no-retrieval",
+    QuestionType.CT: "no-constraints",
+    QuestionType.CU: "no-corrections",
+}
+
+
+class _Cache(OrderedDict[Any, Any]):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get_or(self, key: Any, make: Any) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        value = self[key] = make()
+        if len(self) > self.size:
+            self.popitem(last=False)
+        return value
+
+
+_SEEN = _Cache(8192)
+"""(image sha256, azimuth) -> View: what the parser made of an image (shared by all agents)."""
+_DRAWN = _Cache(4096)
+"""View -> PNG bytes: the same view is drawn once."""
+
+
+def see(data: bytes, sha: str, azimuth: float) -> View:
+    """What an image shows, as a view, through the world's parser."""
+
+    def make() -> View:
+        parse = parse_image(data, azimuth)
+        return View(parse.to_scene(), azimuth, parse.style)
+
+    return _SEEN.get_or((sha, azimuth), make)
+
+
+def draw(view: View) -> bytes:
+    """The PNG of a view."""
+    return _DRAWN.get_or(view, lambda: render_png(view.scene, view.azimuth, view.style))
+
+
+def image_azimuths(d: Dialogue, before_turn: int) -> list[float]:
+    """The camera azimuth of every image shown before ``before_turn``, replayed from the intents."""
+    out: list[float] = []
+    current = VIEWS[0]
+    for t in d.turns[:before_turn]:
+        for p in t.user.parts:
+            if isinstance(p, ImagePart):
+                out.append(VIEWS[0])  # users share pictures taken from the default viewpoint
+                current = VIEWS[0]
+        op = (t.hidden.intent or {}).get("op") if isinstance(t.hidden.intent, dict) else None
+        if isinstance(op, dict):
+            current = _azimuth_after(op, current, out)
+        out += [current for p in t.assistant.parts if isinstance(p, ImagePart)]
+    return out
+
+
+def _azimuth_after(op: dict[str, Any], current: float, azimuths: list[float]) -> float:
+    kind = op.get("op")
+    if kind == "orbit":
+        return float(op["azimuth"])
+    if kind == "restore":
+        return azimuths[int(op["image"]) - 1]
+    if kind == "batch":
+        for step in op["ops"]:
+            current = _azimuth_after(step, current, azimuths)
+    return current
+
+
+class _Seen(Sequence[View]):
+    """The request's images as views, parsed only when an operation looks at them."""
+
+    def __init__(self, request: Request, azimuths: list[float]) -> None:
+        self.images = request.images()
+        self.azimuths = azimuths
+        if len(self.images) != len(azimuths):
+            raise UserError(
+                f"{request.item}: reference agents read images one by one; use --layout yes-first or yes-front"
+            )
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, k: int) -> View:  # type: ignore[override]
+        im = self.images[k]
+        return see(im.data, im.sha256, self.azimuths[k])
+
+
+class ReferenceAgent:
+    """One of the reference agents (see the module docstring)."""
+
+    def __init__(self, kind: str, bench: Dataset, dialogues: dict[str, Dialogue]) -> None:
+        if kind not in AGENTS:
+            raise UserError(f"reference:{kind}: no such reference agent (choose from {', '.join(AGENTS)})")
+        self.kind = kind
+        self.name = f"reference:{kind}"
+        self.bench = bench
+        self.dialogues = dialogues
+        self.answer = self._answer
+        self.generate = self._generate
+
+    def _locate(self, request: Request) -> tuple[Dialogue, str]:
+        dialogue_id, _, local = request.item.rpartition("/")
+        return self.dialogues[dialogue_id], local
+
+    def _generate(self, request: Request) -> bytes:
+        d, local = self._locate(request)
+        turn = d.turns[int(local.removeprefix("t"))]
+        if self.kind == "oracle":
+            target = next(p for p in turn.assistant.parts if isinstance(p, ImagePart))
+            return self.bench.image_bytes(target)
+        intent = turn.hidden.intent
+        assert isinstance(intent, dict)
+        if self.kind == "stateful":
+            op = intent["op"]
+        elif self.kind == "stateless":
+            op = intent["stateless"]
+        else:
+            op = intent.get("alternatives", {}).get(self.kind, intent["op"])
+        images = _Seen(request, image_azimuths(d, turn.index))
+        latest = images[len(images) - 1]
+        try:
+            new = apply_op(op, latest, images)  # type: ignore[arg-type]
+        except (OpError, IndexError):
+            new = latest  # what it took the words to mean is not in the picture: leave it as it is
+        return draw(new)
+
+    def _answer(self, request: Request) -> str:
+        d, local = self._locate(request)
+        q = next(q for q in d.questions if q.id == local)
+        intent = q.hidden.intent if isinstance(q.hidden.intent, dict) else {}
+        answer = q.answer
+        lacking = ABLATION_OF_TYPE[q.type]
+        if self.kind in (lacking, "stateless"):
+            answer = intent.get("alternatives", {}).get(lacking) or self._guess(q.id, d.id, q.choices or [answer])
+        if q.choices and answer in q.choices:
+            return CHOICE_LETTERS[q.choices.index(answer)]
+        return answer
+
+    def _guess(self, qid: str, dialogue_id: str, choices: list[str]) -> str:
+        h = hashlib.sha256(f"{self.name}/{dialogue_id}/{qid}".encode()).digest()
+        return choices[h[0] % len(choices)]
