@@ -53,3 +53,21 @@ def dataset(built: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "ds"
     shutil.copytree(built, dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def world_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small world bench: 2 dialogues per scenario (read-only)."""
+    from yanami.world import build_world
+
+    path = tmp_path_factory.mktemp("world") / "bench"
+    build_world(path, per_scenario=2, seed=11)
+    return path
+
+
+@pytest.fixture(scope="session")
+def world_dialogues(world_bench: Path) -> list:
+    """The small world bench's dialogues."""
+    from yanami.store import Dataset
+
+    return list(Dataset(world_bench))

@@ -12,7 +12,7 @@ from typing import Any
 from yanami import __version__
 from yanami.store import validate_dataset
 
-COMMANDS = ["schema", "validate", "stats", "export", "import", "leakage", "build", "demo"]
+COMMANDS = ["schema", "validate", "stats", "export", "import", "leakage", "build", "eval", "score", "report", "demo"]
 
 
 def test_help_lists_every_command_with_a_description(cli: Callable[..., Any]) -> None:
@@ -46,10 +46,11 @@ def test_usage_errors_exit_2(cli: Callable[..., Any]) -> None:
 
 
 def test_demo_builds_and_validates(cli: Callable[..., Any], tmp_path: Path) -> None:
-    r = cli("demo", "--out", tmp_path / "demo", "--dialogues", "12")
+    r = cli("demo", "--out", tmp_path / "demo", "--per-scenario", "1")
     assert r.code == 0, r.err
     assert "built and validated" in r.out
-    assert "Total dialogues" in r.out
+    assert "reference:oracle" in r.out and "Irreducibility audit" in r.out
+    assert (tmp_path / "demo" / "report.html").is_file()
     assert validate_dataset(tmp_path / "demo" / "bench") == []
 
 

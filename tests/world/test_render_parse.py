@@ -72,3 +72,18 @@ def test_parser_recovers_the_scene(seed: int, degrade: bool) -> None:
             if o1.id < o2.id and o1.on is None and o2.on is None:
                 got = relation(pscene.objects[index[id(q1)]], pscene.objects[index[id(q2)]], az)
                 assert got == relation(o1, o2, az)
+
+
+def test_the_shipped_parser_calibration_matches_the_renderer() -> None:
+    """`python -m yanami.world._parse` rewrites it after any change to the renderer."""
+    import numpy as np
+
+    from yanami.world._parse import _shipped, calibrate
+
+    shipped = _shipped()
+    assert set(shipped) == set(STYLES)
+    fresh = calibrate("mint")
+    assert shipped["mint"].keys() == fresh.keys()
+    for key, (feats, labels) in fresh.items():
+        assert np.array_equal(shipped["mint"][key][0], feats), key
+        assert shipped["mint"][key][1] == labels

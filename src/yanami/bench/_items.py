@@ -98,7 +98,12 @@ def build_request(d: Dialogue, item: Item, layout: Layout, image_bytes: ImageByt
 def _resolve(p: TextPart | ImagePart, turn: int, side: str, j: int, image_bytes: ImageBytes) -> TextPart | InputImage:
     if isinstance(p, TextPart):
         return p
-    return InputImage(image_bytes(turn, side, j, p), p.sha256, p.width, p.height)
+    data = image_bytes(turn, side, j, p)
+    sha = hashlib.sha256(data).hexdigest()
+    if sha == p.sha256:
+        return InputImage(data, sha, p.width, p.height)
+    with Image.open(io.BytesIO(data)) as img:  # an image other than the dataset's (Self-History)
+        return InputImage(data, sha, img.width, img.height)
 
 
 def _lay_out(raw: list[tuple[str, list[TextPart | InputImage]]], layout: Layout) -> tuple[InputMessage, ...]:

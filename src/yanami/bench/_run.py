@@ -346,7 +346,6 @@ class _Runner:
                     status = "missing"
                 else:
                     _check_image(data)
-                    image = self.store.put_image(data)
             else:
                 assert self.model.answer is not None
                 text = self.model.answer(request)
@@ -358,6 +357,8 @@ class _Runner:
             raise
         except Exception as exc:  # the model failed on this item: recorded, never scored
             status, error = "error", f"{type(exc).__name__}: {exc}"
+        if status == "ok" and data:
+            image = self.store.put_image(data)
         if item.kind == "turn":
             own[item.turn] = image
         q = question_of(d, item) if item.kind == "question" else None
@@ -385,8 +386,7 @@ class _Runner:
 
 def _check_image(data: bytes) -> None:
     try:
-        img = open_image_bytes(data)
-        img.load()
+        open_image_bytes(data).verify()  # structure and checksums, without decoding the pixels
     except Exception as exc:
         raise ValueError(f"the output is not a decodable image ({exc})") from None
 

@@ -3,7 +3,8 @@
 Option matching (PROTOCOL.md section 8): option letters are read with ``\\b([A-G])\\b``;
 score = max(0, (n_correct - n_incorrect) / n_expected) * w_fmt, where w_fmt is 1 for a
 reply of option letters only, 0.75 for letters with separators or the options' own text
-but no explanation, 0.5 when it explains, and the score is 0 with no valid letter.
+but no explanation, 0.5 when it explains, and the score is 0 with no valid letter. A reply
+made of option letters alone ("AC") names each of its letters.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def format_weight(reply: str, choices: list[str]) -> float:
 
 def choice_score(reply: str, expected: list[str], choices: list[str]) -> tuple[float, str]:
     """(score, reason) of a reply to a multiple-choice question whose right letters are ``expected``."""
-    found = list(dict.fromkeys(LETTER.findall(reply)))
+    text = reply.strip()
+    # A reply of letters only ("AC") names each letter; otherwise letters are read as words.
+    found = list(dict.fromkeys(text if _ONLY_LETTERS.fullmatch(text) else LETTER.findall(reply)))
     if not found:
         return 0.0, "no option letter"
     right = [x for x in found if x in expected]

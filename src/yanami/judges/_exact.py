@@ -8,16 +8,10 @@ world scene (see `world_quality`).
 
 from __future__ import annotations
 
-import io
-from collections import OrderedDict
-
-from PIL import Image
-
 from yanami.judges._choice import choice_score, value_score
 from yanami.judges._protocol import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
-from yanami.store import sha256_hex
-from yanami.world import Parse, evaluate, parse_image
+from yanami.world import Parse, evaluate, parse_cached
 
 VERSION = "1"
 
@@ -44,10 +38,6 @@ class ExactJudge:
     name = "exact"
     version = VERSION
 
-    def __init__(self, cache: int = 4096) -> None:
-        self._parses: OrderedDict[tuple[str, float], Parse] = OrderedDict()
-        self._cache = cache
-
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
         """Option matching when the question has choices, value matching otherwise."""
         if q.choices:
@@ -56,21 +46,11 @@ class ExactJudge:
             score, reason = value_score(reply, q.answer)
         return AnswerVerdict(score, reason)
 
-    def parse(self, image: bytes, azimuth: float) -> Parse:
-        """The parse of a candidate (cached by content, so identical candidates are parsed once)."""
-        key = (sha256_hex(image), azimuth)
-        found = self._parses.get(key)
-        if found is None:
-            found = self._parses[key] = parse_image(Image.open(io.BytesIO(image)), azimuth)
-            if len(self._parses) > self._cache:
-                self._parses.popitem(last=False)
-        return found
-
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
         """Every check of the turn evaluated on the parsed candidate, and the world Visual Quality."""
         state = turn.hidden.state
         azimuth = float(state["azimuth"]) if isinstance(state, dict) and "azimuth" in state else 45.0
-        parse = self.parse(image, azimuth)
+        parse = parse_cached(image, azimuth)  # identical candidates (across runs too) are parsed once
         scene = parse.to_scene()
         checks = {c.id: evaluate(c.hidden.predicate, scene, azimuth) for c in turn.checks}  # type: ignore[arg-type]
         objects = "; ".join(f"{o.size} {o.colour} {o.material} {o.shape}" for o in parse.objects)

@@ -24,7 +24,7 @@ from yanami.errors import UserError
 from yanami.models._protocol import Request
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, QuestionType
 from yanami.store import Dataset
-from yanami.world import VIEWS, View, apply_op, parse_image, render_png
+from yanami.world import VIEWS, View, apply_op, parse_cached, render_png
 from yanami.world._ops import OpError
 
 AGENTS = ("oracle", "stateful", "stateless", "no-constraints", "no-corrections", "no-coreference", "no-retrieval")
@@ -51,8 +51,6 @@ class _Cache(OrderedDict[Any, Any]):
         return value
 
 
-_SEEN = _Cache(8192)
-"""(image sha256, azimuth) -> View: what the parser made of an image (shared by all agents)."""
 _DRAWN = _Cache(4096)
 """View -> PNG bytes: the same view is drawn once."""
 
@@ -60,11 +58,8 @@ _DRAWN = _Cache(4096)
 def see(data: bytes, sha: str, azimuth: float) -> View:
     """What an image shows, as a view, through the world's parser."""
 
-    def make() -> View:
-        parse = parse_image(data, azimuth)
-        return View(parse.to_scene(), azimuth, parse.style)
-
-    return _SEEN.get_or((sha, azimuth), make)
+    parse = parse_cached(data, azimuth, sha)  # shared with the exact judge: each image is parsed once
+    return View(parse.to_scene(), azimuth, parse.style)
 
 
 def draw(view: View) -> bytes:

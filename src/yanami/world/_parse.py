@@ -19,9 +19,13 @@ cannot tell a view from its 90-degree orbits; relations read the same either way
 
 from __future__ import annotations
 
+import hashlib
 import io
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -88,22 +92,64 @@ def parse_image(data: bytes | Image.Image | np.ndarray, azimuth: float = BASE_AZ
     """Parse an image (bytes, PIL image or RGB array) in the world's style."""
     rgb = _as_array(data)
     style = _style(rgb)
-    diff = np.abs(rgb.astype(np.int16) - ground_srgb(style, WIDTH, HEIGHT).astype(np.int16)).sum(axis=2)
+    diff = _floor_difference(rgb, style)
     mask = diff > FOREGROUND
     objects: list[ParsedObject] = []
     comps = _components(mask)
-    for comp in comps:
-        objects.extend(_explain(rgb, comp, azimuth, style, len(objects)))
+    if comps:
+        cam = _camera(azimuth)
+        anchors = np.array([_anchor(c) for c in comps])
+        positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
+        for k, comp in enumerate(comps):
+            objects.extend(_explain(rgb, comp, cam, positions[k], dims[k], style, len(objects)))
     # Quality signals: a clean render has exactly the known floor around its objects, and no specks.
     near = mask.copy()
-    for axis in (0, 1):
-        for shift in (-2, -1, 1, 2):
-            near |= np.roll(mask, shift, axis=axis)
+    for k in (1, 2):
+        near[k:, :] |= mask[:-k, :]
+        near[:-k, :] |= mask[k:, :]
+        near[:, k:] |= mask[:, :-k]
+        near[:, :-k] |= mask[:, k:]
     floor = ~near
     residual = float(diff[floor].mean()) / 3 if floor.any() else 255.0
     kept = sum(int(c.area) for c in comps)
     speckle = max(0, int(np.count_nonzero(mask)) - kept) / mask.size
     return Parse(style, tuple(objects), residual, speckle)
+
+
+_PARSES: OrderedDict[tuple[str, float], Parse] = OrderedDict()
+_PARSES_SIZE = 8192
+_PARSES_LOCK = threading.Lock()
+
+
+def parse_cached(data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None = None) -> Parse:
+    """`parse_image` of encoded bytes, remembered by content: the same image is parsed once per process."""
+    key = (sha256 or hashlib.sha256(data).hexdigest(), float(azimuth))
+    with _PARSES_LOCK:
+        found = _PARSES.get(key)
+        if found is not None:
+            _PARSES.move_to_end(key)
+            return found
+    found = parse_image(data, azimuth)
+    with _PARSES_LOCK:
+        _PARSES[key] = found
+        if len(_PARSES) > _PARSES_SIZE:
+            _PARSES.popitem(last=False)
+    return found
+
+
+@lru_cache(maxsize=len(STYLES))
+def _floor16(style: str) -> np.ndarray:
+    out = ground_srgb(style, WIDTH, HEIGHT).astype(np.int16)
+    out.flags.writeable = False
+    return out
+
+
+def _floor_difference(rgb: np.ndarray, style: str) -> np.ndarray:
+    """Per pixel, the summed absolute RGB difference from the style's empty floor."""
+    d = rgb.astype(np.int16)
+    d -= _floor16(style)
+    np.abs(d, out=d)
+    return d[:, :, 0] + d[:, :, 1] + d[:, :, 2]
 
 
 def _as_array(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
@@ -113,7 +159,8 @@ def _as_array(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
         img = data
     else:
         img = Image.open(io.BytesIO(data))
-    img = img.convert("RGB")
+    if img.mode != "RGB":
+        img = img.convert("RGB")
     if img.size != (WIDTH, HEIGHT):
         img = img.resize((WIDTH, HEIGHT), Image.Resampling.BILINEAR)
     return np.asarray(img)
@@ -147,8 +194,8 @@ def _components(mask: np.ndarray) -> list[_Component]:
     padded = np.zeros((h, w + 2), dtype=np.int8)
     padded[:, 1:-1] = mask
     edges = np.diff(padded, axis=1)
-    starts_r, starts_c = np.nonzero(edges == 1)
-    ends_c = np.nonzero(edges == -1)[1]
+    rows_, cols_ = np.nonzero(edges)  # row-major: each run's start, then its end
+    starts_r, starts_c, ends_c = rows_[0::2], cols_[0::2], cols_[1::2]
     runs = list(zip(starts_r.tolist(), starts_c.tolist(), ends_c.tolist(), strict=True))
     parent = list(range(len(runs)))
 
@@ -258,88 +305,130 @@ def _stack_template(h: _Hypothesis) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _all_templates() -> np.ndarray:
-    """Every hypothesis's template, padded to one length by repeating points: (H, P, 3)."""
+def _all_templates() -> tuple[np.ndarray, np.ndarray]:
+    """Every hypothesis's template points, concatenated (N, 3), and where each one starts (H,)."""
     ts = [_stack_template(h) for h in _HYPOTHESES]
-    n = max(len(t) for t in ts)
-    out = np.stack([np.concatenate([t, np.repeat(t[:1], n - len(t), axis=0)]) for t in ts])
-    out.flags.writeable = False
-    return out
+    points = np.concatenate(ts)
+    starts = np.cumsum([0] + [len(t) for t in ts[:-1]])
+    points.flags.writeable = False
+    return points, starts
 
 
-def _anchors(cam: Camera, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per hypothesis: (centre x, bottom y) of its projected points, and (width, height)."""
+def _anchors(cam: Camera, pts: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per hypothesis: (centre x, bottom y) of its projected points, and (width, height).
+
+    ``pts`` (..., N, 3) holds every hypothesis's points back to back, each starting at ``starts``.
+    """
     p = cam.project(pts)
-    lo = p.min(axis=1)
-    hi = p.max(axis=1)
-    return np.stack([(lo[:, 0] + hi[:, 0]) / 2, hi[:, 1]], axis=-1), hi - lo
+    lo = np.minimum.reduceat(p, starts, axis=-2)
+    hi = np.maximum.reduceat(p, starts, axis=-2)
+    return np.stack([(lo[..., 0] + hi[..., 0]) / 2, hi[..., 1]], axis=-1), hi - lo
 
 
-def _solve_positions(cam: Camera, target: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """For every hypothesis at once: the ground position (H, 2) whose silhouette has its
-    bottom-centre at ``target`` (x centre, y bottom), and the silhouette's (width, height) there.
+def _anchor(comp: _Component) -> tuple[float, float]:
+    """A component's bottom centre: (x centre of its box, y of its lowest row's bottom edge)."""
+    w = comp.mask.shape[1]
+    return comp.x0 + w / 2, comp.y0 + float(np.flatnonzero(comp.mask.any(axis=1))[-1]) + 1.0
+
+
+def _solve_positions(cam: Camera, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every target (C, 2) and hypothesis at once: the ground position (C, H, 2) whose
+    silhouette has its bottom-centre at the target (x centre, y bottom), and the
+    silhouette's (width, height) there (C, H, 2).
 
     Newton's method with each Jacobian taken once (the map is nearly linear over an
     object's size).
     """
-    templates = _all_templates()
-    n = len(templates)
-    xy = np.tile(np.array(cam.ground_point(target[0], target[1])), (n, 1))
-    goal = np.array(target)
+    points, starts = _all_templates()
+    n = len(starts)
+    start = np.array([cam.ground_point(float(x), float(y)) for x, y in targets])  # (C, 2)
+    xy = np.repeat(start[:, None, :], n, axis=1)  # (C, H, 2)
+    goal = targets[:, None, :]
+    owner = np.repeat(np.arange(n), np.diff(np.append(starts, len(points))))
 
     def at(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        shift = np.concatenate([xy, np.zeros((n, 1))], axis=1)[:, None, :]
-        return _anchors(cam, templates + shift)
+        shift = np.concatenate([xy, np.zeros((*xy.shape[:-1], 1))], axis=-1)[:, owner, :]  # (C, N, 3)
+        return _anchors(cam, points[None] + shift, starts)
 
-    got, dims = at(xy)
+    # The anchor moves with the object's base almost rigidly: the Jacobian of the base
+    # centre's projection stands in for every hypothesis's.
     eps = 0.01
-    gx = at(xy + np.array([eps, 0.0]))[0]
-    gy = at(xy + np.array([0.0, eps]))[0]
-    inv = np.linalg.inv(np.stack([(gx - got) / eps, (gy - got) / eps], axis=-1))  # (H, 2, 2)
-    for _ in range(8):
+    base = np.concatenate([start, np.zeros((len(start), 1))], axis=-1)
+    p0 = cam.project(base)
+    jx = (cam.project(base + np.array([eps, 0.0, 0.0])) - p0) / eps
+    jy = (cam.project(base + np.array([0.0, eps, 0.0])) - p0) / eps
+    inv = np.linalg.inv(np.stack([jx, jy], axis=-1))[:, None]  # (C, 1, 2, 2)
+    got, dims = at(xy)
+    for _ in range(10):
         err = goal - got
         if np.abs(err).max() < 0.1:
             break
-        xy = xy + np.einsum("hij,hj->hi", inv, err)
+        xy = xy + np.einsum("chij,chj->chi", np.broadcast_to(inv, (*xy.shape[:2], 2, 2)), err)
         got, dims = at(xy)
     return xy, dims
 
 
-def _silhouette(h: _Hypothesis, x: float, y: float, cam: Camera, box: tuple[int, int, int, int]) -> np.ndarray:
-    """Which pixels of ``box`` (x0, y0, x1, y1) the hypothesis covers (ray-cast at pixel centres)."""
-    x0, y0, x1, y1 = box
-    d = cam.ray_components(x0, y0, x1, y1)
+def _silhouette(h: _Hypothesis, x: float, y: float, cam: Camera, d: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Which of the rays ``d`` (a pixel box's unit directions) hit the hypothesis standing at (x, y)."""
     pos = cam.basis[0]
     shape, size = h.bottom
-    bottom = WorldObject(id=0, shape=shape, colour="gray", size=size, material="matte", x=x, y=y)  # type: ignore[arg-type]
-    hit = np.isfinite(_intersect(bottom, 0.0, pos, d)[0])
+    half = SIZES[size]  # type: ignore[index]
+    hit = _covers(shape, x, y, half, 0.0, pos, d)
     if h.top is not None:
-        top = WorldObject(id=1, shape=h.top[0], colour="gray", size=h.top[1], material="matte", x=x, y=y)  # type: ignore[arg-type]
-        hit |= np.isfinite(_intersect(top, bottom.height, pos, d)[0])
+        hit |= _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * half, pos, d)  # type: ignore[index]
     return hit
 
 
-def _explain(rgb: np.ndarray, comp: _Component, azimuth: float, style: str, offset: int) -> list[ParsedObject]:
-    cam = _camera(azimuth)
+def _covers(
+    shape: str, x: float, y: float, h: float, base: float, pos: np.ndarray, d: tuple[np.ndarray, ...]
+) -> np.ndarray:
+    """Whether each ray from ``pos`` hits the solid (a hit mask only: no depths, no normals)."""
+    dx, dy, dz = d
+    if shape == "sphere":
+        ox, oy, oz = pos[0] - x, pos[1] - y, pos[2] - (base + h)
+        b = dx * ox + dy * oy + dz * oz
+        return b * b - (ox * ox + oy * oy + oz * oz - h * h) >= 0
+    if shape == "cube":
+        near = np.full_like(dx, -np.inf)
+        far = np.full_like(dx, np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for axis, (lo, hi) in enumerate(((x - h, x + h), (y - h, y + h), (base, base + 2 * h))):
+                inv = 1.0 / d[axis]
+                t1 = (lo - pos[axis]) * inv
+                t2 = (hi - pos[axis]) * inv
+                np.maximum(near, np.minimum(t1, t2), out=near)
+                np.minimum(far, np.maximum(t1, t2), out=far)
+        return (near <= far) & (far > 0)
+    top = base + 2 * h
+    ox, oy = pos[0] - x, pos[1] - y
+    a = dx * dx + dy * dy
+    b = ox * dx + oy * dy
+    disc = b * b - a * (ox * ox + oy * oy - h * h)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ts = (-b - np.sqrt(np.maximum(disc, 0))) / a
+        z = pos[2] + ts * dz
+        side = (disc >= 0) & (z >= base) & (z <= top) & (ts > 0)
+        tt = (top - pos[2]) / dz
+    px, py = ox + tt * dx, oy + tt * dy
+    return side | ((tt > 0) & (px * px + py * py <= h * h))
+
+
+def _explain(
+    rgb: np.ndarray, comp: _Component, cam: Camera, positions: np.ndarray, dims: np.ndarray, style: str, offset: int
+) -> list[ParsedObject]:
     m = comp.mask
-    rows, cols = np.nonzero(m)
-    bottom_y = comp.y0 + rows.max() + 1.0
-    centre_x = comp.x0 + (cols.min() + cols.max() + 1) / 2
     pad = 3
     box = (comp.x0 - pad, comp.y0 - pad, comp.x0 + m.shape[1] + pad, comp.y0 + m.shape[0] + pad)
     observed = np.zeros((m.shape[0] + 2 * pad, m.shape[1] + 2 * pad), dtype=bool)
     observed[pad:-pad, pad:-pad] = m
-    # Solve every hypothesis's position; ray-cast only the few whose box fits best.
+    # Every hypothesis's position is solved; ray-cast only the few whose box fits best.
     width, height = m.shape[1], m.shape[0]
-    positions, dims = _solve_positions(cam, (centre_x, bottom_y))
     fit = np.abs(dims[:, 0] - width) + np.abs(dims[:, 1] - height)
-    solved = sorted(
-        ((float(fit[k]), h, float(positions[k, 0]), float(positions[k, 1])) for k, h in enumerate(_HYPOTHESES)),
-        key=lambda s: s[0],
-    )
     best: tuple[float, _Hypothesis, float, float] | None = None
-    for _, h, x, y in solved[:SHORTLIST]:
-        predicted = _silhouette(h, x, y, cam, box)
+    rays = cam.ray_components(*box)
+    for k in np.argsort(fit, kind="stable")[:SHORTLIST]:
+        h, x, y = _HYPOTHESES[k], float(positions[k, 0]), float(positions[k, 1])
+        predicted = _silhouette(h, x, y, cam, rays)
         inter = np.count_nonzero(predicted & observed)
         iou = inter / max(np.count_nonzero(predicted | observed), 1)
         if best is None or iou > best[0]:
@@ -347,26 +436,32 @@ def _explain(rgb: np.ndarray, comp: _Component, azimuth: float, style: str, offs
     assert best is not None
     iou, h, x, y = best
     shape, size = h.bottom
-    region = np.zeros(rgb.shape[:2], dtype=bool)
-    region[comp.y0 : comp.y0 + m.shape[0], comp.x0 : comp.x0 + m.shape[1]] = m
+    # Appearance is read on the component's box, with a one-pixel empty border.
+    y0, x0 = comp.y0 - 1, comp.x0 - 1
+    crop = _crop(rgb, x0, y0, m.shape[1] + 2, m.shape[0] + 2)
+    region = np.zeros((m.shape[0] + 2, m.shape[1] + 2), dtype=bool)
+    region[1:-1, 1:-1] = m
     if h.top is None:
-        colour, material = _appearance(rgb, region, (shape,), style)
+        colour, material = _appearance(crop, region, (shape,), style)
         return [ParsedObject(shape, colour, size, material, x, y, None, iou)]
     # Split the stack: the top object's silhouette, and the rest for its support.
-    full = np.zeros(rgb.shape[:2], dtype=bool)
-    x0, y0, x1, y1 = box
-    top_obj = WorldObject(id=1, shape=h.top[0], colour="gray", size=h.top[1], material="matte", x=x, y=y)  # type: ignore[arg-type]
-    d = cam.ray_components(max(x0, 0), max(y0, 0), min(x1, WIDTH), min(y1, HEIGHT))
-    top_hit = np.isfinite(_intersect(top_obj, 2 * SIZES[size], cam.basis[0], d)[0])  # type: ignore[index]
-    full[max(y0, 0) : min(y1, HEIGHT), max(x0, 0) : min(x1, WIDTH)] = top_hit
-    top_region = region & full
-    bottom_region = region & ~full
-    c0, m0 = _appearance(rgb, bottom_region, (shape, h.top[0]), style)
-    c1, m1 = _appearance(rgb, top_region, (h.top[0],), style)
+    d = cam.ray_components(x0, y0, x0 + region.shape[1], y0 + region.shape[0])
+    top_hit = _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * SIZES[size], cam.basis[0], d)  # type: ignore[index]
+    c0, m0 = _appearance(crop, region & ~top_hit, (shape, h.top[0]), style)
+    c1, m1 = _appearance(crop, region & top_hit, (h.top[0],), style)
     return [
         ParsedObject(shape, c0, size, m0, x, y, None, iou),
         ParsedObject(h.top[0], c1, h.top[1], m1, x, y, offset, iou),
     ]
+
+
+def _crop(rgb: np.ndarray, x0: int, y0: int, w: int, h: int) -> np.ndarray:
+    """rgb[y0:y0+h, x0:x0+w], zero-padded where the box leaves the image."""
+    out = np.zeros((h, w, 3), dtype=rgb.dtype)
+    sy0, sx0 = max(y0, 0), max(x0, 0)
+    sy1, sx1 = min(y0 + h, rgb.shape[0]), min(x0 + w, rgb.shape[1])
+    out[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0] = rgb[sy0:sy1, sx0:sx1]
+    return out
 
 
 # Appearance ---------------------------------------------------------------------------
@@ -399,8 +494,47 @@ def _features(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
     return np.concatenate([px[int(a * n) : max(int(b * n), int(a * n) + 1)].mean(axis=0) for a, b in _BANDS])
 
 
+REFERENCES_FILE = Path(__file__).with_name("parser_references.npz")
+"""The calibration shipped with the package (`calibrate` writes it; a test keeps it in step)."""
+
+
 @lru_cache(maxsize=len(STYLES))
 def _references(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]:
+    """Reference features for one style: from the shipped calibration, computed when it lacks the style."""
+    shipped = _shipped()
+    if style in shipped:
+        return shipped[style]
+    return calibrate(style)
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]]:
+    if not REFERENCES_FILE.is_file():
+        return {}
+    out: dict[str, dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]] = {}
+    with np.load(REFERENCES_FILE) as data:
+        for name in data.files:
+            if not name.endswith("|feats"):
+                continue
+            style, key = name.removesuffix("|feats").split("|", 1)
+            labels = [tuple(x.split("/")) for x in data[f"{style}|{key}|labels"].tolist()]
+            out.setdefault(style, {})[tuple(key.split(","))] = (data[name], labels)  # type: ignore[assignment]
+    return out
+
+
+def write_references(path: Path = REFERENCES_FILE) -> None:
+    """Calibrate every style and write the result where the parser looks for it."""
+    arrays: dict[str, np.ndarray] = {}
+    for style in STYLES:
+        for key, (feats, labels) in calibrate(style).items():
+            arrays[f"{style}|{','.join(key)}|feats"] = feats
+            arrays[f"{style}|{','.join(key)}|labels"] = np.array(["/".join(lb) for lb in labels])
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
+    tmp.replace(path)
+
+
+def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]:
     """Reference feature vectors and their (colour, material), per shape, for one style.
 
     Keys are ``(shape,)`` for an object seen whole, and ``(shape, top_shape)`` for the
@@ -459,3 +593,8 @@ def _appearance(rgb: np.ndarray, region: np.ndarray, key: tuple[str, ...], style
     feats, labels = _references(style)[key]
     k = int(np.argmin(((feats - f) ** 2).sum(axis=1)))
     return labels[k]
+
+
+if __name__ == "__main__":  # python -m yanami.world._parse: recalibrate after changing the renderer
+    write_references()
+    print(f"wrote {REFERENCES_FILE}")

@@ -1,0 +1,182 @@
+"""The runner: results per item, resume, kill -9 safety, concurrency, faults never scored."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from yanami.bench import _run, evaluate, select_dialogues
+from yanami.errors import UserError
+from yanami.models import Refused, Request
+from yanami.scoring import load_run, run_scores
+
+
+def _rows(run: Path) -> tuple[list[tuple], list[tuple]]:
+    db = sqlite3.connect(run / "results.sqlite")
+    try:
+        return (
+            db.execute("SELECT * FROM predictions ORDER BY item").fetchall(),
+            db.execute("SELECT * FROM verdicts ORDER BY item, judge").fetchall(),
+        )
+    finally:
+        db.close()
+
+
+def test_oracle_scores_full_marks_and_the_manifest_records_everything(world_bench, tmp_path) -> None:
+    s = evaluate(world_bench, "reference:oracle", tmp_path / "run")
+    assert s.written == s.items and s.statuses == {"ok": s.items}
+    m = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    for key in ("bench_sha256", "model", "history", "layout", "judge", "yanami_version", "global_seed", "items"):
+        assert key in m
+    assert m["judge"] == {"name": "exact", "version": "1"} and m["global_seed"] == 42
+    scores = run_scores(load_run(tmp_path / "run"))
+    assert scores.average["scene"] == pytest.approx(100)
+    for part in ("understanding", "sc", "vq", "constraint_keeping", "correction_updating"):
+        assert scores.average[part] == pytest.approx(100), part
+
+
+def test_running_again_resumes_and_skips_finished_items(world_bench, tmp_path) -> None:
+    first = evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=4)
+    rows = _rows(tmp_path / "run")
+    again = evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=4)
+    assert again.skipped == first.items and again.written == 0
+    assert _rows(tmp_path / "run") == rows
+
+
+def test_a_changed_setting_is_refused(world_bench, tmp_path) -> None:
+    evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=2)
+    with pytest.raises(UserError, match="history"):
+        evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=2, history="self")
+
+
+@pytest.mark.parametrize("history", ["gt", "self"])
+def test_concurrency_never_changes_a_result(world_bench, tmp_path, history) -> None:
+    evaluate(world_bench, "reference:no-coreference", tmp_path / "a", history=history, concurrency=1)
+    evaluate(world_bench, "reference:no-coreference", tmp_path / "b", history=history, concurrency=5)
+    a, b = _rows(tmp_path / "a"), _rows(tmp_path / "b")
+    for x, y in zip(a[0] + a[1], b[0] + b[1], strict=True):
+        assert x == y
+
+
+def test_limit_takes_dialogues_round_robin_over_scenarios(world_dialogues) -> None:
+    chosen = select_dialogues(world_dialogues, 4)
+    assert len({d.scenario for d in chosen}) == 4
+
+
+def test_self_history_feeds_the_models_own_images_back(world_bench, tmp_path, monkeypatch) -> None:
+    """Under Self-History the history holds what the model drew; under GT-History the ground truth."""
+    seen: dict[str, set[str]] = {"gt": set(), "self": set()}
+    drawn: set[str] = set()
+
+    class Painter:
+        name = "painter"
+        answer = None
+
+        def __init__(self, history: str) -> None:
+            self.history = history
+
+        def generate(self, request: Request) -> bytes:
+            seen[self.history] |= {im.sha256 for im in request.images()}
+            import hashlib
+            import io
+
+            from PIL import Image
+
+            img = Image.new("RGB", (512, 384), (request.seed % 256, 40, 90))
+            buf = io.BytesIO()
+            img.save(buf, format="PNG")
+            drawn.add(hashlib.sha256(buf.getvalue()).hexdigest())
+            return buf.getvalue()
+
+    for history in ("gt", "self"):
+        monkeypatch.setattr(_run, "load_model", lambda spec, b, d, h=history: Painter(h))
+        evaluate(world_bench, "painter", tmp_path / history, history=history)
+    assert not seen["gt"] & drawn
+    assert seen["self"] & drawn
+
+
+def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path, monkeypatch) -> None:
+    class Flaky:
+        name = "flaky"
+
+        def answer(self, request: Request) -> str:
+            n = int(request.item.rpartition("q")[2])
+            if n == 0:
+                raise Refused("content policy")
+            if n == 1:
+                raise ConnectionError("server went away")
+            if n == 2:
+                return ""
+            return "A"
+
+        def generate(self, request: Request) -> bytes:
+            if request.seed % 3 == 0:
+                return b"not an image"
+            return request.images()[-1].data
+
+    monkeypatch.setattr(_run, "load_model", lambda spec, b, d: Flaky())
+    s = evaluate(world_bench, "flaky", tmp_path / "run")
+    assert s.statuses["refused"] == 8 and s.statuses["missing"] == 8 and s.statuses["error"] >= 8
+    run = load_run(tmp_path / "run")
+    scores = run_scores(run)
+    assert scores.coverage["valid"] == s.statuses["ok"] < s.items
+    # only CU questions (q3) were answered, so a scenario's understanding needs all four types: none
+    assert scores.average["understanding"] is None and scores.average["CU"] is not None
+    errors = [r for r in _rows(tmp_path / "run")[0] if r[6] == "error"]
+    assert any("not a decodable image" in r[9] for r in errors)
+    assert any("ConnectionError" in r[9] for r in errors)
+    # --retry-errors asks again only for the failed items
+    asked: list[str] = []
+
+    class Fixed(Flaky):
+        def answer(self, request: Request) -> str:
+            asked.append(request.item)
+            return "A"
+
+        def generate(self, request: Request) -> bytes:
+            asked.append(request.item)
+            return request.images()[-1].data
+
+    monkeypatch.setattr(_run, "load_model", lambda spec, b, d: Fixed())
+    again = evaluate(world_bench, "flaky", tmp_path / "run", retry_errors=True)
+    assert len(asked) == s.statuses["error"] == again.written
+    assert again.statuses == {"ok": s.statuses["error"]}
+
+
+def _count(db: Path) -> int:
+    try:
+        con = sqlite3.connect(db, timeout=5)
+        try:
+            return con.execute("SELECT count(*) FROM predictions").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_run_killed_at_any_moment_resumes_to_the_same_results(world_bench, tmp_path) -> None:
+    """SIGKILL in the middle of a run (twice), then resume: exactly the rows of an uninterrupted run."""
+    whole = evaluate(world_bench, "reference:stateless", tmp_path / "whole", history="self")
+    cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
+    cmd += ["--out", str(tmp_path / "killed"), "--history", "self"]
+    db = tmp_path / "killed" / "results.sqlite"
+    interrupted = []
+    for target in (1, whole.items // 2):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None and _count(db) < target:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        interrupted.append(_count(db))
+    assert any(0 < n < whole.items for n in interrupted), interrupted
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert "already done" in done.stdout
+    assert _rows(tmp_path / "killed") == _rows(tmp_path / "whole")

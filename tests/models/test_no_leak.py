@@ -1,0 +1,88 @@
+"""No hidden annotation ever reaches a model: requests are a function of message parts alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from yanami.bench import LAYOUTS, build_request, items_of
+from yanami.schema import Dialogue, ImagePart
+from yanami.store import Dataset
+
+
+def _scrambled(d: Dialogue) -> Dialogue:
+    """The same dialogue with every hidden annotation and every reference answer changed."""
+    raw = json.loads(d.model_dump_json())
+    for t in raw["turns"]:
+        t["hidden"] = {"state": {"secret": "STATE-LEAK"}, "intent": {"secret": "INTENT-LEAK"}}
+        for c in t["checks"]:
+            c["hidden"] = {"predicate": {"secret": "PREDICATE-LEAK"}}
+    for q in raw["questions"]:
+        q["answer"] = "ANSWER-LEAK"
+        q["answer_letters"] = ["G"]
+        q["aligned_checks"] = []
+        q["hidden"] = {"intent": {"secret": "QINTENT-LEAK"}}
+    return Dialogue.model_validate(raw)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_requests_do_not_depend_on_hidden_annotations(world_bench, world_dialogues, layout) -> None:
+    bench = Dataset(world_bench)
+
+    def image_bytes(turn, side, j, part):
+        return bench.image_bytes(part)
+
+    for d in world_dialogues:
+        hidden_free = _scrambled(d)
+        for item in items_of(d):
+            a = build_request(d, item, layout, image_bytes)
+            b = build_request(hidden_free, item, layout, image_bytes)
+            assert a == b, item.id
+            text = " ".join(p.text for m in a.messages for p in m.parts if p.type == "text")
+            for secret in ("LEAK", "predicate", '"op"'):
+                assert secret not in text
+            if item.kind == "turn":
+                target = next(p for p in d.turns[item.turn].assistant.parts if isinstance(p, ImagePart))
+                shown = {im.sha256 for im in a.images()}
+                earlier = {
+                    p.sha256
+                    for t in d.turns[: item.turn]
+                    for m in (t.user, t.assistant)
+                    for p in m.parts
+                    if isinstance(p, ImagePart)
+                }
+                if target.sha256 not in earlier:  # a turn may go back to an image shown before
+                    assert target.sha256 not in shown
+                assert a.messages[-1].role == "user"
+
+
+def test_the_runner_hands_adapters_exactly_the_hidden_free_requests(
+    world_bench, world_dialogues, tmp_path, monkeypatch
+):
+    """Through the whole runner, an adapter receives the requests built from message parts, nothing else."""
+    from yanami.bench import _run
+    from yanami.models import Request
+
+    bench = Dataset(world_bench)
+    seen: list[Request] = []
+
+    class Recorder:
+        name = "recorder"
+
+        def answer(self, request: Request) -> str:
+            seen.append(request)
+            return "A"
+
+        def generate(self, request: Request) -> bytes:
+            seen.append(request)
+            return request.images()[-1].data
+
+    monkeypatch.setattr(_run, "load_model", lambda spec, bench, dialogues: Recorder())
+    _run.evaluate(world_bench, "recorder", tmp_path / "run", limit=4, concurrency=3)
+    by_id = {d.id: _scrambled(d) for d in world_dialogues}
+    assert len(seen) > 20
+    for r in seen:
+        dialogue_id = r.item.rpartition("/")[0]
+        item = next(i for i in items_of(by_id[dialogue_id]) if i.id == r.item)
+        assert r == build_request(by_id[dialogue_id], item, "yes-first", lambda t, s, j, p: bench.image_bytes(p))
