@@ -35,7 +35,7 @@ def test_eval_prints_the_run_and_its_scores(cli, world_bench, tmp_path) -> None:
         (["--model", "reference:nobody"], "no such reference agent"),
         (["--model", "acme:x"], "unknown model"),
         (["--model", "reference:oracle", "--judge", "gpt"], "unknown judge"),
-        (["--model", "reference:stateful", "--layout", "concatenate"], "yes-first or yes-front"),
+        (["--model", "reference:stateful", "--layout", "concatenate"], "takes yes-first or yes-front only"),
     ],
 )
 def test_eval_user_errors_are_one_line(cli, world_bench, tmp_path, args, message) -> None:
@@ -43,6 +43,7 @@ def test_eval_user_errors_are_one_line(cli, world_bench, tmp_path, args, message
     assert r.code == 2
     assert message in r.err and "Traceback" not in r.err
     assert len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
 def test_score_json_and_tables(cli, runs) -> None:

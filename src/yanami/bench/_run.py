@@ -161,6 +161,8 @@ def evaluate(
     by_id = {d.id: d for d in dialogues}
     the_model: Model = load_model(model, dataset, by_id)
     the_judge = load_judge(judge)
+    if layout not in getattr(the_model, "layouts", (layout,)):
+        raise UserError(f"--layout {layout}: {the_model.name} takes {' or '.join(the_model.layouts)} only")  # type: ignore[attr-defined]
     answers, generates = the_model.answer is not None, the_model.generate is not None
     chains = bench_items(dialogues, history, answers, generates)
     manifest = RunManifest(

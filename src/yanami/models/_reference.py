@@ -122,6 +122,8 @@ class ReferenceAgent:
             raise UserError(f"reference:{kind}: no such reference agent (choose from {', '.join(AGENTS)})")
         self.kind = kind
         self.name = f"reference:{kind}"
+        self.layouts = ("yes-first", "yes-front")
+        """Reference agents read images one by one: not from a composite."""
         self.bench = bench
         self.dialogues = dialogues
         self.answer = self._answer
