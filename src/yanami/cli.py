@@ -380,16 +380,24 @@ def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
 @app.command(name="eval")
 def eval_(
     bench: Annotated[Path, typer.Argument(help="The bench dataset directory.")],
-    model: Annotated[str, typer.Option(help="The model: reference:<agent> (oracle, stateful, stateless, no-...).")],
+    model: Annotated[
+        str, typer.Option(help="reference:<agent> (oracle, stateful, stateless, no-...), or a model config file.")
+    ],
     out_dir: Annotated[Path, typer.Option("--out", help="The run directory (created, or resumed).")],
     history: Annotated[HistoryOpt, typer.Option(help="gt: ground-truth earlier images; self: the model's own.")] = (
         HistoryOpt.gt
     ),
-    layout: Annotated[LayoutOpt, typer.Option(help="How images are placed in the input.")] = LayoutOpt.yes_first,
-    judge: Annotated[str, typer.Option(help="exact (world data).")] = "exact",
+    layout: Annotated[
+        LayoutOpt | None,
+        typer.Option(help="How images are placed in the input (default: the model config's, else yes-first)."),
+    ] = None,
+    judge: Annotated[str, typer.Option(help="exact (world data), or a judge config file (a VLM judge).")] = "exact",
     concurrency: Annotated[int, typer.Option(min=1, help="Items in flight at once (never changes a score).")] = 1,
     limit: Annotated[int | None, typer.Option(min=1, help="Evaluate only this many dialogues.")] = None,
     retry_errors: Annotated[bool, typer.Option(help="Re-attempt items whose prediction is an error.")] = False,
+    cache: Annotated[
+        Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite); share one across runs.")
+    ] = None,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
     from yanami.bench import evaluate
@@ -401,12 +409,13 @@ def eval_(
             model,
             out_dir,
             history=history.value,  # type: ignore[arg-type]
-            layout=layout.value,  # type: ignore[arg-type]
+            layout=layout.value if layout else None,  # type: ignore[arg-type]
             judge=judge,
             concurrency=concurrency,
             limit=limit,
             retry_errors=retry_errors,
             on_progress=update,
+            cache=cache,
         )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "nothing new"
     out.print(
@@ -442,13 +451,14 @@ def score(
     runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print every score as JSON.")] = False,
     format_: Annotated[TableFormat, typer.Option("--format", help="text, md or latex tables.")] = TableFormat.text,
+    judge: Annotated[str | None, typer.Option(help="Use this judge's verdicts (default: each run's own).")] = None,
 ) -> None:
     """Scores of one or more runs: the paper's tables, analyses across runs, coverage."""
     import dataclasses
 
     from yanami.scoring import latex, load_run, markdown, run_scores, tables, understanding_realization_gap
 
-    loaded = [load_run(r) for r in runs]
+    loaded = [load_run(r, judge) for r in runs]
     scores = [run_scores(r) for r in loaded]
     if as_json:
         data = {
@@ -473,11 +483,12 @@ def report(
     format_: Annotated[
         str, typer.Option("--format", help="html (default), or md / latex for the tables alone.")
     ] = "html",
+    judge: Annotated[str | None, typer.Option(help="Use this judge's verdicts (default: each run's own).")] = None,
 ) -> None:
     """Write a report of one or more runs: one self-contained HTML file (or the tables in md / LaTeX)."""
     from yanami.scoring import latex, load_run, markdown, run_scores, tables, write_report
 
-    loaded = [load_run(r) for r in runs]
+    loaded = [load_run(r, judge) for r in runs]
     scores = [run_scores(r) for r in loaded]
     table_list = tables(loaded, scores)
     if format_ == "html":
@@ -490,6 +501,108 @@ def report(
     else:
         raise UserError(f"--format {format_}: choose html, md or latex")
     out.print(f"{out_file}: report of {len(loaded)} run(s)", markup=False)
+
+
+@app.command(name="judge")
+def judge_(
+    run: Annotated[Path, typer.Argument(help="A run directory.")],
+    judge: Annotated[str, typer.Option(help="A judge config file (or exact).")],
+    bench: Annotated[Path | None, typer.Option(help="The bench, if it moved since the run.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Items judged at once.")] = 1,
+    cache: Annotated[Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite).")] = None,
+) -> None:
+    """Judge a run's stored predictions again with another judge, without calling the model."""
+    from yanami.bench import rejudge
+
+    with _eval_progress(f"judging {run}") as update:
+        s = rejudge(run, judge, bench=bench, concurrency=concurrency, cache=cache, on_progress=update)
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "nothing new"
+    out.print(f"{run}: {s.items} judged items, {s.skipped} already done ({statuses})", markup=False)
+
+
+@app.command()
+def agreement(
+    run: Annotated[Path, typer.Argument(help="A run directory.")],
+    judge: Annotated[list[str], typer.Option(help="A judge name (give two to compare judges).")],
+    human: Annotated[Path | None, typer.Option(help="CSV of human ratings: item,score[,check,passed].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Judge reliability: Pearson (95 % bootstrap interval), Spearman and Cohen's kappa against humans or a judge."""
+    from yanami.bench import read_rows
+    from yanami.scoring._agreement import agreement as agree
+    from yanami.scoring._agreement import check_verdicts, item_scores, read_human
+
+    if not (run / "manifest.json").is_file():
+        raise UserError(f"{run}: not a yanami run (no manifest.json)")
+    raters = {}
+    for name in judge:
+        predictions, verdicts, _ = read_rows(run, name)
+        if not verdicts:
+            raise UserError(f"{run}: no verdicts of judge {name!r} (see `yanami judge`)")
+        raters[name] = (item_scores(predictions, verdicts), check_verdicts(verdicts))
+    if human is not None:
+        raters["human"] = read_human(human)
+    if len(raters) < 2:
+        raise UserError("agreement needs two raters: two --judge, or a --judge and --human")
+    names = list(raters)
+    results = {
+        f"{a} vs {b}": agree(raters[a][0], raters[b][0], raters[a][1], raters[b][1])
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    }
+    if as_json:
+        out.print_json(json.dumps(results))
+        return
+    for pair, r in results.items():
+        ci = r["pearson_95ci"]
+        ci_text = "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}"  # type: ignore[index]
+        out.print(
+            f"{pair}: {r['items']} items, Pearson {_num3(r['pearson'])} (95 % CI {ci_text}), "
+            f"Spearman {_num3(r['spearman'])}; {r['checks']} checks, kappa {_num3(r['kappa'])}",
+            markup=False,
+        )
+
+
+def _num3(v: object) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+@app.command()
+def calibrate(
+    bench: Annotated[Path, typer.Argument(help="A world bench.")],
+    judge: Annotated[str, typer.Option(help="The judge config file to calibrate.")],
+    limit: Annotated[int, typer.Option(min=1, help="Dialogues to use (round-robin over scenarios).")] = 20,
+    concurrency: Annotated[int, typer.Option(min=1, help="Items judged at once.")] = 4,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write the report as JSON here.")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Response cache file.")] = None,
+) -> None:
+    """Calibrate a judge on world data: its verdicts against the exact judge's, on corrupted and injected candidates."""
+    from yanami.bench import select_dialogues
+    from yanami.bench._run import load_judge
+    from yanami.judges._calibration import calibrate as run_calibration
+    from yanami.models import ResponseCache
+    from yanami.store import Dataset
+
+    dataset = Dataset(bench)
+    dialogues = select_dialogues(list(dataset), limit)
+    responses = ResponseCache(cache) if cache else None
+    the_judge = load_judge(judge, dataset, responses)
+    with progress("calibrating", None) as advance:
+        result = run_calibration(the_judge, dialogues, concurrency=concurrency, on_progress=advance).summary()
+    if responses:
+        responses.close()
+    if out_file is not None:
+        tmp = out_file.with_name(f".{out_file.name}.tmp")
+        tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out_file)
+    for section in ("checks_by_kind", "checks_by_candidate", "answers"):
+        for key, r in result[section].items():
+            out.print(f"{section} {key}: {r['agree']}/{r['total']} agree ({100 * r['accuracy']:.1f} %)", markup=False)
+    out.print(
+        f"injection: {result['injection_flips']} of {result['injection_checks']} check verdicts flipped; "
+        f"judge errors: {result['judge_errors']}",
+        markup=False,
+    )
 
 
 DEMO_RUNS: tuple[tuple[str, str], ...] = (

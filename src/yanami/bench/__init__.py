@@ -15,7 +15,7 @@ from yanami.bench._items import (
     question_prompt,
 )
 from yanami.bench._results import RESULTS, STATUSES, Prediction, Results, Verdict, read_rows
-from yanami.bench._run import RUN_MANIFEST, RunManifest, Summary, bench_items, evaluate, select_dialogues
+from yanami.bench._run import RUN_MANIFEST, RunManifest, Summary, bench_items, evaluate, rejudge, select_dialogues
 
 __all__ = [
     "GLOBAL_SEED",
@@ -41,5 +41,6 @@ __all__ = [
     "items_of",
     "question_prompt",
     "read_rows",
+    "rejudge",
     "select_dialogues",
 ]

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     item TEXT NOT NULL,
     judge TEXT NOT NULL,
     judge_version TEXT NOT NULL,
+    status TEXT NOT NULL,          -- ok | error (the judge failed: the item is not scored)
     score REAL,                    -- questions: 0..1
     vq REAL,                       -- turns: 0..10
     checks TEXT,                   -- turns: JSON [[check id, kind, capability, passed], ...]
@@ -76,6 +77,8 @@ class Verdict:
     item: str
     judge: str
     judge_version: str
+    status: str
+    """``ok``, or ``error`` when the judge failed (the item is then not scored)."""
     score: float | None
     vq: float | None
     checks: list[tuple[str, str, str | None, bool]] | None
@@ -134,15 +137,15 @@ class Results:
                 (p.item, p.dialogue, p.scenario, p.kind, p.turn, p.qtype, p.status, p.text, p.image, p.error, p.seed,
                  p.history_fallbacks),
             )  # fmt: skip
-            self.db.execute("DELETE FROM verdicts WHERE item = ?", (p.item,))
             if v is not None:
+                self.db.execute("DELETE FROM verdicts WHERE item = ? AND judge = ?", (p.item, v.judge))
                 self.write_verdict(v)
 
     def write_verdict(self, v: Verdict) -> None:
         """Record (or replace) a verdict."""
         self.db.execute(
-            "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?)",
-            (v.item, v.judge, v.judge_version, v.score, v.vq,
+            "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?,?)",
+            (v.item, v.judge, v.judge_version, v.status, v.score, v.vq,
              None if v.checks is None else json.dumps(v.checks), None if v.aligned is None else json.dumps(v.aligned),
              v.reason),
         )  # fmt: skip
@@ -156,17 +159,21 @@ class Results:
         """Every verdict of one judge, by item."""
         out = {}
         for r in self.db.execute("SELECT * FROM verdicts WHERE judge = ? ORDER BY item", (judge,)):
-            checks = None if r[5] is None else [tuple(c) for c in json.loads(r[5])]
-            aligned = None if r[6] is None else json.loads(r[6])
-            out[r[0]] = Verdict(r[0], r[1], r[2], r[3], r[4], checks, aligned, r[7])  # type: ignore[arg-type]
+            checks = None if r[6] is None else [tuple(c) for c in json.loads(r[6])]
+            aligned = None if r[7] is None else json.loads(r[7])
+            out[r[0]] = Verdict(r[0], r[1], r[2], r[3], r[4], r[5], checks, aligned, r[8])  # type: ignore[arg-type]
         return out
 
+    def judges(self) -> list[str]:
+        """The judges with verdicts in this run."""
+        return [r[0] for r in self.db.execute("SELECT DISTINCT judge FROM verdicts ORDER BY judge")]
 
-def read_rows(run: Path) -> tuple[dict[str, Prediction], dict[str, Verdict], dict[str, Any]]:
-    """A finished or partial run: predictions, the verdicts of its judge, and its manifest."""
+
+def read_rows(run: Path, judge: str | None = None) -> tuple[dict[str, Prediction], dict[str, Verdict], dict[str, Any]]:
+    """A finished or partial run: predictions, the verdicts of a judge (default: the run's), and its manifest."""
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     store = Results(run)
     try:
-        return store.predictions(), store.verdicts(manifest["judge"]["name"]), manifest
+        return store.predictions(), store.verdicts(judge or manifest["judge"]["name"]), manifest
     finally:
         store.close()

@@ -35,8 +35,8 @@ from yanami.bench._items import (
 )
 from yanami.bench._results import Prediction, Results, Status, Verdict
 from yanami.errors import UserError
-from yanami.judges import ExactJudge, Judge
-from yanami.models import Model, Refused, load_model
+from yanami.judges import ExactJudge, Judge, JudgeError
+from yanami.models import Model, Refused, ResponseCache, load_config, load_model
 from yanami.schema import Dialogue, ImagePart
 from yanami.store import MANIFEST, Dataset, open_image_bytes
 
@@ -65,6 +65,8 @@ class RunManifest(BaseModel):
     bench_split: str
     model: str
     """The --model spec."""
+    model_settings: dict[str, Any] | None = None
+    """The model's config file, as read (it names the API key's variable, never the key)."""
     model_name: str
     answers: bool
     """Whether the model answers questions (DSU is scored only then)."""
@@ -72,6 +74,8 @@ class RunManifest(BaseModel):
     history: History
     layout: Layout
     judge: JudgeInfo
+    judge_settings: dict[str, Any] | None = None
+    """The judge's config file, as read, for a VLM judge."""
     limit: int | None
     items: int
     """How many items the run has in all."""
@@ -124,11 +128,15 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
     return chains
 
 
-def load_judge(spec: str) -> Judge:
-    """The judge a --judge spec names."""
+def load_judge(spec: str, bench: Dataset | None = None, cache: ResponseCache | None = None) -> Judge:
+    """The judge a --judge spec names: ``exact``, or a config file of a VLM judge."""
     if spec == "exact":
         return ExactJudge()
-    raise UserError(f"--judge {spec}: unknown judge (this version has the exact judge for world data: --judge exact)")
+    if spec.endswith((".yaml", ".yml", ".json")) or Path(spec).is_file():
+        from yanami.judges import VLMJudge
+
+        return VLMJudge(load_config(spec), bench, cache)
+    raise UserError(f"--judge {spec}: unknown judge (use exact, or a judge config file)")
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -143,15 +151,20 @@ def evaluate(
     out: str | Path,
     *,
     history: History = "gt",
-    layout: Layout = "yes-first",
+    layout: Layout | None = None,
     judge: str = "exact",
     concurrency: int = 1,
     limit: int | None = None,
     retry_errors: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     loaded: tuple[Dataset, list[Dialogue]] | None = None,
+    cache: str | Path | None = None,
 ) -> Summary:
-    """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there)."""
+    """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there).
+
+    ``layout`` defaults to the model config's, else yes-first; API responses are cached in
+    ``cache`` (default ``out/cache.sqlite``), so a re-run or a re-judge never pays twice.
+    """
     from yanami import __version__
 
     if concurrency < 1:
@@ -159,8 +172,12 @@ def evaluate(
     dataset, all_dialogues = loaded or _load(bench)
     dialogues = select_dialogues(all_dialogues, limit)
     by_id = {d.id: d for d in dialogues}
-    the_model: Model = load_model(model, dataset, by_id)
-    the_judge = load_judge(judge)
+    responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
+    the_model: Model = load_model(model, dataset, by_id, responses)
+    the_judge = load_judge(judge, dataset, responses)
+    config = getattr(the_model, "config", None)
+    if layout is None:
+        layout = config.layout if config is not None else "yes-first"
     if layout not in getattr(the_model, "layouts", (layout,)):
         raise UserError(f"--layout {layout}: {the_model.name} takes {' or '.join(the_model.layouts)} only")  # type: ignore[attr-defined]
     answers, generates = the_model.answer is not None, the_model.generate is not None
@@ -170,12 +187,14 @@ def evaluate(
         bench_sha256=hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest(),
         bench_split=dataset.manifest.split,
         model=model,
+        model_settings=config.model_dump(mode="json") if config is not None else None,
         model_name=the_model.name,
         answers=answers,
         generates=generates,
         history=history,
         layout=layout,
         judge=JudgeInfo(name=the_judge.name, version=the_judge.version),
+        judge_settings=_settings(the_judge),
         limit=limit,
         items=sum(len(c) for c in chains),
         yanami_version=__version__,
@@ -189,6 +208,12 @@ def evaluate(
         )
     finally:
         store.close()
+        responses.close()
+
+
+def _settings(judge: Judge) -> dict[str, Any] | None:
+    config = getattr(judge, "config", None)
+    return config.model_dump(mode="json") if config is not None else None
 
 
 def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
@@ -236,7 +261,7 @@ def _execute(
     total = sum(len(c) for c in chains)
     finished = store.done() - (store.failed() if retry_errors else set())
     predictions = store.predictions()
-    judged = set(store.verdicts(judge.name))
+    judged = {k for k, v in store.verdicts(judge.name).items() if v.status == "ok"}
     # Items predicted before a kill but not yet judged are judged now, without asking the model again.
     for item_id, p in predictions.items():
         if item_id in finished and p.status == "ok" and item_id not in judged:
@@ -394,17 +419,87 @@ def _check_image(data: bytes) -> None:
 
 
 def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data: bytes | None = None) -> Verdict | None:
-    """The verdict on an ok prediction (None otherwise: nothing to grade)."""
+    """The verdict on an ok prediction (None otherwise: nothing to grade).
+
+    A judge that fails (an unreachable server, output that stays invalid after its repair
+    retry) gives a verdict with status ``error``: the item is then not scored, and the next
+    run judges it again.
+    """
     if p.status != "ok":
         return None
-    if p.kind == "question":
-        q = next(q for q in d.questions if q.id == p.item.rpartition("/")[2])
-        v = judge.judge_answer(d, q, p.text or "")
-        return Verdict(p.item, judge.name, judge.version, v.score, None, None, list(q.aligned_checks), v.reason)
-    turn = d.turns[p.turn]
-    assert p.image is not None
-    iv = judge.judge_image(d, turn, image_data if image_data is not None else store.image(p.image))
+    try:
+        if p.kind == "question":
+            q = next(q for q in d.questions if q.id == p.item.rpartition("/")[2])
+            v = judge.judge_answer(d, q, p.text or "")
+            return Verdict(
+                p.item, judge.name, judge.version, "ok", v.score, None, None, list(q.aligned_checks), v.reason
+            )
+        turn = d.turns[p.turn]
+        assert p.image is not None
+        iv = judge.judge_image(d, turn, image_data if image_data is not None else store.image(p.image))
+    except JudgeError as exc:
+        return Verdict(p.item, judge.name, judge.version, "error", None, None, None, None, str(exc))
     checks = [
         (c.id, c.kind.value, c.capability.value if c.capability else None, bool(iv.checks[c.id])) for c in turn.checks
     ]
-    return Verdict(p.item, judge.name, judge.version, None, iv.vq, checks, None, iv.reason)
+    return Verdict(p.item, judge.name, judge.version, "ok", None, iv.vq, checks, None, iv.reason)
+
+
+EXTRA_JUDGES = "judges.json"
+
+
+def rejudge(
+    run: str | Path,
+    judge: str,
+    *,
+    bench: str | Path | None = None,
+    concurrency: int = 1,
+    cache: str | Path | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Summary:
+    """Judge a run's stored predictions again with another judge, without calling the model.
+
+    Verdicts are stored under the judge's name next to the run's own (``yanami score
+    --judge NAME`` reads them); items this judge already graded are skipped.
+    """
+    run = Path(run)
+    path = run / RUN_MANIFEST
+    if not path.is_file():
+        raise UserError(f"{run}: not a yanami run (no {RUN_MANIFEST})")
+    manifest = RunManifest.model_validate_json(path.read_bytes())
+    dataset = Dataset(bench or manifest.bench)
+    digest = hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest()
+    if digest != manifest.bench_sha256:
+        raise UserError(f"{dataset.root}: not the bench this run was made on (its manifest's SHA-256 differs)")
+    by_id = {d.id: d for d in dataset}
+    responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
+    the_judge = load_judge(judge, dataset, responses)
+    store = Results(run)
+    try:
+        _record_judge(run, the_judge)
+        done = {k for k, v in store.verdicts(the_judge.name).items() if v.status == "ok"}
+        todo = [p for p in store.predictions().values() if p.status == "ok" and p.item not in done]
+        summary = Summary(run, len(todo) + len(done), len(done))
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            futures = [pool.submit(_judge, the_judge, by_id[p.dialogue], p, store) for p in todo]
+            for n, f in enumerate(futures, 1):
+                v = f.result()
+                if v is not None:
+                    with store.db:
+                        store.db.execute("BEGIN")
+                        store.write_verdict(v)
+                    summary.statuses[v.status] = summary.statuses.get(v.status, 0) + 1
+                summary.written += 1
+                if on_progress:
+                    on_progress(len(done) + n, summary.items)
+        return summary
+    finally:
+        store.close()
+        responses.close()
+
+
+def _record_judge(run: Path, judge: Judge) -> None:
+    path = run / EXTRA_JUDGES
+    known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    known[judge.name] = {"version": judge.version, "settings": _settings(judge)}
+    _write_json_atomic(path, known)

@@ -8,6 +8,10 @@ from typing import Protocol
 from yanami.schema import Dialogue, Question, Turn
 
 
+class JudgeError(Exception):
+    """The judge could not grade an item (its server failed, or its output stayed invalid)."""
+
+
 @dataclass(frozen=True)
 class AnswerVerdict:
     """How a reply to a DSU question is graded."""

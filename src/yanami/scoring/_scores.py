@@ -75,13 +75,13 @@ class Run:
         return bool(self.manifest["answers"])
 
 
-def load_run(path: str | Path) -> Run:
-    """Load a run directory's valid records."""
+def load_run(path: str | Path, judge: str | None = None) -> Run:
+    """Load a run directory's valid records, graded by ``judge`` (default: the judge of the run)."""
     run = Path(path)
     if not (run / "manifest.json").is_file():
         raise UserError(f"{run}: not a yanami run (no manifest.json)")
     try:
-        predictions, verdicts, manifest = read_rows(run)
+        predictions, verdicts, manifest = read_rows(run, judge)
     except (ValueError, KeyError) as exc:
         raise UserError(f"{run}: unreadable run ({exc})") from None
     return build_run(run, manifest, predictions, verdicts)
@@ -100,7 +100,7 @@ def build_run(
         v = verdicts.get(item)
         if p.status != "ok":
             continue
-        if v is None:
+        if v is None or v.status != "ok":
             unjudged += 1
             continue
         if p.kind == "question":

@@ -1,0 +1,110 @@
+"""Model and judge config files (YAML): what to call, where, and how hard.
+
+kind: openai                      # openai | infer-http | reference
+name: qwen-vl-judge               # how runs and verdicts name it (default: the file's stem)
+base_url: http://127.0.0.1:8000/v1
+api_key_env: OPENAI_API_KEY       # the environment variable holding the key, never the key
+chat_model: Qwen/Qwen2.5-VL-7B-Instruct   # understanding (optional)
+image_model: gpt-image-1          # generation and editing (optional)
+image_api: images                 # images (generations / edits) or chat (images in chat replies)
+layout: yes-first                 # the input layout this model wants
+temperature: 0.0
+max_tokens: 512
+timeout_s: 120
+max_concurrency: 8                # requests in flight to this endpoint, at most
+requests_per_minute: 600          # per endpoint
+max_retries: 5                    # on 429, 5xx, timeouts and connection errors
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from yanami.errors import UserError
+
+
+class ModelConfig(BaseModel):
+    """One model or judge endpoint (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["openai", "infer-http", "reference"]
+    name: str = ""
+    """How runs and verdicts name this model (default: the config file's stem)."""
+    base_url: str = ""
+    """The server's base URL (``…/v1`` for OpenAI-compatible servers; /infer is appended for infer-http)."""
+    api_key_env: str | None = None
+    """The environment variable that holds the API key (the key itself never goes in a file)."""
+    chat_model: str | None = None
+    """The model that answers (and, for a judge, grades); None: the model does not answer."""
+    image_model: str | None = None
+    """The model that generates and edits images; None: the model does not generate."""
+    image_api: Literal["images", "chat"] = "images"
+    """``images``: the images API (generations, edits); ``chat``: images returned inside chat replies."""
+    agent: str | None = None
+    """For ``kind: reference``: which reference agent."""
+    answers: bool = True
+    """For ``kind: infer-http``: whether the server answers questions."""
+    generates: bool = True
+    """For ``kind: infer-http``: whether the server generates images."""
+    layout: Literal["yes-first", "yes-front", "concatenate"] = "yes-first"
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(512, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    max_concurrency: int = Field(8, ge=1)
+    requests_per_minute: float = Field(600.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    backoff_s: float = Field(0.5, ge=0)
+    """First retry delay; doubles each time (with full jitter), capped at 30 s."""
+
+    def api_key(self) -> str:
+        """The key from the named environment variable ('' when none is named)."""
+        import os
+
+        if not self.api_key_env:
+            return ""
+        key = os.environ.get(self.api_key_env)
+        if key is None:
+            raise UserError(f"{self.name}: the environment variable {self.api_key_env} (api_key_env) is not set")
+        return key
+
+
+def load_config(path: str | Path) -> ModelConfig:
+    """Read a config file; a problem is one line naming the file, line and field."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read ({exc.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{p}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{p}: a config file is a YAML mapping (kind: openai, base_url: …)")
+    raw.setdefault("name", p.stem)
+    try:
+        config = ModelConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first["loc"]) or "-"
+        line = _line_of(text, str(first["loc"][0])) if first["loc"] else 0
+        raise UserError(f"{p}:{line}: {field}: {first['msg']}") from None
+    if config.kind != "reference" and not config.base_url:
+        raise UserError(f"{p}:{_line_of(text, 'kind')}: base_url: required for kind {config.kind}")
+    if config.kind == "reference" and not config.agent:
+        raise UserError(f"{p}:{_line_of(text, 'kind')}: agent: required for kind reference")
+    return config
+
+
+def _line_of(text: str, key: str) -> int:
+    for k, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(f"{key}:"):
+            return k
+    return 0

@@ -1,0 +1,224 @@
+"""A scripted model server on loopback that speaks the OpenAI protocol and IMUG's /infer.
+
+For tests, benchmarks and dry runs of a config file without a real model: adapters reach
+it through the official SDK over a real socket. By default it answers like a cooperative
+model and judge (option "A"; every check passes; quality 8; images echo the latest input
+image or a plain picture), after an optional latency. ``faults`` scripts failures, consumed
+in order by the requests whose path contains the given fragment:
+
+    FakeServer(faults=[("/chat", "429"), ("/chat", "500"), ("/infer", "hang"), ("/images", "malformed"),
+                       ("/chat", "refuse"), ("/chat", "wrong-json")])
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from PIL import Image
+
+Brain = Callable[[str, dict[str, Any]], Any]
+"""(path, request JSON) -> a reply: text for chat, PNG bytes for images; None for the default."""
+
+_CHECK_LINE = re.compile(r"^(c\d+): ", re.MULTILINE)
+
+
+def plain_png(size: tuple[int, int] = (512, 384), colour: tuple[int, int, int] = (120, 130, 140)) -> bytes:
+    """A plain picture."""
+    buf = io.BytesIO()
+    Image.new("RGB", size, colour).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def default_text(body: dict[str, Any]) -> str:
+    """How the fake answers a chat request: as a judge when asked to judge, else option A."""
+    text = " ".join(
+        part.get("text", "")
+        for m in body.get("messages", [])
+        for part in (m["content"] if isinstance(m.get("content"), list) else [{"text": m.get("content") or ""}])
+        if isinstance(part, dict)
+    )
+    if '"verdicts"' in text:
+        return json.dumps({"verdicts": {cid: True for cid in _CHECK_LINE.findall(text)}})
+    if '"score"' in text and "visual quality" in text:
+        return json.dumps({"score": 8})
+    if '"correct"' in text:
+        return json.dumps({"correct": True, "reason": "matches the reference"})
+    return "A"
+
+
+def last_image(body: dict[str, Any]) -> bytes | None:
+    """The last image in a chat or /infer request."""
+    found = None
+    for m in body.get("messages", body.get("history", [])):
+        content = m.get("content")
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "image_url":
+                found = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+            elif part.get("type") == "image":
+                found = base64.b64decode(part["image"])
+    return found
+
+
+class FakeServer:
+    """The scripted server (see the module docstring). Use as a context manager."""
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        faults: list[tuple[str, str]] | None = None,
+        brain: Brain | None = None,
+        hang_s: float = 5.0,
+    ) -> None:
+        self.latency_s = latency_s
+        self.faults = list(faults or [])
+        self.brain = brain
+        self.hang_s = hang_s
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (add ``/v1`` for OpenAI clients)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def count(self, fragment: str) -> int:
+        """How many requests reached a path containing ``fragment``."""
+        with self._lock:
+            return sum(fragment in path for path, _ in self.requests)
+
+    def _fault(self, path: str) -> str | None:
+        with self._lock:
+            for k, (fragment, fault) in enumerate(self.faults):
+                if fragment in path:
+                    del self.faults[k]
+                    return fault
+        return None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                body = self._body(raw)
+                with server._lock:
+                    server.requests.append((self.path, body))
+                if server.latency_s:
+                    time.sleep(server.latency_s)
+                fault = server._fault(self.path)
+                if fault == "hang":
+                    time.sleep(server.hang_s)
+                    return self._send(504, b'{"error": "too late"}')
+                if fault == "429":
+                    return self._send(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0.05"})
+                if fault == "500":
+                    return self._send(500, b'{"error": {"message": "internal"}}')
+                if fault == "malformed":
+                    return self._send(200, b'{"choices": [ this is not json')
+                if self.path.endswith("/infer"):
+                    return self._infer(body, fault)
+                if "/chat/completions" in self.path:
+                    return self._chat(body, fault)
+                if "/images/" in self.path:
+                    return self._images(body, fault)
+                return self._send(404, b'{"error": {"message": "no such endpoint"}}')
+
+            def _body(self, raw: bytes) -> dict[str, Any]:
+                ctype = self.headers.get("Content-Type", "")
+                if ctype.startswith("multipart/form-data"):
+                    msg = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {ctype}\r\n\r\n".encode() + raw)
+                    out: dict[str, Any] = {"images": []}
+                    for part in msg.iter_parts():
+                        name = part.get_param("name", header="content-disposition")
+                        data = part.get_payload(decode=True) or b""
+                        if part.get_filename():
+                            out["images"].append(data)
+                        elif name:
+                            out[str(name)] = data.decode()
+                    return out
+                try:
+                    return json.loads(raw or b"{}")
+                except ValueError:
+                    return {}
+
+            def _reply(self, body: dict[str, Any]) -> Any:
+                return server.brain(self.path, body) if server.brain else None
+
+            def _chat(self, body: dict[str, Any], fault: str | None) -> None:
+                if fault == "refuse":
+                    err = {"error": {"message": "Your request was rejected by the content policy.",
+                                     "code": "content_policy_violation"}}  # fmt: skip
+                    return self._send(400, json.dumps(err).encode())
+                reply = self._reply(body)
+                if fault == "wrong-json":
+                    reply = "I think it looks fine."
+                if isinstance(reply, bytes) or (reply is None and body.get("model", "").startswith("image")):
+                    image = reply if isinstance(reply, bytes) else (last_image(body) or plain_png())
+                    content = f"Here it is: data:image/png;base64,{base64.b64encode(image).decode()}"
+                else:
+                    content = reply if isinstance(reply, str) else default_text(body)
+                out = {"id": "fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}]}  # fmt: skip
+                return self._send(200, json.dumps(out).encode())
+
+            def _images(self, body: dict[str, Any], fault: str | None) -> None:
+                if fault == "refuse":
+                    err = {"error": {"message": "Rejected by the safety system.", "code": "content_policy_violation"}}
+                    return self._send(400, json.dumps(err).encode())
+                reply = self._reply(body)
+                image = reply if isinstance(reply, bytes) else (body.get("images") or [None])[-1] or plain_png()
+                out = {"created": 0, "data": [{"b64_json": base64.b64encode(image).decode()}]}
+                return self._send(200, json.dumps(out).encode())
+
+            def _infer(self, body: dict[str, Any], fault: str | None) -> None:
+                if fault == "refuse":
+                    return self._send(200, b'{"error": "refused by the content policy"}')
+                if fault == "error":
+                    return self._send(200, b'{"error": "model crashed"}')
+                reply = self._reply(body)
+                if body.get("output_mode") == "image_only":
+                    image = reply if isinstance(reply, bytes) else last_image(body) or plain_png()
+                    out: dict[str, Any] = {"response": {"image": base64.b64encode(image).decode()}}
+                else:
+                    out = {"response": {"text": reply if isinstance(reply, str) else "A"}}
+                return self._send(200, json.dumps(out).encode())
+
+        return Handler

@@ -1,0 +1,149 @@
+"""What keeps a real run honest against real servers: retries, limits, and a response cache.
+
+- `call_with_retries`: bounded retries with exponential backoff and full jitter on 429, 5xx,
+  timeouts and connection errors, honouring Retry-After; anything else fails at once.
+- `Endpoint`: one concurrency limit and one requests-per-minute limit per endpoint, shared
+  by every thread that calls it.
+- `ResponseCache`: responses keyed by a hash of the exact request (model, messages with
+  their images' hashes, parameters, prompt version), in an SQLite file the user names
+  (the run directory by default), so a re-run or a re-judge never pays twice.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+MAX_BACKOFF_S = 30.0
+
+
+class Transient(Exception):
+    """A failure worth retrying (429, 5xx, a timeout, a dropped connection)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Malformed(Exception):
+    """The server answered, but not with what the protocol promises: recorded as an error."""
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class Endpoint:
+    """A server's limits: requests in flight, and requests started per minute."""
+
+    def __init__(self, max_concurrency: int, requests_per_minute: float) -> None:
+        self.slots = threading.BoundedSemaphore(max_concurrency)
+        self.interval = 60.0 / requests_per_minute
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _pace(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` within the limits."""
+        with self.slots:
+            self._pace()
+            return fn()
+
+
+@dataclass
+class RetryPolicy:
+    """How often and how patiently to retry."""
+
+    max_retries: int = 5
+    backoff_s: float = 0.5
+    rng: random.Random | None = None
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Full jitter over an exponentially growing cap; a server's Retry-After is a floor."""
+        rng = self.rng or random
+        cap = min(MAX_BACKOFF_S, self.backoff_s * 2**attempt)
+        wait = rng.uniform(0, cap)
+        return max(wait, min(retry_after, MAX_BACKOFF_S * 4)) if retry_after is not None else wait
+
+
+def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, endpoint: Endpoint | None = None) -> T:
+    """``fn()``, retried on `Transient` failures; the last failure is raised when retries run out."""
+    attempt = 0
+    while True:
+        try:
+            return endpoint.call(fn) if endpoint else fn()
+        except Transient as exc:
+            if attempt >= policy.max_retries:
+                raise
+            time.sleep(policy.delay(attempt, exc.retry_after))
+            attempt += 1
+
+
+def request_key(payload: dict[str, Any]) -> str:
+    """A stable hash of a request: canonical JSON (images go in as their SHA-256)."""
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class ResponseCache:
+    """Responses by request key, in one SQLite file (safe across threads and processes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None  # opened on first use
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value BLOB)")
+        return self._db
+
+    def get(self, key: str) -> tuple[str, bytes] | None:
+        """(kind, value) stored under ``key``."""
+        with self._lock:
+            row = self._conn().execute("SELECT kind, value FROM responses WHERE key = ?", (key,)).fetchone()
+            self.hits += row is not None
+        return (row[0], bytes(row[1])) if row else None
+
+    def put(self, key: str, kind: str, value: bytes) -> None:
+        """Store a successful response."""
+        with self._lock:
+            self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

@@ -1,0 +1,139 @@
+"""The ``infer-http`` adapter: IMUG-Bench's model-server protocol.
+
+POST {base_url}/infer
+{"history": [{"role": "user" | "assistant",
+              "content": [{"type": "text", "text": ...} | {"type": "image", "image": <base64>}]}],
+ "output_mode": "image_only" | "text_only", "temperature": 0.0}
+-> {"response": {"text": ...}} | {"response": {"image": <base64>}} | {"error": ...}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+from yanami.models._config import ModelConfig
+from yanami.models._http import (
+    Endpoint,
+    Malformed,
+    ResponseCache,
+    RetryPolicy,
+    Transient,
+    call_with_retries,
+    parse_retry_after,
+    request_key,
+)
+from yanami.models._openai import key_messages
+from yanami.models._protocol import InputText, Refused, Request
+
+_POLICY = re.compile(r"content[_ ]?policy|safety|refus|not allowed", re.IGNORECASE)
+
+
+def infer_history(request: Request) -> list[dict[str, Any]]:
+    """The request as an /infer history."""
+    return [
+        {
+            "role": m.role,
+            "content": [
+                {"type": "text", "text": p.text}
+                if isinstance(p, InputText)
+                else {"type": "image", "image": base64.b64encode(p.data).decode()}
+                for p in m.parts
+            ],
+        }
+        for m in request.messages
+    ]
+
+
+class InferHTTPModel:
+    """A model behind an /infer server (see the module docstring)."""
+
+    PROMPT_VERSION = "infer-1"
+
+    def __init__(self, config: ModelConfig, cache: ResponseCache | None = None) -> None:
+        self.config = config
+        self.name = config.name
+        self.url = config.base_url.rstrip("/") + "/infer"
+        self.endpoint = Endpoint(config.max_concurrency, config.requests_per_minute)
+        self.policy = RetryPolicy(config.max_retries, config.backoff_s)
+        self.cache = cache
+        self.answer = self._answer if config.answers else None
+        self.generate = self._generate if config.generates else None
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+
+        def attempt() -> dict[str, Any]:
+            req = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=self.config.timeout_s) as r:
+                    raw = r.read()
+            except urllib.error.HTTPError as exc:
+                if exc.code == 429 or exc.code >= 500:
+                    raise Transient(f"HTTP {exc.code}", parse_retry_after(exc.headers.get("Retry-After"))) from None
+                detail = exc.read()[:300].decode("utf-8", "replace")
+                if _POLICY.search(detail):
+                    raise Refused(detail) from None
+                raise RuntimeError(f"HTTP {exc.code}: {detail}") from None
+            except TimeoutError:
+                raise Transient("timed out") from None
+            except (urllib.error.URLError, ConnectionError) as exc:
+                raise Transient(f"connection failed ({getattr(exc, 'reason', exc)})") from None
+            try:
+                out = json.loads(raw)
+            except ValueError:
+                raise Malformed("the /infer reply is not JSON") from None
+            if not isinstance(out, dict):
+                raise Malformed("the /infer reply is not a JSON object")
+            return out
+
+        return call_with_retries(attempt, self.policy, self.endpoint)
+
+    def _infer(self, request: Request, mode: str) -> dict[str, Any]:
+        out = self._post(
+            {"history": infer_history(request), "output_mode": mode, "temperature": self.config.temperature}
+        )
+        if "error" in out:
+            message = str(out["error"])
+            if _POLICY.search(message):
+                raise Refused(message)
+            raise RuntimeError(f"/infer error: {message}")
+        response = out.get("response")
+        if not isinstance(response, dict):
+            raise Malformed("the /infer reply has neither response nor error")
+        return response
+
+    def _cached(self, request: Request, mode: str, make: Any) -> bytes:
+        key = request_key({"api": "infer", "url": self.url, "mode": mode, "messages": key_messages(request),
+                           "temperature": self.config.temperature, "prompt_version": self.PROMPT_VERSION})  # fmt: skip
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit[1]
+        value = make()
+        if self.cache is not None:
+            self.cache.put(key, mode, value)
+        return value
+
+    def _answer(self, request: Request) -> str:
+        def make() -> bytes:
+            text = self._infer(request, "text_only").get("text")
+            if not isinstance(text, str):
+                raise Malformed("the /infer reply has no text")
+            return text.encode()
+
+        return self._cached(request, "text_only", make).decode()
+
+    def _generate(self, request: Request) -> bytes:
+        def make() -> bytes:
+            image = self._infer(request, "image_only").get("image")
+            if not isinstance(image, str):
+                raise Malformed("the /infer reply has no image")
+            try:
+                return base64.b64decode(image, validate=True)
+            except ValueError:
+                raise Malformed("the /infer image is not valid base64") from None
+
+        return self._cached(request, "image_only", make)
