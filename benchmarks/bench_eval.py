@@ -120,8 +120,8 @@ def bench_runner(bench: Path) -> None:
     dialogues = list(ds)
     first = next(p for t in dialogues[0].turns for p in t.user.parts if isinstance(p, ImagePart))
     image = ds.image_bytes(first)
-    _run.load_model = lambda spec, b, d: _Instant(image)  # type: ignore[assignment]
-    _run.load_judge = lambda spec: _InstantJudge()  # type: ignore[assignment]
+    _run.load_model = lambda *a: _Instant(image)  # type: ignore[assignment]
+    _run.load_judge = lambda *a: _InstantJudge()  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         s = _run.evaluate(bench, "instant", Path(tmp) / "run", loaded=(ds, dialogues))

@@ -96,7 +96,7 @@ def test_self_history_feeds_the_models_own_images_back(world_bench, tmp_path, mo
             return buf.getvalue()
 
     for history in ("gt", "self"):
-        monkeypatch.setattr(_run, "load_model", lambda spec, b, d, h=history: Painter(h))
+        monkeypatch.setattr(_run, "load_model", lambda *a, h=history: Painter(h))
         evaluate(world_bench, "painter", tmp_path / history, history=history)
     assert not seen["gt"] & drawn
     assert seen["self"] & drawn
@@ -121,7 +121,7 @@ def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path,
                 return b"not an image"
             return request.images()[-1].data
 
-    monkeypatch.setattr(_run, "load_model", lambda spec, b, d: Flaky())
+    monkeypatch.setattr(_run, "load_model", lambda *a: Flaky())
     s = evaluate(world_bench, "flaky", tmp_path / "run")
     assert s.statuses["refused"] == 8 and s.statuses["missing"] == 8 and s.statuses["error"] >= 8
     run = load_run(tmp_path / "run")
@@ -144,7 +144,7 @@ def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path,
             asked.append(request.item)
             return request.images()[-1].data
 
-    monkeypatch.setattr(_run, "load_model", lambda spec, b, d: Fixed())
+    monkeypatch.setattr(_run, "load_model", lambda *a: Fixed())
     again = evaluate(world_bench, "flaky", tmp_path / "run", retry_errors=True)
     assert len(asked) == s.statuses["error"] == again.written
     assert again.statuses == {"ok": s.statuses["error"]}

@@ -78,7 +78,7 @@ def test_the_runner_hands_adapters_exactly_the_hidden_free_requests(
             seen.append(request)
             return request.images()[-1].data
 
-    monkeypatch.setattr(_run, "load_model", lambda spec, bench, dialogues: Recorder())
+    monkeypatch.setattr(_run, "load_model", lambda *a: Recorder())
     _run.evaluate(world_bench, "recorder", tmp_path / "run", limit=4, concurrency=3)
     by_id = {d.id: _scrambled(d) for d in world_dialogues}
     assert len(seen) > 20

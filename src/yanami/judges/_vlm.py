@@ -33,19 +33,19 @@ def prompt(name: str) -> str:
 
 
 class _DSU(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     correct: bool
     reason: str = ""
 
 
 class _SC(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     verdicts: dict[str, bool]
     reason: str = ""
 
 
 class _VQ(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     score: int = Field(ge=0, le=10)
 
 

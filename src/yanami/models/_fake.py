@@ -85,6 +85,11 @@ class FakeServer:
         self.brain = brain
         self.hang_s = hang_s
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.arrivals: list[float] = []
+        """When each request arrived (time.monotonic)."""
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """The most requests the server held at once."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -135,6 +140,17 @@ class FakeServer:
                 self.wfile.write(payload)
 
             def do_POST(self) -> None:
+                with server._lock:
+                    server.arrivals.append(time.monotonic())
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._post()
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _post(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 raw = self.rfile.read(length)
                 body = self._body(raw)

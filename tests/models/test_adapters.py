@@ -1,0 +1,212 @@
+"""The openai and infer-http adapters against a real HTTP server on loopback, faults included."""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import threading
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from yanami.errors import UserError
+from yanami.models import (
+    InputImage,
+    InputMessage,
+    InputText,
+    Malformed,
+    ModelConfig,
+    Refused,
+    Request,
+    ResponseCache,
+    Transient,
+    load_config,
+)
+from yanami.models._fake import FakeServer, plain_png
+from yanami.models._infer import InferHTTPModel
+from yanami.models._openai import OpenAIModel
+
+
+def _png(colour: tuple[int, int, int]) -> InputImage:
+    data = plain_png((64, 48), colour)
+    import hashlib
+
+    return InputImage(data, hashlib.sha256(data).hexdigest(), 64, 48)
+
+
+def _request(images: int = 1) -> Request:
+    parts: list[InputText | InputImage] = [InputText("Here is my picture.")]
+    parts += [_png((10 * k, 20, 30)) for k in range(images)]
+    return Request(
+        item="d/t1",
+        messages=(
+            InputMessage("user", tuple(parts)),
+            InputMessage("assistant", (InputText("Nice."),)),
+            InputMessage("user", (InputText("Make the cube red."),)),
+        ),
+        seed=7,
+        size=(512, 384),
+    )
+
+
+def _openai(server: FakeServer, **kw) -> OpenAIModel:
+    settings = {"kind": "openai", "name": "m", "base_url": server.url + "/v1", "chat_model": "chat-model",
+                "image_model": "image-model", "backoff_s": 0.01, "timeout_s": 2.0, **kw}  # fmt: skip
+    return OpenAIModel(ModelConfig.model_validate(settings))
+
+
+def _infer(server: FakeServer, **kw) -> InferHTTPModel:
+    settings = {"kind": "infer-http", "name": "i", "base_url": server.url, "backoff_s": 0.01, "timeout_s": 2.0, **kw}
+    return InferHTTPModel(ModelConfig.model_validate(settings))
+
+
+def test_chat_answers_carry_interleaved_images_greedy_and_bounded() -> None:
+    with FakeServer() as srv:
+        assert _openai(srv).answer(_request(2)) == "A"
+        path, body = srv.requests[-1]
+    assert path == "/v1/chat/completions"
+    assert body["temperature"] == 0 and body["max_tokens"] == 512 and body["seed"] == 7
+    first = body["messages"][0]["content"]
+    assert [p["type"] for p in first] == ["text", "image_url", "image_url"]
+    assert first[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_images_generate_without_inputs_and_edit_with_several() -> None:
+    with FakeServer() as srv:
+        model = _openai(srv)
+        made = model.generate(_request(0))
+        edited = model.generate(_request(3))
+        paths = [p for p, _ in srv.requests]
+        edit_body = srv.requests[-1][1]
+    assert paths == ["/v1/images/generations", "/v1/images/edits"]
+    assert Image.open(io.BytesIO(made)).size == (512, 384)
+    assert len(edit_body["images"]) == 3 and edit_body["size"] == "512x384"
+    assert edited == edit_body["images"][-1]  # the fake returns the last image it was given
+
+
+def test_images_inside_chat_replies() -> None:
+    with FakeServer() as srv:
+        out = _openai(srv, image_api="chat").generate(_request(1))
+    assert out == _request(1).images()[-1].data
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "hang"])
+def test_transient_faults_are_retried(fault: str) -> None:
+    with FakeServer(faults=[("/chat", fault)], hang_s=1.0) as srv:
+        model = _openai(srv, timeout_s=0.3)
+        assert model.answer(_request()) == "A"
+        assert srv.count("/chat") == 2
+
+
+def test_retries_are_bounded() -> None:
+    with FakeServer(faults=[("/chat", "500")] * 10) as srv:
+        with pytest.raises(Transient):
+            _openai(srv, max_retries=2).answer(_request())
+        assert srv.count("/chat") == 3
+
+
+def test_refusals_and_malformed_replies_are_not_retried() -> None:
+    with FakeServer(faults=[("/chat", "refuse"), ("/chat", "malformed"), ("/images", "refuse")]) as srv:
+        model = _openai(srv)
+        with pytest.raises(Refused):
+            model.answer(_request())
+        with pytest.raises(Malformed):
+            model.answer(_request())
+        with pytest.raises(Refused):
+            model.generate(_request(0))
+        assert srv.count("/") == 3
+
+
+def test_one_concurrency_limit_per_endpoint() -> None:
+    with FakeServer(latency_s=0.05) as srv:
+        model = _openai(srv, max_concurrency=2, requests_per_minute=60000)
+        threads = [threading.Thread(target=model.answer, args=(_request(),)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert srv.count("/chat") == 8
+        assert srv.max_in_flight == 2
+
+
+def test_a_requests_per_minute_limit_spaces_request_starts() -> None:
+    with FakeServer() as srv:
+        model = _openai(srv, max_concurrency=8, requests_per_minute=1200)  # one start per 50 ms
+        threads = [threading.Thread(target=model.answer, args=(_request(),)) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        starts = sorted(srv.arrivals)
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(starts) == 6 and min(gaps) > 0.04
+
+
+def test_the_response_cache_never_pays_twice(tmp_path: Path) -> None:
+    with FakeServer() as srv:
+        settings = {"kind": "openai", "name": "m", "base_url": srv.url + "/v1", "chat_model": "c", "image_model": "i"}
+        cache = ResponseCache(tmp_path / "cache.sqlite")
+        model = OpenAIModel(ModelConfig.model_validate(settings), cache)
+        assert model.answer(_request()) == model.answer(_request())
+        assert model.generate(_request(1)) == model.generate(_request(1))
+        again = OpenAIModel(ModelConfig.model_validate(settings), ResponseCache(tmp_path / "cache.sqlite"))
+        again.answer(_request())
+        assert srv.count("/chat") == 1 and srv.count("/images") == 1
+        different = Request(item="d/t1", messages=_request().messages, seed=8, size=(512, 384))
+        model.answer(different)  # another seed is another request
+        assert srv.count("/chat") == 2
+
+
+def test_infer_http_protocol() -> None:
+    with FakeServer() as srv:
+        model = _infer(srv)
+        assert model.answer(_request()) == "A"
+        text_body = srv.requests[-1][1]
+        image = model.generate(_request(2))
+        image_body = srv.requests[-1][1]
+    assert srv.requests[0][0] == "/infer"
+    assert text_body["output_mode"] == "text_only" and image_body["output_mode"] == "image_only"
+    assert text_body["temperature"] == 0.0
+    parts = text_body["history"][0]["content"]
+    assert parts[0] == {"type": "text", "text": "Here is my picture."}
+    assert base64.b64decode(parts[1]["image"]) == _request().images()[0].data
+    assert image == _request(2).images()[-1].data
+
+
+def test_infer_http_faults() -> None:
+    faults = [("/infer", "429"), ("/infer", "none"), ("/infer", "refuse"), ("/infer", "error"), ("/infer", "malformed")]
+    with FakeServer(faults=faults) as srv:
+        model = _infer(srv)
+        assert model.answer(_request()) == "A"  # after one 429
+        with pytest.raises(Refused):
+            model.answer(_request())
+        with pytest.raises(RuntimeError, match="model crashed"):
+            model.answer(_request())
+        with pytest.raises(Malformed):
+            model.answer(_request())
+
+
+def test_config_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = tmp_path / "judge.yaml"
+    good.write_text("kind: openai\nbase_url: http://127.0.0.1:9/v1\nchat_model: qwen\napi_key_env: MY_KEY\n")
+    config = load_config(good)
+    assert config.name == "judge" and config.temperature == 0.0 and config.max_tokens == 512
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(UserError, match="MY_KEY"):
+        config.api_key()
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    assert config.api_key() == "sk-test"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: openai\nbase_url: http://x/v1\ntemperature: hot\n")
+    with pytest.raises(UserError, match=r"bad.yaml:3: temperature: "):
+        load_config(bad)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("kind: openai\nbase_url: http://x/v1\napi_key: sk-oops\n")
+    with pytest.raises(UserError, match=r"unknown.yaml:3: api_key: Extra inputs"):
+        load_config(unknown)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: openai\n  base_url: [\n")
+    with pytest.raises(UserError, match=r"broken.yaml:\d+: not valid YAML"):
+        load_config(broken)
