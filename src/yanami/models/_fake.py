@@ -126,6 +126,7 @@ class FakeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out as separate writes
 
             def log_message(self, *args: object) -> None:  # quiet
                 pass
@@ -238,3 +239,19 @@ class FakeServer:
                 return self._send(200, json.dumps(out).encode())
 
         return Handler
+
+
+def main() -> None:
+    """``python -m yanami.models._fake [--latency S] [--port N]``: serve until interrupted; prints the URL."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latency", type=float, default=0.0)
+    args = ap.parse_args()
+    with FakeServer(latency_s=args.latency) as srv:
+        print(srv.url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

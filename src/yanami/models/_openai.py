@@ -12,6 +12,7 @@ import base64
 import json
 import re
 import urllib.request
+from functools import lru_cache
 from typing import Any
 
 from yanami.errors import UserError
@@ -48,6 +49,12 @@ def data_url(data: bytes) -> str:
     return f"data:{mime_of(data)};base64,{base64.b64encode(data).decode()}"
 
 
+@lru_cache(maxsize=256)
+def _image_url(sha256: str, data: bytes) -> str:
+    """`data_url`, remembered: a dialogue's images recur in every request about it."""
+    return data_url(data)
+
+
 def chat_messages(request: Request) -> list[dict[str, Any]]:
     """The request as OpenAI chat messages with interleaved text and image parts."""
     out = []
@@ -57,7 +64,7 @@ def chat_messages(request: Request) -> list[dict[str, Any]]:
             if isinstance(p, InputText):
                 content.append({"type": "text", "text": p.text})
             else:
-                content.append({"type": "image_url", "image_url": {"url": data_url(p.data)}})
+                content.append({"type": "image_url", "image_url": {"url": _image_url(p.sha256, p.data)}})
         if m.role == "assistant":  # assistant turns are text in the chat API; their images become a note
             text = " ".join(c["text"] for c in content if c["type"] == "text")
             images = [c for c in content if c["type"] == "image_url"]

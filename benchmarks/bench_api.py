@@ -1,0 +1,125 @@
+"""Throughput against a loopback server that answers after 100 ms (issue 5).
+
+    python benchmarks/bench_api.py
+
+Ideal with concurrency 16 and 100 ms per request: 160 requests/s. Target: >= 80 % of it
+(128 requests/s) for text requests, so the harness is never the bottleneck of a real run.
+
+  adapter  the openai adapter alone: text-only chat requests from 16 threads
+  runner   `yanami eval` with --concurrency 16: DSU questions through the openai adapter
+           (each request carries the dialogue's 512-px images as base64), exact judge
+  images   `yanami eval` with --concurrency 16: target turns through the images API (512-px
+           images in and out), the judge replaced by an instant one to time the harness alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from yanami.bench import _run
+from yanami.judges import AnswerVerdict, ImageVerdict
+from yanami.models import InputMessage, InputText, ModelConfig, Request
+from yanami.models._openai import OpenAIModel
+from yanami.world import build_world
+
+LATENCY = 0.1
+CONCURRENCY = 16
+IDEAL = CONCURRENCY / LATENCY
+
+
+def _config(url: str, **kw: object) -> dict[str, object]:
+    return {"kind": "openai", "base_url": url + "/v1", "max_concurrency": CONCURRENCY,
+            "requests_per_minute": 1_000_000, "timeout_s": 30, **kw}  # fmt: skip
+
+
+@contextlib.contextmanager
+def server() -> Iterator[str]:
+    """The scripted server in its own process, as a remote server would be; yields its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "yanami.models._fake", "--latency", str(LATENCY)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def bench_adapter(n: int) -> None:
+    with server() as url:
+        model = OpenAIModel(ModelConfig.model_validate(_config(url, name="m", chat_model="c")))
+        reqs = [
+            Request(f"x/q{k}", (InputMessage("user", (InputText(f"Question {k}?"),)),), seed=k, size=(512, 384))
+            for k in range(n)
+        ]
+        t = time.perf_counter()
+        with ThreadPoolExecutor(CONCURRENCY) as pool:
+            list(pool.map(model.answer, reqs))
+        rate = n / (time.perf_counter() - t)
+    print(
+        f"adapter, text: {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of the ideal {IDEAL:.0f}   target >= 80 %"
+    )
+
+
+class _InstantJudge:
+    name, version = "instant", "0"
+
+    def judge_answer(self, d: object, q: object, reply: str) -> AnswerVerdict:
+        return AnswerVerdict(1.0)
+
+    def judge_image(self, d: object, turn: object, image: bytes) -> ImageVerdict:
+        return ImageVerdict({c.id: True for c in turn.checks}, 10.0)  # type: ignore[attr-defined]
+
+
+def bench_runner(bench: Path, tmp: Path) -> None:
+    import yaml
+
+    with server() as url:
+        answers = tmp / "answers.yaml"
+        answers.write_text(yaml.safe_dump(_config(url, chat_model="c")))
+        t = time.perf_counter()
+        s = _run.evaluate(bench, str(answers), tmp / "run-answers", concurrency=CONCURRENCY)
+        rate = s.written / (time.perf_counter() - t)
+        print(
+            f"runner, DSU questions with 512-px images: {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of ideal"
+            f" ({s.written} requests)"
+        )
+        images = tmp / "images.yaml"
+        images.write_text(yaml.safe_dump(_config(url, image_model="i")))
+        real_judge = _run.load_judge
+        _run.load_judge = lambda *a: _InstantJudge()  # type: ignore[assignment]
+        try:
+            t = time.perf_counter()
+            s = _run.evaluate(bench, str(images), tmp / "run-images", concurrency=CONCURRENCY)
+            rate = s.written / (time.perf_counter() - t)
+        finally:
+            _run.load_judge = real_judge
+        print(
+            f"runner, image edits (512-px images in and out): {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of"
+            f" ideal ({s.written} requests)"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=800)
+    ap.add_argument("--per-scenario", type=int, default=50)
+    args = ap.parse_args()
+    bench_adapter(args.requests)
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Path(tmp) / "bench"
+        build_world(bench, per_scenario=args.per_scenario, seed=5, workers=2)
+        bench_runner(bench, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
