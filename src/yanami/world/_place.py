@@ -190,9 +190,14 @@ def place(
     rel = np.array(
         [[sx * h, sy * h, base + sz * 2 * h] for h, base in parts for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
     )
-    batch = 32
     gen = np.random.default_rng(rng.getrandbits(64))  # numpy draws, seeded from the caller's rng
-    for _ in range(0, tries, batch):
+    # Candidates are drawn in batches that double in size. The first valid candidate in draw
+    # order wins, and the draws form one stream, so batching never changes the result: it
+    # only makes a crowded scene (many rejected candidates) cheap to give up on.
+    done, batch, total = 0, 32, -(-tries // 32) * 32  # whole batches of 32, as ever
+    while done < total:
+        batch = min(batch, total - done)
+        done += batch
         xy = gen.uniform(-EXTENT, EXTENT, (batch, 2)).round(2)
         ok = np.ones(batch, dtype=bool) if accept is None else accept(xy)
         if len(roots):
@@ -226,6 +231,7 @@ def place(
         if len(hits):
             x, y = xy[hits[0]]
             return o.model_copy(update={"x": float(x), "y": float(y), "on": None})
+        batch *= 2
     return None
 
 
