@@ -648,6 +648,7 @@ def demo(
     for spec, hist in DEMO_RUNS:
         name = spec.split(":")[1] + ("-self" if hist == "self" else "")
         run = out_dir / "runs" / name
+        _drop_outdated_run(run)
         with _eval_progress(f"{spec} ({hist}-history)") as update:
             evaluate(target, spec, run, history=hist, on_progress=update, loaded=loaded)  # type: ignore[arg-type]
         paths.append(run)
@@ -665,6 +666,22 @@ def demo(
     for label, share in irreducibility(runs, scores):
         out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
     out.print(f"{report_path}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
+
+
+def _drop_outdated_run(run: Path) -> None:
+    """The demo's own run directories from an older run format are redone, not resumed."""
+    import shutil
+
+    from yanami.bench import RunManifest
+
+    path = run / "manifest.json"
+    if path.is_file():
+        try:
+            version = json.loads(path.read_text(encoding="utf-8")).get("version")
+        except ValueError:
+            version = None
+        if version != RunManifest.model_fields["version"].default:
+            shutil.rmtree(run)
 
 
 def _same_build(target: Path, per_scenario: int, seed: int) -> bool:

@@ -172,6 +172,10 @@ class Results:
 def read_rows(run: Path, judge: str | None = None) -> tuple[dict[str, Prediction], dict[str, Verdict], dict[str, Any]]:
     """A finished or partial run: predictions, the verdicts of a judge (default: the run's), and its manifest."""
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    if manifest.get("version") != 2:
+        from yanami.errors import UserError
+
+        raise UserError(f"{run}: a run in format version {manifest.get('version')}, which this yanami does not read")
     store = Results(run)
     try:
         return store.predictions(), store.verdicts(judge or manifest["judge"]["name"]), manifest

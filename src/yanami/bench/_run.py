@@ -57,7 +57,8 @@ class RunManifest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: str = RUN_FORMAT
-    version: int = 1
+    version: int = 2
+    """The run format's version (2: verdicts carry a status)."""
     bench: str
     """The bench directory, as given."""
     bench_sha256: str
@@ -227,8 +228,13 @@ def _open_run(run: Path, manifest: RunManifest) -> None:
         raise UserError(f"{run}: exists and is not a directory")
     if path.exists():
         try:
-            old = RunManifest.model_validate_json(path.read_bytes())
-        except ValueError:
+            raw = json.loads(path.read_bytes())
+            if raw.get("format") == RUN_FORMAT and raw.get("version") != RunManifest.model_fields["version"].default:
+                raise UserError(
+                    f"{path}: a run in format version {raw.get('version')}, from another yanami; choose another --out"
+                )
+            old = RunManifest.model_validate(raw)
+        except (ValueError, AttributeError):
             raise UserError(f"{path}: not a yanami run manifest; choose another --out") from None
         mine, theirs = manifest.model_dump(), old.model_dump()
         mine.pop("bench"), theirs.pop("bench")  # the same bench may have moved
