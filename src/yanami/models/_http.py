@@ -78,6 +78,20 @@ class Endpoint:
             return fn()
 
 
+_ENDPOINTS: dict[str, Endpoint] = {}
+_ENDPOINTS_LOCK = threading.Lock()
+
+
+def endpoint_for(url: str, max_concurrency: int, requests_per_minute: float) -> Endpoint:
+    """The one `Endpoint` of a server URL in this process: a model and a judge on the same server
+    share its limits (the first config to name the URL sets them)."""
+    with _ENDPOINTS_LOCK:
+        found = _ENDPOINTS.get(url)
+        if found is None:
+            found = _ENDPOINTS[url] = Endpoint(max_concurrency, requests_per_minute)
+        return found
+
+
 @dataclass
 class RetryPolicy:
     """How often and how patiently to retry."""

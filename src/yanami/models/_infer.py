@@ -18,12 +18,12 @@ from typing import Any
 
 from yanami.models._config import ModelConfig
 from yanami.models._http import (
-    Endpoint,
     Malformed,
     ResponseCache,
     RetryPolicy,
     Transient,
     call_with_retries,
+    endpoint_for,
     parse_retry_after,
     request_key,
 )
@@ -58,7 +58,7 @@ class InferHTTPModel:
         self.config = config
         self.name = config.name
         self.url = config.base_url.rstrip("/") + "/infer"
-        self.endpoint = Endpoint(config.max_concurrency, config.requests_per_minute)
+        self.endpoint = endpoint_for(config.base_url, config.max_concurrency, config.requests_per_minute)
         self.policy = RetryPolicy(config.max_retries, config.backoff_s)
         self.cache = cache
         self.answer = self._answer if config.answers else None

@@ -18,12 +18,12 @@ from typing import Any
 from yanami.errors import UserError
 from yanami.models._config import ModelConfig
 from yanami.models._http import (
-    Endpoint,
     Malformed,
     ResponseCache,
     RetryPolicy,
     Transient,
     call_with_retries,
+    endpoint_for,
     parse_retry_after,
     request_key,
 )
@@ -149,7 +149,7 @@ class OpenAIModel:
         self.client = openai.OpenAI(
             base_url=config.base_url, api_key=config.api_key() or "unused", timeout=config.timeout_s, max_retries=0
         )
-        self.endpoint = Endpoint(config.max_concurrency, config.requests_per_minute)
+        self.endpoint = endpoint_for(config.base_url, config.max_concurrency, config.requests_per_minute)
         self.policy = RetryPolicy(config.max_retries, config.backoff_s)
         self.cache = cache
         self.answer = self._answer if config.chat_model else None
