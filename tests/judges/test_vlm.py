@@ -106,3 +106,9 @@ def test_answers_are_fenced_as_untrusted_data(world_bench, world_dialogues) -> N
 def test_sc_schema_rejects_non_booleans() -> None:
     with pytest.raises(ValueError):
         parse_reply('{"verdicts": {"c1": "yes"}}', _SC)
+
+
+def test_a_judge_that_refuses_grades_nothing(world_bench, world_dialogues) -> None:
+    d = world_dialogues[0]
+    with FakeServer(faults=[("/chat", "refuse")]) as srv, pytest.raises(JudgeError, match="content policy"):
+        _judge(srv, world_bench).judge_answer(d, d.questions[0], "B")

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yanami.judges._protocol import AnswerVerdict, ImageVerdict, JudgeError
-from yanami.models import Malformed, ModelConfig, ResponseCache, Transient
+from yanami.models import Malformed, ModelConfig, Refused, ResponseCache, Transient
 from yanami.models._openai import OpenAIModel, data_url
 from yanami.schema import Dialogue, ImagePart, Question, TextPart, Turn
 from yanami.store import Dataset
@@ -107,7 +107,7 @@ class VLMJudge:
                 ]
                 again = self.client.chat(messages, [*key, "repair", reply], seed=None, max_tokens=512)
                 return self._validated(again, schema)
-        except (Transient, Malformed, RuntimeError) as exc:
+        except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
             raise JudgeError(f"{self.name}: {exc}") from None
 
     def _validated(self, reply: str, schema: type[BaseModel]) -> Any:
