@@ -46,7 +46,7 @@ def grouped_bars(title: str, groups: list[str], series: list[tuple[str, list[flo
         out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{v:g}</text>')
     for g, name in enumerate(groups):
         x0 = left + g * group_w + group_w * 0.1
-        for s, (label, values) in enumerate(series):
+        for s, (series_name, values) in enumerate(series):
             v = values[g]
             if v is None:
                 continue
@@ -54,7 +54,8 @@ def grouped_bars(title: str, groups: list[str], series: list[tuple[str, list[flo
             x = x0 + s * bar_w
             out.append(
                 f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w * 0.9:.1f}" height="{h:.1f}" '
-                f'fill="{PALETTE[s % len(PALETTE)]}"><title>{html.escape(name)}, {html.escape(label)}: {v:.2f}</title></rect>'
+                f'fill="{PALETTE[s % len(PALETTE)]}"><title>{html.escape(f"{name}, {series_name}")}: {v:.2f}'
+                "</title></rect>"
             )
         label = html.escape(name if len(name) <= 28 else name[:27] + "…")
         cx = left + g * group_w + group_w / 2
