@@ -61,3 +61,27 @@ def test_real_entry_point_has_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {tmp_path / 'nope'}: no such directory"
     assert proc.stdout == ""
+
+
+def test_an_interrupted_eval_says_how_to_resume(world_bench: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import sqlite3
+    import time
+
+    cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
+    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "run")], stderr=subprocess.PIPE, text=True)
+    db = tmp_path / "run" / "results.sqlite"
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if sqlite3.connect(db).execute("SELECT count(*) FROM predictions").fetchone()[0] >= 1:
+                break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    if proc.returncode != 0:  # (it may have finished before the signal arrived)
+        assert proc.returncode == 130
+        assert "the same command resumes" in stderr and "Traceback" not in stderr

@@ -372,9 +372,12 @@ def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
         transient=True,
         disable=not err.is_terminal,
     )
-    with bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
+    try:
+        with bar:
+            task = bar.add_task(label, total=None)
+            yield lambda done, total: bar.update(task, completed=done, total=total)
+    except KeyboardInterrupt:
+        raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
 
 
 @app.command(name="eval")
