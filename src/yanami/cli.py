@@ -38,10 +38,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 MAX_PROBLEMS_SHOWN = 50
 
 
-@contextmanager
-def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
-    """A Rich progress bar on stderr (silent when stderr is not a terminal); yields `advance`."""
-    bar = Progress(
+def _bar() -> Progress:
+    """A Rich progress bar on stderr (silent when stderr is not a terminal)."""
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -50,6 +49,12 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
         transient=True,
         disable=not err.is_terminal,
     )
+
+
+@contextmanager
+def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
+    """A progress bar that counts; yields `advance`."""
+    bar = _bar()
     with bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
@@ -363,15 +368,8 @@ class TableFormat(StrEnum):
 
 @contextmanager
 def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    )
+    """A progress bar set to (done, total); Ctrl-C becomes one line saying how to resume."""
+    bar = _bar()
     try:
         with bar:
             task = bar.add_task(label, total=None)

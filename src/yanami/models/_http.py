@@ -155,6 +155,15 @@ class ResponseCache:
         with self._lock:
             self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
 
+    def fetch(self, key: str, kind: str, make: Callable[[], bytes]) -> bytes:
+        """The response stored under ``key``, or ``make()``'s, stored (only successes reach here)."""
+        hit = self.get(key)
+        if hit is not None:
+            return hit[1]
+        value = make()
+        self.put(key, kind, value)
+        return value
+
     def close(self) -> None:
         """Close the file."""
         with self._lock:

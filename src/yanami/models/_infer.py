@@ -108,14 +108,11 @@ class InferHTTPModel:
         return response
 
     def _cached(self, request: Request, mode: str, make: Any) -> bytes:
+        if self.cache is None:
+            return make()
         key = request_key({"api": "infer", "url": self.url, "mode": mode, "messages": key_messages(request),
                            "temperature": self.config.temperature, "prompt_version": self.PROMPT_VERSION})  # fmt: skip
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return hit[1]
-        value = make()
-        if self.cache is not None:
-            self.cache.put(key, mode, value)
-        return value
+        return self.cache.fetch(key, mode, make)
 
     def _answer(self, request: Request) -> str:
         def make() -> bytes:

@@ -167,15 +167,9 @@ class OpenAIModel:
         return call_with_retries(attempt, self.policy, self.endpoint)
 
     def _cached(self, payload: dict[str, Any], kind: str, make: Any) -> bytes:
-        key = request_key({**payload, "prompt_version": self.PROMPT_VERSION})
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                return hit[1]
-        value = make()
-        if self.cache is not None:
-            self.cache.put(key, kind, value)
-        return value
+        if self.cache is None:
+            return make()
+        return self.cache.fetch(request_key({**payload, "prompt_version": self.PROMPT_VERSION}), kind, make)
 
     # chat ------------------------------------------------------------------------------
 
