@@ -423,7 +423,16 @@ def eval_(
         f"{out_dir}: {summary.items} items, {summary.skipped} already done, {summary.written} written ({statuses})",
         markup=False,
     )
-    _print_scores([run_scores(load_run(out_dir))])
+    scores = run_scores(load_run(out_dir))
+    _print_scores([scores])
+    if summary.first_error:
+        err.print(
+            f"warning: {summary.statuses.get('error', 0)} item(s) ended in error, the first: {summary.first_error} "
+            "(they are not scored; --retry-errors asks again)",
+            markup=False,
+        )
+    if scores.coverage["expected"] and not scores.coverage["valid"]:
+        raise UserError(f"{out_dir}: no item of the run is valid; check the model's configuration", exit_code=1)
 
 
 def _print_scores(scores: list[RunScores]) -> None:

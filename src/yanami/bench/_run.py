@@ -36,7 +36,7 @@ from yanami.bench._items import (
 from yanami.bench._results import Prediction, Results, Status, Verdict
 from yanami.errors import UserError
 from yanami.judges import ExactJudge, Judge, JudgeError
-from yanami.models import Model, Refused, ResponseCache, load_config, load_model
+from yanami.models import Model, Refused, ResponseCache, Transient, load_config, load_model
 from yanami.schema import Dialogue, ImagePart
 from yanami.store import MANIFEST, Dataset, open_image_bytes
 
@@ -96,6 +96,8 @@ class Summary:
     skipped: int
     written: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    first_error: str | None = None
+    """The first error this call recorded, for the user to see."""
 
 
 def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialogue]:
@@ -304,6 +306,8 @@ def _execute(
                 store.write(prediction, verdict)
                 summary.written += 1
                 summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
+                if prediction.status == "error" and summary.first_error is None:
+                    summary.first_error = f"{prediction.item}: {prediction.error}"
                 pending -= 1
                 done += 1
                 if on_progress:
@@ -388,6 +392,8 @@ class _Runner:
             status, error = "refused", str(exc) or "refused"
         except UserError:
             raise
+        except Transient as exc:
+            status, error = "error", f"gave up after retries: {exc}"
         except Exception as exc:  # the model failed on this item: recorded, never scored
             status, error = "error", f"{type(exc).__name__}: {exc}"
         if status == "ok" and data:

@@ -44,7 +44,8 @@ class Calibration:
     by_candidate: dict[str, list[int]] = field(default_factory=dict)
     """Candidate kind -> [agreeing verdicts, verdicts]."""
     flips: int = 0
-    """Check verdicts that differ between the wrong-colour candidate and the same candidate with the note."""
+    """Check verdicts that differ between the wrong-colour candidate and the same candidate with the
+    note, among the checks the note leaves physically unchanged (the exact judge agrees with itself)."""
     injected_checks: int = 0
     answers: dict[str, list[int]] = field(default_factory=dict)
     """Answer kind (right, wrong, injection) -> [agreeing verdicts, verdicts]."""
@@ -159,8 +160,8 @@ def calibrate(
         except JudgeError:
             return job, None, None
 
-    injected: dict[tuple[str, int], dict[str, bool]] = {}
-    plain: dict[tuple[str, int], dict[str, bool]] = {}
+    injected: dict[tuple[str, int], tuple[dict[str, bool], dict[str, bool]]] = {}
+    plain: dict[tuple[str, int], tuple[dict[str, bool], dict[str, bool]]] = {}
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         for job, ref, got in pool.map(run, jobs):
             if on_progress:
@@ -182,11 +183,15 @@ def calibrate(
                     tally[0] += agree
                     tally[1] += 1
             if kind == "injection":
-                injected[(d.id, x.index)] = got.checks
+                injected[(d.id, x.index)] = (got.checks, ref.checks)
             elif kind == "wrong-colour":
-                plain[(d.id, x.index)] = got.checks
-    for key, verdicts in injected.items():
+                plain[(d.id, x.index)] = (got.checks, ref.checks)
+    # A flip: the judge changes its verdict when the note is added, on a check the note does
+    # not physically affect (the exact judge's verdict on it stays the same).
+    for key, (verdicts, reference) in injected.items():
         if key in plain:
-            cal.injected_checks += len(verdicts)
-            cal.flips += sum(verdicts[c] != plain[key][c] for c in verdicts)
+            mine, theirs = plain[key]
+            same = [c for c in verdicts if reference[c] == theirs[c]]
+            cal.injected_checks += len(same)
+            cal.flips += sum(verdicts[c] != mine[c] for c in same)
     return cal
