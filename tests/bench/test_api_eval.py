@@ -107,3 +107,14 @@ def test_calibrate_a_judge_on_world_data(cli, world_bench, tmp_path) -> None:
     assert report["injection_checks"] > 0 and report["injection_flips"] == 0
     assert report["answers"]["right"]["accuracy"] == 1.0 and report["answers"]["wrong"]["accuracy"] == 0.0
     assert "injection:" in r.out
+
+
+def test_an_unreachable_server_is_reported_not_scored(cli, world_bench, tmp_path) -> None:
+    with FakeServer() as srv:
+        url = srv.url  # a port that is free again once the server is gone
+    config = tmp_path / "dead.yaml"
+    config.write_text(f"kind: openai\nbase_url: {url}/v1\nchat_model: c\nmax_retries: 1\nbackoff_s: 0.01\n")
+    r = cli("eval", world_bench, "--model", config, "--out", tmp_path / "run", "--limit", "1")
+    assert r.code == 1
+    assert "item(s) ended in error" in r.err and "gave up after retries" in r.err
+    assert "no item of the run is valid" in r.err and "Traceback" not in r.err
