@@ -399,6 +399,10 @@ def eval_(
     cache: Annotated[
         Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite); share one across runs.")
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, help="Processes that parse images (exact judge, reference agents); never changes scores."),
+    ] = 1,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
     from yanami.bench import evaluate
@@ -417,6 +421,7 @@ def eval_(
             retry_errors=retry_errors,
             on_progress=update,
             cache=cache,
+            workers=workers,
         )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "nothing new"
     out.print(
@@ -632,13 +637,12 @@ def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("yanami-demo"),
     per_scenario: Annotated[int, typer.Option(min=1, help="Dialogues per scenario in the bench.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the build.")] = 42,
-    workers: Annotated[int, typer.Option(min=1, help="Processes that build the bench.")] = 2,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that build the bench and parse images.")] = 2,
 ) -> None:
     """Build the world bench, evaluate the reference agents, write the report, print the main table."""
-    from yanami.bench import evaluate
     from yanami.scoring import load_run, markdown, run_scores, tables, write_report
     from yanami.store import Dataset, validate_dataset
-    from yanami.world import build_world
+    from yanami.world import build_world, parse_workers
 
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "bench"
@@ -655,13 +659,8 @@ def demo(
     dataset = Dataset(target)
     loaded = (dataset, list(dataset))
     paths = []
-    for spec, hist in DEMO_RUNS:
-        name = spec.split(":")[1] + ("-self" if hist == "self" else "")
-        run = out_dir / "runs" / name
-        _drop_outdated_run(run)
-        with _eval_progress(f"{spec} ({hist}-history)") as update:
-            evaluate(target, spec, run, history=hist, on_progress=update, loaded=loaded)  # type: ignore[arg-type]
-        paths.append(run)
+    with parse_workers(workers):  # one pool for every run, so each image is parsed once
+        _demo_runs(out_dir, target, loaded, workers, paths)
     runs = [load_run(p) for p in paths]
     scores = [run_scores(r) for r in runs]
     table_list = tables(runs, scores)
@@ -676,6 +675,26 @@ def demo(
     for label, share in irreducibility(runs, scores):
         out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
     out.print(f"{report_path}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
+
+
+def _demo_runs(out_dir: Path, target: Path, loaded: object, workers: int, paths: list[Path]) -> None:
+    from yanami.bench import evaluate
+
+    for spec, hist in DEMO_RUNS:
+        name = spec.split(":")[1] + ("-self" if hist == "self" else "")
+        run = out_dir / "runs" / name
+        _drop_outdated_run(run)
+        with _eval_progress(f"{spec} ({hist}-history)") as update:
+            evaluate(
+                target,
+                spec,
+                run,
+                history=hist,
+                on_progress=update,
+                loaded=loaded,
+                concurrency=2 * workers,  # type: ignore[arg-type]
+            )
+        paths.append(run)
 
 
 def _drop_outdated_run(run: Path) -> None:

@@ -180,3 +180,12 @@ def test_a_run_killed_at_any_moment_resumes_to_the_same_results(world_bench, tmp
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     assert "already done" in done.stdout
     assert _rows(tmp_path / "killed") == _rows(tmp_path / "whole")
+
+
+def test_parse_worker_processes_never_change_a_result(world_bench, tmp_path) -> None:
+    from yanami.world import _parse
+
+    evaluate(world_bench, "reference:stateless", tmp_path / "one", history="self")
+    _parse._PARSES.clear()  # so that the second run really parses in the workers
+    evaluate(world_bench, "reference:stateless", tmp_path / "two", history="self", workers=2, concurrency=4)
+    assert _rows(tmp_path / "one") == _rows(tmp_path / "two")

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from yanami.judges import ExactJudge, Judge, JudgeError
 from yanami.models import Model, Refused, ResponseCache, Transient, load_config, load_model
 from yanami.schema import Dialogue, ImagePart
 from yanami.store import MANIFEST, Dataset, open_image_bytes
+from yanami.world import parse_workers
 
 RUN_FORMAT = "yanami-run"
 RUN_MANIFEST = "manifest.json"
@@ -162,11 +163,14 @@ def evaluate(
     on_progress: Callable[[int, int], None] | None = None,
     loaded: tuple[Dataset, list[Dialogue]] | None = None,
     cache: str | Path | None = None,
+    workers: int = 1,
 ) -> Summary:
     """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there).
 
     ``layout`` defaults to the model config's, else yes-first; API responses are cached in
     ``cache`` (default ``out/cache.sqlite``), so a re-run or a re-judge never pays twice.
+    ``workers`` processes parse images for the exact judge and the reference agents (use it
+    with ``concurrency`` of at least twice as many); it never changes a result.
     """
     from yanami import __version__
 
@@ -206,9 +210,10 @@ def evaluate(
     _open_run(run, manifest)
     store = Results(run)
     try:
-        return _execute(
-            store, dataset, by_id, chains, the_model, the_judge, manifest, concurrency, retry_errors, on_progress
-        )
+        with parse_workers(workers):
+            return _execute(
+                store, dataset, by_id, chains, the_model, the_judge, manifest, concurrency, retry_errors, on_progress
+            )
     finally:
         store.close()
         responses.close()
@@ -390,7 +395,7 @@ class _Runner:
                     status = "missing"
         except Refused as exc:
             status, error = "refused", str(exc) or "refused"
-        except UserError:
+        except (UserError, BrokenExecutor):  # ours, not the model's: stop the run, keep what is written
             raise
         except Transient as exc:
             status, error = "error", f"gave up after retries: {exc}"

@@ -7,7 +7,7 @@ a scene stored with the dialogue, and every check is a predicate over that scene
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import Camera
 from yanami.world._ops import View, apply_op
-from yanami.world._parse import Parse, ParsedObject, parse_cached, parse_image
+from yanami.world._parse import Parse, ParsedObject, parse_cached, parse_image, parse_workers
 from yanami.world._place import VIEWS, random_scene, valid
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
@@ -36,6 +36,7 @@ __all__ = [
     "evaluate",
     "parse_cached",
     "parse_image",
+    "parse_workers",
     "plan",
     "random_scene",
     "relation",

@@ -23,6 +23,9 @@ import hashlib
 import io
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -129,12 +132,38 @@ def parse_cached(data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None 
         if found is not None:
             _PARSES.move_to_end(key)
             return found
-    found = parse_image(data, azimuth)
+    pool = _POOL
+    found = pool.submit(parse_image, data, azimuth).result() if pool is not None else parse_image(data, azimuth)
     with _PARSES_LOCK:
         _PARSES[key] = found
         if len(_PARSES) > _PARSES_SIZE:
             _PARSES.popitem(last=False)
     return found
+
+
+_POOL: ProcessPoolExecutor | None = None
+
+
+@contextmanager
+def parse_workers(n: int) -> Iterator[None]:
+    """Within the block, `parse_cached` parses in ``n`` worker processes (``n`` <= 1: in the caller).
+
+    The callers are threads (the runner's), which wait without holding the GIL while a worker
+    parses, so the machine's cores share the parsing; results are the same as in-process.
+    """
+    global _POOL
+    if n <= 1 or _POOL is not None:
+        yield
+        return
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("forkserver"))
+    _POOL = pool
+    try:
+        yield
+    finally:
+        _POOL = None
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @lru_cache(maxsize=len(STYLES))
