@@ -137,9 +137,28 @@ def bench_runner(bench: Path) -> None:
     print(f"  baseline: the bare results-store write {bare:.3f} ms per item")
 
 
+def bench_in_runner(bench: Path) -> None:
+    """The exact judge inside `yanami eval` (a fresh process each time, so nothing is cached)."""
+    import subprocess
+    import sys
+
+    turns = sum(1 for d in Dataset(bench) for t in d.turns if t.checks)
+    for workers, concurrency in ((1, 1), (os.cpu_count() or 1, 2 * (os.cpu_count() or 1))):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "yanami", "eval", str(bench), "--model", "reference:oracle", "--out",
+                   f"{tmp}/run", "--workers", str(workers), "--concurrency", str(concurrency)]  # fmt: skip
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            rate = turns / (time.perf_counter() - t)
+        print(
+            f"yanami eval, oracle, --workers {workers} --concurrency {concurrency}: {rate:.0f} target images judged/s"
+            " (whole command, questions and start-up included)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["judge", "runner"])
+    ap.add_argument("--only", choices=["judge", "runner", "eval"])
     ap.add_argument("--per-scenario", type=int, default=100)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +168,8 @@ def main() -> None:
             bench_judge(bench)
         if args.only in (None, "runner"):
             bench_runner(bench)
+        if args.only in (None, "eval"):
+            bench_in_runner(bench)
 
 
 if __name__ == "__main__":
