@@ -209,3 +209,16 @@ def test_config_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     broken.write_text("kind: openai\n  base_url: [\n")
     with pytest.raises(UserError, match=r"broken.yaml:\d+: not valid YAML"):
         load_config(broken)
+
+
+def test_a_model_and_a_judge_on_one_server_share_its_limits() -> None:
+    with FakeServer(latency_s=0.05) as srv:
+        model = _openai(srv, max_concurrency=1, requests_per_minute=60000)
+        judge = _openai(srv, max_concurrency=1, requests_per_minute=60000)
+        assert model.endpoint is judge.endpoint
+        threads = [threading.Thread(target=m.answer, args=(_request(),)) for m in (model, judge) * 3]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert srv.max_in_flight == 1

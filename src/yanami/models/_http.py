@@ -78,17 +78,18 @@ class Endpoint:
             return fn()
 
 
-_ENDPOINTS: dict[str, Endpoint] = {}
+_ENDPOINTS: dict[tuple[str, int, float], Endpoint] = {}
 _ENDPOINTS_LOCK = threading.Lock()
 
 
 def endpoint_for(url: str, max_concurrency: int, requests_per_minute: float) -> Endpoint:
-    """The one `Endpoint` of a server URL in this process: a model and a judge on the same server
-    share its limits (the first config to name the URL sets them)."""
+    """The one `Endpoint` of a server URL and its limits in this process: a model and a judge on
+    the same server with the same limits share them (limits that differ are kept apart)."""
+    key = (url, max_concurrency, requests_per_minute)
     with _ENDPOINTS_LOCK:
-        found = _ENDPOINTS.get(url)
+        found = _ENDPOINTS.get(key)
         if found is None:
-            found = _ENDPOINTS[url] = Endpoint(max_concurrency, requests_per_minute)
+            found = _ENDPOINTS[key] = Endpoint(max_concurrency, requests_per_minute)
         return found
 
 
