@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 
 import pytest
 from PIL import Image
@@ -81,8 +82,8 @@ def test_concatenate_gives_one_numbered_composite(world_bench, world_dialogues) 
     n = len(first.images())
     (composite,) = cat.images()
     img = Image.open(io.BytesIO(composite.data))
-    cols = -(-n // 1) if n == 1 else int(-(-(n**0.5) // 1))
-    assert img.size[0] == cols * 256
+    cols = math.ceil(math.sqrt(n))
+    assert img.size == (cols * 256, math.ceil(n / cols) * 192)
     # the first tile is the first image, scaled down
     tile = img.crop((0, 0, 256, 192)).convert("RGB")
     ref = Image.open(io.BytesIO(first.images()[0].data)).convert("RGB").resize((256, 192))

@@ -164,10 +164,6 @@ class Results:
             out[r[0]] = Verdict(r[0], r[1], r[2], r[3], r[4], r[5], checks, aligned, r[8])  # type: ignore[arg-type]
         return out
 
-    def judges(self) -> list[str]:
-        """The judges with verdicts in this run."""
-        return [r[0] for r in self.db.execute("SELECT DISTINCT judge FROM verdicts ORDER BY judge")]
-
 
 def read_rows(run: Path, judge: str | None = None) -> tuple[dict[str, Prediction], dict[str, Verdict], dict[str, Any]]:
     """A finished or partial run: predictions, the verdicts of a judge (default: the run's), and its manifest."""

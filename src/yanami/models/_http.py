@@ -134,7 +134,6 @@ class ResponseCache:
         self.path = path
         self._db: sqlite3.Connection | None = None  # opened on first use
         self._lock = threading.Lock()
-        self.hits = 0
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -148,7 +147,6 @@ class ResponseCache:
         """(kind, value) stored under ``key``."""
         with self._lock:
             row = self._conn().execute("SELECT kind, value FROM responses WHERE key = ?", (key,)).fetchone()
-            self.hits += row is not None
         return (row[0], bytes(row[1])) if row else None
 
     def put(self, key: str, kind: str, value: bytes) -> None:

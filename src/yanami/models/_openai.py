@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 import urllib.request
-from functools import lru_cache
+from collections import OrderedDict
 from typing import Any
 
 from yanami.errors import UserError
@@ -49,10 +50,21 @@ def data_url(data: bytes) -> str:
     return f"data:{mime_of(data)};base64,{base64.b64encode(data).decode()}"
 
 
-@lru_cache(maxsize=256)
+_URLS: OrderedDict[str, str] = OrderedDict()
+_URLS_LOCK = threading.Lock()
+
+
 def _image_url(sha256: str, data: bytes) -> str:
-    """`data_url`, remembered: a dialogue's images recur in every request about it."""
-    return data_url(data)
+    """`data_url`, remembered by the image's hash: a dialogue's images recur in every request about it."""
+    with _URLS_LOCK:
+        url = _URLS.get(sha256)
+    if url is None:
+        url = data_url(data)
+        with _URLS_LOCK:
+            _URLS[sha256] = url
+            if len(_URLS) > 256:
+                _URLS.popitem(last=False)
+    return url
 
 
 def chat_messages(request: Request) -> list[dict[str, Any]]:

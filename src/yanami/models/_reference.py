@@ -16,8 +16,8 @@ state, and draws its answer with the world's renderer:
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from yanami.errors import UserError
@@ -36,25 +36,6 @@ ABLATION_OF_TYPE = {
 }
 
 
-class _Cache(OrderedDict[Any, Any]):
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get_or(self, key: Any, make: Any) -> Any:
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        value = self[key] = make()
-        if len(self) > self.size:
-            self.popitem(last=False)
-        return value
-
-
-_DRAWN = _Cache(4096)
-"""View -> PNG bytes: the same view is drawn once."""
-
-
 def see(data: bytes, sha: str, azimuth: float) -> View:
     """What an image shows, as a view, through the world's parser."""
 
@@ -62,9 +43,10 @@ def see(data: bytes, sha: str, azimuth: float) -> View:
     return View(parse.to_scene(), azimuth, parse.style)
 
 
+@lru_cache(maxsize=4096)
 def draw(view: View) -> bytes:
-    """The PNG of a view."""
-    return _DRAWN.get_or(view, lambda: render_png(view.scene, view.azimuth, view.style))
+    """The PNG of a view (the same view is drawn once)."""
+    return render_png(view.scene, view.azimuth, view.style)
 
 
 def image_azimuths(d: Dialogue, before_turn: int) -> list[float]:
@@ -122,8 +104,7 @@ class ReferenceAgent:
             raise UserError(f"reference:{kind}: no such reference agent (choose from {', '.join(AGENTS)})")
         self.kind = kind
         self.name = f"reference:{kind}"
-        self.layouts = ("yes-first", "yes-front")
-        """Reference agents read images one by one: not from a composite."""
+        self.layouts = ("yes-first", "yes-front")  # images one by one: not from a composite
         self.bench = bench
         self.dialogues = dialogues
         self.answer = self._answer
