@@ -117,11 +117,6 @@ def side_mask(xy: np.ndarray, anchor: WorldObject, rel: str, azimuth: float) -> 
     return mine < theirs if rel in ("left", "front") else mine > theirs
 
 
-def _corners(o: WorldObject, base: float) -> list[list[float]]:
-    h = o.half
-    return [[o.x + sx * h, o.y + sy * h, base + sz * 2 * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
-
-
 @lru_cache(maxsize=1)
 def _view_bases() -> tuple[np.ndarray, np.ndarray]:
     """Positions (V, 3) and stacked right/up/forward rows (V, 3, 3) of the four views' cameras."""
@@ -131,31 +126,59 @@ def _view_bases() -> tuple[np.ndarray, np.ndarray]:
     return pos, rows
 
 
-def _boxes_all_views(points: np.ndarray) -> np.ndarray:
-    """Screen boxes in every view of point groups (..., P, 3): shape (V, ..., 4) as x0, y0, x1, y1."""
+@lru_cache(maxsize=1)
+def _ground_axes() -> np.ndarray:
+    """Columns: the base camera's right and forward directions on the ground, (2, 2)."""
+    right, forward = axes(BASE_AZIMUTH)
+    return np.array([[right[0], forward[0]], [right[1], forward[1]]])
+
+
+@lru_cache(maxsize=64)
+def _profile(parts: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """For a stack of (half-extent, base height) parts centred at the origin: its corners
+    relative to each view's camera, in that camera's right/up/forward frame, (V, 3, P); and
+    what a ground translation (x, y) adds in each frame, as (V, 2, 3) matrices."""
     pos, rows = _view_bases()
-    shape = points.shape
-    flat = points.reshape(-1, 3)
-    d = flat[None, :, :] - pos[:, None, :]  # (V, N, 3)
-    c = d @ rows.transpose(0, 2, 1)  # (V, N, 3): right, up, forward components
-    f = _camera(VIEWS[0]).focal
-    x = WIDTH / 2 + f * c[..., 0] / c[..., 2]
-    y = HEIGHT / 2 - f * c[..., 1] / c[..., 2]
-    xy = np.stack([x, y], axis=-1).reshape(len(VIEWS), *shape[:-1], 2)
-    return np.concatenate([xy.min(axis=-2), xy.max(axis=-2)], axis=-1)
+    rel = np.array(
+        [[sx * h, sy * h, base + sz * 2 * h] for h, base in parts for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
+    )
+    framed = (rel[None, :, :] - pos[:, None, :]) @ rows.transpose(0, 2, 1)
+    return np.ascontiguousarray(framed.transpose(0, 2, 1)), rows.transpose(0, 2, 1)[:, :2, :]
+
+
+_CENTRE = np.array([WIDTH / 2, HEIGHT / 2])
+_FOCAL = np.array([[1.0], [-1.0]]) * Camera(VIEWS[0], WIDTH, HEIGHT).focal
+_LIMIT = np.array([WIDTH - GAP, HEIGHT - GAP])
+
+
+@lru_cache(maxsize=4096)
+def _stack_boxes(half: float, x: float, y: float, top_half: float | None) -> np.ndarray:
+    """Screen boxes (V, 4) of a ground object of half-extent ``half`` at (x, y), with what it carries."""
+    parts = ((half, 0.0),) if top_half is None else ((half, 0.0), (top_half, 2 * half))
+    lo, hi = _screen_bounds(parts, np.array([[x, y]]))
+    out = np.concatenate([lo[:, 0], hi[:, 0]], axis=1)
+    out.flags.writeable = False
+    return out
+
+
+def _screen_bounds(parts: tuple[tuple[float, float], ...], xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Screen boxes of a stack of ``parts`` standing at each ground position (N, 2) in every
+    view: the top-left and bottom-right corners, each (V, N, 2)."""
+    corners, ground_rows = _profile(parts)
+    c = corners[:, None, :, :] + (xy @ ground_rows)[:, :, :, None]  # (V, N, 3, P)
+    screen = _FOCAL * (c[:, :, :2] / c[:, :, 2:])  # (V, N, 2, P), relative to the centre
+    return _CENTRE + screen.min(axis=3), _CENTRE + screen.max(axis=3)
 
 
 def _root_boxes(scene: Scene, roots: list[WorldObject]) -> np.ndarray:
     """Screen boxes (V, R, 4) of every stack in every view."""
     if not roots:
         return np.zeros((len(VIEWS), 0, 4))
-    groups = []
+    boxes = []
     for r in roots:
-        pts = _corners(r, 0.0)
         top = scene.supported_by(r.id)
-        pts += _corners(top, r.height) if top is not None else pts[:8]  # same length for all
-        groups.append(pts)
-    return _boxes_all_views(np.array(groups))
+        boxes.append(_stack_boxes(r.half, r.x, r.y, None if top is None else top.half))
+    return np.stack(boxes, axis=1)
 
 
 def place(
@@ -177,19 +200,17 @@ def place(
         return None
     rest = Scene.model_construct(objects=tuple(others))
     roots = rest.ground_objects()
-    right, forward = axes(BASE_AZIMUTH)
-    root_r = np.array([p.x * right[0] + p.y * right[1] for p in roots])
-    root_f = np.array([p.x * forward[0] + p.y * forward[1] for p in roots])
+    ground_axes = _ground_axes()
+    root_rf = np.array([[p.x, p.y] for p in roots]).reshape(-1, 2) @ ground_axes  # (R, 2)
     fixed = _root_boxes(rest, roots)
-    # The stack's silhouette-bounding points relative to its base centre.
-    parts = [(o.half, 0.0)]
+    fixed_lo, fixed_hi = fixed[:, None, :, :2], fixed[:, None, :, 2:]  # (V, 1, R, 2)
+    # The stack being placed: (half-extent, base height) of each of its parts.
+    stack = [(o.half, 0.0)]
     z = o.height
     for r in riders:
-        parts.append((r.half, z))
+        stack.append((r.half, z))
         z += r.height
-    rel = np.array(
-        [[sx * h, sy * h, base + sz * 2 * h] for h, base in parts for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
-    )
+    parts = tuple(stack)
     gen = np.random.default_rng(rng.getrandbits(64))  # numpy draws, seeded from the caller's rng
     # Candidates are drawn in batches that double in size. The first valid candidate in draw
     # order wins, and the draws form one stream, so batching never changes the result: it
@@ -200,32 +221,15 @@ def place(
         done += batch
         xy = gen.uniform(-EXTENT, EXTENT, (batch, 2)).round(2)
         ok = np.ones(batch, dtype=bool) if accept is None else accept(xy)
-        if len(roots):
-            cr = xy[:, 0] * right[0] + xy[:, 1] * right[1]
-            cf = xy[:, 0] * forward[0] + xy[:, 1] * forward[1]
-            ok &= (np.abs(cr[:, None] - root_r[None, :]) >= MARGIN).all(axis=1)
-            ok &= (np.abs(cf[:, None] - root_f[None, :]) >= MARGIN).all(axis=1)
+        if len(roots):  # the relation margin along both ground axes of the base view
+            ok &= (np.abs((xy @ ground_axes)[:, None, :] - root_rf[None, :, :]) >= MARGIN).all(axis=(1, 2))
         idx = np.nonzero(ok)[0]  # project only the candidates the margins allow
         if len(idx):
-            cand = xy[idx]
-            pts = rel[None, :, :] + np.concatenate([cand, np.zeros((len(idx), 1))], axis=1)[:, None, :]
-            box = _boxes_all_views(pts)  # (V, candidates, 4)
-            inside = (
-                (box[..., 0] >= GAP)
-                & (box[..., 1] >= GAP)
-                & (box[..., 2] <= WIDTH - GAP)
-                & (box[..., 3] <= HEIGHT - GAP)
-            )
-            fits = inside.all(axis=0)
+            lo, hi = _screen_bounds(parts, xy[idx])  # (V, N, 2)
+            fits = (lo >= GAP).all(axis=(0, 2)) & (hi <= _LIMIT).all(axis=(0, 2))
             if fixed.shape[1]:
-                b, f = box[:, :, None, :], fixed[:, None, :, :]
-                apart = (
-                    (b[..., 2] + GAP <= f[..., 0])
-                    | (f[..., 2] + GAP <= b[..., 0])
-                    | (b[..., 3] + GAP <= f[..., 1])
-                    | (f[..., 3] + GAP <= b[..., 1])
-                )  # (V, candidates, R)
-                fits &= apart.all(axis=(0, 2))
+                apart = (hi[:, :, None, :] + GAP <= fixed_lo) | (fixed_hi + GAP <= lo[:, :, None, :])
+                fits &= apart.any(axis=3).all(axis=(0, 2))
             ok[idx] = fits
         hits = np.nonzero(ok)[0]
         if len(hits):
