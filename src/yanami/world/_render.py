@@ -91,20 +91,19 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray, d: Vec) -> tuple[np
         with np.errstate(divide="ignore", invalid="ignore"):
             near = np.full_like(dx, -np.inf)
             far = np.full_like(dx, np.inf)
-            normals = [zero.copy(), zero.copy(), zero.copy()]
+            face = np.zeros(dx.shape, dtype=np.int8)  # the axis of the face a ray enters through
             for axis, (lo, hi) in enumerate(((o.x - h, o.x + h), (o.y - h, o.y + h), (base, base + 2 * h))):
                 dv = d[axis]
                 t1 = (lo - pos[axis]) / dv
                 t2 = (hi - pos[axis]) / dv
                 tmin = np.minimum(t1, t2)
-                tmax = np.maximum(t1, t2)
                 better = tmin > near
                 near = np.where(better, tmin, near)
-                for k in range(3):
-                    normals[k] = np.where(better, (-np.sign(dv) if k == axis else 0.0), normals[k])
-                far = np.minimum(far, tmax)
+                face[better] = axis
+                far = np.minimum(far, np.maximum(t1, t2))
         hit = (near <= far) & (far > 0)
-        return np.where(hit, near, np.inf), (normals[0], normals[1], normals[2])
+        normals = tuple(np.where(face == axis, -np.sign(d[axis]), zero) for axis in range(3))
+        return np.where(hit, near, np.inf), normals  # type: ignore[return-value]
     # cylinder: a vertical side and a top cap (the camera is always above the ground)
     top = base + 2 * h
     ox, oy = pos[0] - o.x, pos[1] - o.y
@@ -127,27 +126,35 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray, d: Vec) -> tuple[np
     return t, (nx, ny, np.where(use_cap, 1.0, 0.0))
 
 
-def _shade(o: WorldObject, n: Vec, d: Vec, light: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """Linear RGB (N, 3) of surface points with normals ``n`` seen along ``d`` (1-D component arrays)."""
-    albedo = _linear(COLOURS[o.colour])
+@lru_cache(maxsize=256)
+def _coefficients(colour: str, material: str, style: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-channel constants (3,) of the shading: colour = c0 + diffuse * c1 + up * c2 (+ highlight)."""
+    albedo = _linear(COLOURS[colour])  # type: ignore[index]
+    if material == "matte":
+        return 0.32 * albedo, 0.78 * albedo, np.zeros(3, dtype=np.float32)
+    # Metal: a mirror of a bright sky above the horizon and of the floor below it, tinted
+    # by the colour (normalised, so dark colours stay saturated), over a dim body colour.
+    k = (0.08 + 0.92 * albedo / albedo.max()) * 0.85
+    ground = 0.3 * _linear(STYLES[style].floor) * k
+    return 0.08 * albedo + ground, 0.22 * albedo, 0.9 * k - ground
+
+
+def _shade(o: WorldObject, style: str, n: Vec, d: Vec, light: np.ndarray) -> np.ndarray:
+    """Linear RGB (..., 3) of surface points with normals ``n`` seen along ``d`` (component arrays)."""
+    c0, c1, c2 = _coefficients(o.colour, o.material, style)
     nx, ny, nz = n
     dx, dy, dz = d
-    diffuse = np.clip(nx * light[0] + ny * light[1] + nz * light[2], 0, 1)[:, None]
+    diffuse = np.clip(nx * light[0] + ny * light[1] + nz * light[2], 0, 1)[..., None]
     if o.material == "matte":
-        return albedo * (0.32 + 0.78 * diffuse)
-    # Metal: a mirror of a bright sky above the horizon and of the floor below it, tinted
-    # by the colour (normalised, so dark colours stay saturated), over a dim body colour,
-    # with a sharp white highlight.
-    tint = albedo / albedo.max()
-    dn = dx * nx + dy * ny + dz * nz
-    rz = dz - 2 * dn * nz
-    up = np.clip(rz * 4.0 + 0.5, 0, 1)[:, None]
-    env = up * np.float32(0.9) + (1 - up) * floor * 0.3
+        return c0 + diffuse * c1
+    # The reflected ray's height picks sky or floor; a sharp white highlight on top.
+    rz = dz - 2 * (dx * nx + dy * ny + dz * nz) * nz
+    up = np.clip(rz * 4.0 + 0.5, 0, 1)[..., None]
     hx, hy, hz = light[0] - dx, light[1] - dy, light[2] - dz
     spec = np.clip((nx * hx + ny * hy + nz * hz) / np.sqrt(hx * hx + hy * hy + hz * hz), 0, 1)
     for _ in range(6):  # spec ** 64, by squaring
         spec = spec * spec
-    return albedo * (0.08 + 0.22 * diffuse) + env * (0.08 + 0.92 * tint) * 0.85 + spec[:, None]
+    return c0 + diffuse * c1 + up * c2 + spec[..., None]
 
 
 def _bbox(o: WorldObject, base: float, cam: Camera) -> tuple[int, int, int, int]:
@@ -190,11 +197,32 @@ def render_array(
         sprite = _sprite(o.shape, o.colour, o.size, o.material, o.x, o.y, base, azimuth, style, width, height)
         if sprite is None:
             continue
-        x0, y0, premul, alpha = sprite
-        region = img[y0 : y0 + alpha.shape[0], x0 : x0 + alpha.shape[1]]
-        # Blend in floats inside the sprite's box only; the rest of the image stays as it is.
-        region[...] = (region * (1 - alpha[..., None]) + premul + 0.5).astype(np.uint8)
+        region = img[sprite.y0 : sprite.y0 + sprite.solid.shape[0], sprite.x0 : sprite.x0 + sprite.solid.shape[1]]
+        # Fully covered pixels take the sprite's colour; only the partly covered ones blend.
+        np.copyto(region, sprite.colour, where=sprite.solid)
+        under = region[sprite.ey, sprite.ex]
+        region[sprite.ey, sprite.ex] = (under * sprite.transparency + sprite.partial + 0.5).astype(np.uint8)
     return img
+
+
+@dataclass(frozen=True)
+class Sprite:
+    """An object's pixels, ready to draw over what lies behind it."""
+
+    x0: int
+    y0: int
+    """Where its box starts in the image."""
+    solid: np.ndarray
+    """(h, w, 3) bool: pixels it covers fully."""
+    colour: np.ndarray
+    """(h, w, 3) uint8: their colour."""
+    ey: np.ndarray
+    ex: np.ndarray
+    """Row and column, in the box, of the pixels it covers partly (its anti-aliased edges)."""
+    transparency: np.ndarray
+    """(n, 1) float32: how much of what lies behind shows through each of those."""
+    partial: np.ndarray
+    """(n, 3) float32: their premultiplied colour."""
 
 
 @lru_cache(maxsize=256)
@@ -210,39 +238,38 @@ def _sprite(
     style: str,
     width: int,
     height: int,
-) -> tuple[int, int, np.ndarray, np.ndarray] | None:
-    """One object drawn alone: its output-pixel box origin, premultiplied sRGB and coverage.
+) -> Sprite | None:
+    """One object drawn alone, or None when it is out of sight.
 
     Cached: in a dialogue most objects stay where they are from one image to the next, and
     an object's pixels depend only on its own attributes, position, the camera and style.
     The cache holds a few dialogues' worth, so memory stays flat however long a build runs.
     """
-    o = WorldObject(id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y)  # type: ignore[arg-type]
+    o = WorldObject.model_construct(id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y, on=None)
     cam = camera(azimuth, width, height)
     x0, y0, x1, y1 = _bbox(o, base, cam)
     if x0 >= x1 or y0 >= y1:
         return None
-    st = STYLES[style]
-    light = _light_dir(cam, st).astype(np.float32)
-    floor = _linear(st.floor)
-    pos = cam.basis[0]
+    light = _light(azimuth, width, height, style)
+    pos = tuple(float(v) for v in cam.basis[0])  # Python floats keep the ray arithmetic in float32
 
     def cast(d: Vec) -> tuple[np.ndarray, np.ndarray, Vec]:
-        """Which rays hit, the sRGB colour of those that do, and the normals."""
+        """Which rays hit, their sRGB colour (0 where a ray misses) and normals (undefined there)."""
         t, n = _intersect(o, base, pos, d)
         hit = np.isfinite(t)
-        n = (np.where(hit, n[0], 0), np.where(hit, n[1], 0), np.where(hit, n[2], 0))
-        hn = (n[0][hit], n[1][hit], n[2][hit])
-        return hit, _to_srgb(_shade(o, hn, (d[0][hit], d[1][hit], d[2][hit]), light, floor)), n
+        idx = np.flatnonzero(hit)
+        hn = (n[0].ravel().take(idx), n[1].ravel().take(idx), n[2].ravel().take(idx))
+        hd = (d[0].ravel().take(idx), d[1].ravel().take(idx), d[2].ravel().take(idx))
+        colour = np.zeros((hit.size, 3), dtype=np.float32)
+        colour[idx] = _to_srgb(_shade(o, style, hn, hd, light))
+        return hit, colour.reshape(*hit.shape, 3), n
 
     # One ray per pixel; then SS x SS rays only where the silhouette or a crease between
     # faces may cross the pixel.
-    hit, colour, n = cast(cam.ray_components(x0, y0, x1, y1))
+    hit, premul, n = cast(cam.ray_components(x0, y0, x1, y1))
     if not hit.any():
         return None
-    h, w = hit.shape
-    premul = np.zeros((h, w, 3), dtype=np.float32)
-    premul[hit] = colour
+    n = (np.where(hit, n[0], 0), np.where(hit, n[1], 0), np.where(hit, n[2], 0))
     alpha = hit.astype(np.float32)
     jump_x = (hit[:, 1:] != hit[:, :-1]) | (
         sum(np.abs(c[:, 1:] - c[:, :-1]) for c in n) > 0.5  # type: ignore[operator]
@@ -256,18 +283,31 @@ def _sprite(
     ey, ex = np.nonzero(edge)
     if len(ey):
         # All sub-samples of all edge pixels in one batch: (SS*SS, n) arrays.
-        offsets = (np.arange(SS, dtype=np.float32) + 0.5) / SS - 0.5
-        oy, ox = np.meshgrid(offsets, offsets, indexing="ij")
-        px = (ex + x0)[None, :] + ox.reshape(-1, 1)
-        py = (ey + y0)[None, :] + oy.reshape(-1, 1)
-        sub, colour, _ = cast(cam.rays_at(px, py))
-        samples = np.zeros((*sub.shape, 3), dtype=np.float32)
-        samples[sub] = colour
+        px = (ex + x0)[None, :] + _SUB_X
+        py = (ey + y0)[None, :] + _SUB_Y
+        sub, samples, _ = cast(cam.rays_at(px, py))
         premul[ey, ex] = samples.mean(axis=0)
         alpha[ey, ex] = sub.mean(axis=0)
-    premul.flags.writeable = False
-    alpha.flags.writeable = False
-    return x0, y0, premul, alpha
+    # Pixels are either fully covered, partly covered (edges) or not at all.
+    fy, fx = np.nonzero((alpha > 0) & (alpha < 1))
+    colour = (premul + 0.5).astype(np.uint8)
+    solid = np.repeat((alpha == 1)[..., None], 3, axis=2)  # a full mask: copyto is 3x faster than broadcasting
+    partial = premul[fy, fx]
+    transparency = 1 - alpha[fy, fx, None]
+    for a in (colour, solid, fy, fx, partial, transparency):
+        a.flags.writeable = False
+    return Sprite(x0, y0, solid, colour, fy, fx, transparency, partial)
+
+
+_SUB_Y, _SUB_X = (
+    g.reshape(-1, 1) for g in np.meshgrid(*[(np.arange(SS, dtype=np.float32) + 0.5) / SS - 0.5] * 2, indexing="ij")
+)
+"""Sub-sample offsets within a pixel, (SS*SS, 1) each."""
+
+
+@lru_cache(maxsize=64)
+def _light(azimuth: float, width: int, height: int, style: str) -> np.ndarray:
+    return _light_dir(camera(azimuth, width, height), STYLES[style]).astype(np.float32)
 
 
 _GAMMA = (np.linspace(0, 1, 4096, dtype=np.float32) ** (1 / 2.2) * 255).astype(np.float32)
