@@ -74,6 +74,21 @@ def test_parser_recovers_the_scene(seed: int, degrade: bool) -> None:
                 assert got == relation(o1, o2, az)
 
 
+@pytest.mark.parametrize("top", [None, "sphere", "cube", "cylinder"])
+def test_a_stack_hidden_in_its_supports_outline_is_told_by_colour(top: str | None) -> None:
+    """Near the camera a small object on a large cube stays inside the cube's outline."""
+    from yanami.world._scene import Scene, WorldObject
+
+    support = WorldObject(id=0, shape="cube", colour="purple", size="large", material="matte", x=-2.75, y=-2.44)
+    objects = [support]
+    if top is not None:
+        objects.append(support.model_copy(update={"id": 1, "shape": top, "colour": "red", "size": "small", "on": 0}))
+    parsed = parse_image(render_array(Scene(objects=tuple(objects)), VIEWS[0], "studio"), VIEWS[0])
+    got = [(q.shape, q.colour, q.size, q.on) for q in parsed.objects]
+    want = [("cube", "purple", "large", None)] + ([(top, "red", "small", 0)] if top else [])
+    assert got == want
+
+
 def test_the_shipped_parser_calibration_matches_the_renderer() -> None:
     """`python -m yanami.world._parse` rewrites it after any change to the renderer."""
     import numpy as np

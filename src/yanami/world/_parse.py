@@ -43,6 +43,8 @@ MIN_AREA = 40
 """Components smaller than this many pixels are noise."""
 SHORTLIST = 4
 """Hypotheses (of 12) whose silhouettes are ray-cast, after ranking all by their box's fit."""
+STACK_TIE = 0.01
+"""Silhouette IoU within which a lone object and a stack on it explain an outline equally well."""
 
 
 @dataclass(frozen=True)
@@ -455,13 +457,17 @@ def _explain(
     fit = np.abs(dims[:, 0] - width) + np.abs(dims[:, 1] - height)
     best: tuple[float, _Hypothesis, float, float] | None = None
     rays = cam.ray_components(*box)
-    for k in np.argsort(fit, kind="stable")[:SHORTLIST]:
+
+    def score(k: int) -> tuple[float, _Hypothesis, float, float]:
         h, x, y = _HYPOTHESES[k], float(positions[k, 0]), float(positions[k, 1])
         predicted = _silhouette(h, x, y, cam, rays)
         inter = np.count_nonzero(predicted & observed)
-        iou = inter / max(np.count_nonzero(predicted | observed), 1)
-        if best is None or iou > best[0]:
-            best = (iou, h, x, y)
+        return inter / max(np.count_nonzero(predicted | observed), 1), h, x, y
+
+    for k in np.argsort(fit, kind="stable")[:SHORTLIST]:
+        scored = score(int(k))
+        if best is None or scored[0] > best[0]:
+            best = scored
     assert best is not None
     iou, h, x, y = best
     shape, size = h.bottom
@@ -478,6 +484,14 @@ def _explain(
     top_hit = _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * SIZES[size], cam.basis[0], d)  # type: ignore[index]
     c0, m0 = _appearance(crop, region & ~top_hit, (shape, h.top[0]), style)
     c1, m1 = _appearance(crop, region & top_hit, (h.top[0],), style)
+    if c0 == c1:
+        # A small object on a large one near the camera can hide inside its support's
+        # silhouette; then only colour tells them apart (a stack never shares one). When the
+        # support alone explains the outline as well, there is nothing on top.
+        alone = score(_HYPOTHESES.index(_Hypothesis(h.bottom, None)))
+        if alone[0] >= iou - STACK_TIE:
+            colour, material = _appearance(crop, region, (shape,), style)
+            return [ParsedObject(shape, colour, size, material, alone[2], alone[3], None, alone[0])]
     return [
         ParsedObject(shape, c0, size, m0, x, y, None, iou),
         ParsedObject(h.top[0], c1, h.top[1], m1, x, y, offset, iou),

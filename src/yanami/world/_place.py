@@ -181,19 +181,10 @@ def _root_boxes(scene: Scene, roots: list[WorldObject]) -> np.ndarray:
     return np.stack(boxes, axis=1)
 
 
-def place(
-    scene: Scene,
-    o: WorldObject,
-    rng: random.Random,
-    tries: int = 200,
-    accept: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> WorldObject | None:
-    """``o`` moved to a random ground position where the scene stays valid, or None.
-
-    Only the pairs involving ``o`` are checked (the rest of the scene is assumed valid),
-    for a batch of random candidates at a time, in numpy; the first that fits (and that
-    ``accept`` allows, given the batch's positions) wins.
-    """
+def _fitter(scene: Scene, o: WorldObject) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A test of candidate ground positions (N, 2) for ``o`` (with what rests on it): which
+    keep the scene valid. Only the pairs involving ``o`` are checked (the rest of the scene is
+    assumed valid). None when no position can: ``o`` would duplicate another object."""
     others = [p for p in scene.objects if p.id != o.id and p.on != o.id]
     riders = [p for p in scene.objects if p.on == o.id]
     if (o.shape, o.colour, o.size, o.material) in {(p.shape, p.colour, p.size, p.material) for p in others}:
@@ -211,6 +202,39 @@ def place(
         stack.append((r.half, z))
         z += r.height
     parts = tuple(stack)
+
+    def fits(xy: np.ndarray) -> np.ndarray:
+        ok = np.ones(len(xy), dtype=bool)
+        if len(roots):  # the relation margin along both ground axes of the base view
+            ok &= (np.abs((xy @ ground_axes)[:, None, :] - root_rf[None, :, :]) >= MARGIN).all(axis=(1, 2))
+        idx = np.nonzero(ok)[0]  # project only the candidates the margins allow
+        if len(idx):
+            lo, hi = _screen_bounds(parts, xy[idx])  # (V, N, 2)
+            inside = (lo >= GAP).all(axis=(0, 2)) & (hi <= _LIMIT).all(axis=(0, 2))
+            if fixed.shape[1]:
+                apart = (hi[:, :, None, :] + GAP <= fixed_lo) | (fixed_hi + GAP <= lo[:, :, None, :])
+                inside &= apart.any(axis=3).all(axis=(0, 2))
+            ok[idx] = inside
+        return ok
+
+    return fits
+
+
+def place(
+    scene: Scene,
+    o: WorldObject,
+    rng: random.Random,
+    tries: int = 200,
+    accept: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> WorldObject | None:
+    """``o`` moved to a random ground position where the scene stays valid, or None.
+
+    Random candidates are tested a batch at a time, in numpy; the first that fits (and that
+    ``accept`` allows, given the batch's positions) wins.
+    """
+    fits = _fitter(scene, o)
+    if fits is None:
+        return None
     gen = np.random.default_rng(rng.getrandbits(64))  # numpy draws, seeded from the caller's rng
     # Candidates are drawn in batches that double in size. The first valid candidate in draw
     # order wins, and the draws form one stream, so batching never changes the result: it
@@ -221,22 +245,23 @@ def place(
         done += batch
         xy = gen.uniform(-EXTENT, EXTENT, (batch, 2)).round(2)
         ok = np.ones(batch, dtype=bool) if accept is None else accept(xy)
-        if len(roots):  # the relation margin along both ground axes of the base view
-            ok &= (np.abs((xy @ ground_axes)[:, None, :] - root_rf[None, :, :]) >= MARGIN).all(axis=(1, 2))
-        idx = np.nonzero(ok)[0]  # project only the candidates the margins allow
+        idx = np.nonzero(ok)[0]
         if len(idx):
-            lo, hi = _screen_bounds(parts, xy[idx])  # (V, N, 2)
-            fits = (lo >= GAP).all(axis=(0, 2)) & (hi <= _LIMIT).all(axis=(0, 2))
-            if fixed.shape[1]:
-                apart = (hi[:, :, None, :] + GAP <= fixed_lo) | (fixed_hi + GAP <= lo[:, :, None, :])
-                fits &= apart.any(axis=3).all(axis=(0, 2))
-            ok[idx] = fits
+            ok[idx] = fits(xy[idx])
         hits = np.nonzero(ok)[0]
         if len(hits):
             x, y = xy[hits[0]]
             return o.model_copy(update={"x": float(x), "y": float(y), "on": None})
         batch *= 2
     return None
+
+
+def free_positions(scene: Scene, o: WorldObject, rng: random.Random, n: int) -> np.ndarray:
+    """Of ``n`` random ground positions, those (k, 2) where ``o`` keeps the scene valid, in draw order."""
+    fits = _fitter(scene, o)
+    gen = np.random.default_rng(rng.getrandbits(64))
+    xy = gen.uniform(-EXTENT, EXTENT, (n, 2)).round(2)
+    return xy[fits(xy)] if fits is not None else xy[:0]
 
 
 def with_object(scene: Scene, o: WorldObject) -> Scene:

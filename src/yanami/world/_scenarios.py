@@ -18,7 +18,7 @@ from yanami.schema import Capability, Check, CheckCategory, ImageSource, Questio
 from yanami.world._compose import Composer, Reducible
 from yanami.world._language import REL_WORDS, a, full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._place import VIEWS, NoRoom, place, random_scene, side_mask, valid
+from yanami.world._place import VIEWS, NoRoom, free_positions, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
 from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, pairs, random_object, relation
@@ -724,17 +724,17 @@ def _relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, flo
     mover = c.rng.choice(movers)
     # An anchor and a side with room, whose opposite side has room too (the user will
     # correct the side later).
+    # One pool of free positions for the mover serves every anchor and side.
+    free = free_positions(scene, mover, c.rng, 192)
     found = None
     for anchor in c.rng.sample(
         [o for o in scene.ground_objects() if o.id != mover.id], len(scene.ground_objects()) - 1
     ):
         for rel in c.rng.sample(["front", "behind", "left", "right"], 4):
-            try:
-                _spot(c, mover, anchor, OPPOSITE[rel], tries=96)
-                found = (anchor, rel, *_spot(c, mover, anchor, rel, tries=96))
+            there = free[side_mask(free, anchor, rel, c.view.azimuth)]
+            if len(there) and side_mask(free, anchor, OPPOSITE[rel], c.view.azimuth).any():
+                found = (anchor, rel, float(there[0, 0]), float(there[0, 1]))
                 break
-            except Retry:
-                continue
         if found:
             break
     if found is None:
@@ -1284,16 +1284,23 @@ def fusion(c: Composer) -> None:
     )
     # compose
     assert c.view is not None
-    scene = Scene()
-    items = []
     if len({(o.shape, o.colour, o.size, o.material) for _, o in picks}) != len(picks):
         raise Retry("two identical objects picked")
-    for i, (k, o) in enumerate(picks):
-        placed = place(scene, o.model_copy(update={"id": i, "on": None}), c.rng)
-        if placed is None:
-            raise Retry("no room to compose")
-        scene = Scene(objects=(*scene.objects, placed))
-        items.append({"image": k + 1, "where": minimal_where(o, sources[k], c.rng), "x": placed.x, "y": placed.y})
+    for _layout in range(4):  # a greedy layout can paint itself into a corner: lay it out afresh
+        scene = Scene()
+        for i, (_, o) in enumerate(picks):
+            placed = place(scene, o.model_copy(update={"id": i, "on": None}), c.rng)
+            if placed is None:
+                break
+            scene = Scene.model_construct(objects=(*scene.objects, placed))
+        else:
+            break
+    else:
+        raise Retry("no room to compose")
+    items = [
+        {"image": k + 1, "where": minimal_where(o, sources[k], c.rng), "x": p.x, "y": p.y}
+        for (k, o), p in zip(picks, scene.objects, strict=True)
+    ]
     op = {"op": "compose", "items": items, "style": styles[0]}
     stateless = (
         {"op": "compose", "items": items[: len(items) - 1], "style": styles[0]} if len(items) > 1 else {"op": "none"}
@@ -1357,9 +1364,16 @@ def _fusion_retrieval(c: Composer, sources: list[Scene], forbidden: str) -> None
     ]
     if not options:
         raise Retry("nothing left to bring in")
-    k, o = c.rng.choice(options)
-    new = o.model_copy(update={"id": c.view.scene.next_id(), "on": None})
-    x, y = _spot(c, new)
+    scene, new_id = c.view.scene, c.view.scene.next_id()
+    tried = (
+        (k, o, place(scene, o.model_copy(update={"id": new_id, "on": None}), c.rng, tries=600))
+        for k, o in c.rng.sample(options, min(3, len(options)))
+    )
+    found = next(((k, o, p) for k, o, p in tried if p is not None), None)  # the first that fits
+    if found is None:
+        raise Retry("no room")
+    k, o, placed = found
+    x, y = placed.x, placed.y
     spec = {"shape": o.shape, "colour": o.colour, "size": o.size, "material": o.material, "x": x, "y": y}
     op = {"op": "add", "object": spec}
     wrong = c.rng.choice(_colours_except(o.colour, forbidden))
