@@ -157,18 +157,39 @@ def _shade(o: WorldObject, style: str, n: Vec, d: Vec, light: np.ndarray) -> np.
     return c0 + diffuse * c1 + up * c2 + spec[..., None]
 
 
+_RING = 48
+_UNIT_RING = np.array([[np.cos(a), np.sin(a)] for a in np.linspace(0, 2 * np.pi, _RING, endpoint=False)]) / np.cos(
+    np.pi / _RING
+)
+"""A polygon around the unit circle (its edges touch it): its projection contains the circle's."""
+
+
 def _bbox(o: WorldObject, base: float, cam: Camera) -> tuple[int, int, int, int]:
-    """Pixel box that contains the object's projection."""
+    """Pixel box that contains the object's projection, with a pixel to spare on every side.
+
+    Tight, because every pixel in it is ray-cast: a sphere's box is exact, a cylinder's is
+    that of polygons around its two rims, a cube's that of its corners.
+    """
     h = o.half
     if o.shape == "sphere":
-        g = np.array(
-            [[o.x + sx * h, o.y + sy * h, base + h + sz * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
-        )
+        pos, right, up, fwd = cam.basis
+        d = np.array([o.x, o.y, base + h]) - pos
+        x, y, z = float(d @ right), float(d @ up), float(d @ fwd)
+        # The planes through the eye tangent to the sphere: u = X/Z and v = Y/Z where
+        # (a - uZ)^2 = h^2 (1 + u^2) for a = X (columns) or Y (rows).
+        den = z * z - h * h
+        u = np.array([(x * z + k * h * np.sqrt(x * x + den)) / den for k in (-1, 1)])
+        v = np.array([(y * z + k * h * np.sqrt(y * y + den)) / den for k in (-1, 1)])
+        p = np.column_stack([cam.width / 2 + cam.focal * u, cam.height / 2 - cam.focal * v])
+    elif o.shape == "cylinder":
+        ring = _UNIT_RING * h + np.array([o.x, o.y])
+        g = np.concatenate([np.column_stack([ring, np.full(_RING, z)]) for z in (base, base + 2 * h)])
+        p = cam.project(g)
     else:
         g = np.array(
             [[o.x + sx * h, o.y + sy * h, base + sz * 2 * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
         )
-    p = cam.project(g)
+        p = cam.project(g)
     x0, y0 = np.floor(p.min(axis=0)).astype(int) - 1
     x1, y1 = np.ceil(p.max(axis=0)).astype(int) + 1
     return max(x0, 0), max(y0, 0), min(x1, cam.width), min(y1, cam.height)
