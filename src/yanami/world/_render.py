@@ -10,6 +10,7 @@ same scene, camera and style give the same pixels.
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -158,10 +159,23 @@ def _shade(o: WorldObject, style: str, n: Vec, d: Vec, light: np.ndarray) -> np.
 
 
 _RING = 48
-_UNIT_RING = np.array([[np.cos(a), np.sin(a)] for a in np.linspace(0, 2 * np.pi, _RING, endpoint=False)]) / np.cos(
-    np.pi / _RING
-)
-"""A polygon around the unit circle (its edges touch it): its projection contains the circle's."""
+"""Sides of the polygon drawn around a cylinder's rims to bound its outline."""
+
+
+@lru_cache(maxsize=16)
+def _hull(shape: str, h: float) -> np.ndarray:
+    """Points (N, 3), relative to an object's base centre, whose projection bounds its outline:
+    a cube's corners; for a cylinder, polygons around its rims (their edges touch the rims,
+    so what they project to contains what the rims project to)."""
+    if shape == "cube":
+        pts = np.array([[sx * h, sy * h, sz * 2 * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)])
+    else:
+        a = np.linspace(0, 2 * np.pi, _RING, endpoint=False)
+        r = h / np.cos(np.pi / _RING)
+        ring = np.column_stack([r * np.cos(a), r * np.sin(a)])
+        pts = np.concatenate([np.column_stack([ring, np.full(_RING, z)]) for z in (0.0, 2 * h)])
+    pts.flags.writeable = False
+    return pts
 
 
 def _bbox(o: WorldObject, base: float, cam: Camera) -> tuple[int, int, int, int]:
@@ -173,26 +187,27 @@ def _bbox(o: WorldObject, base: float, cam: Camera) -> tuple[int, int, int, int]
     h = o.half
     if o.shape == "sphere":
         pos, right, up, fwd = cam.basis
-        d = np.array([o.x, o.y, base + h]) - pos
-        x, y, z = float(d @ right), float(d @ up), float(d @ fwd)
+        d = (o.x - pos[0], o.y - pos[1], base + h - pos[2])
+        x = float(d[0] * right[0] + d[1] * right[1] + d[2] * right[2])
+        y = float(d[0] * up[0] + d[1] * up[1] + d[2] * up[2])
+        z = float(d[0] * fwd[0] + d[1] * fwd[1] + d[2] * fwd[2])
         # The planes through the eye tangent to the sphere: u = X/Z and v = Y/Z where
         # (a - uZ)^2 = h^2 (1 + u^2) for a = X (columns) or Y (rows).
         den = z * z - h * h
-        u = np.array([(x * z + k * h * np.sqrt(x * x + den)) / den for k in (-1, 1)])
-        v = np.array([(y * z + k * h * np.sqrt(y * y + den)) / den for k in (-1, 1)])
-        p = np.column_stack([cam.width / 2 + cam.focal * u, cam.height / 2 - cam.focal * v])
-    elif o.shape == "cylinder":
-        ring = _UNIT_RING * h + np.array([o.x, o.y])
-        g = np.concatenate([np.column_stack([ring, np.full(_RING, z)]) for z in (base, base + 2 * h)])
-        p = cam.project(g)
+        su, sv = h * math.sqrt(x * x + den), h * math.sqrt(y * y + den)
+        u0, u1 = (x * z - su) / den, (x * z + su) / den
+        v0, v1 = (y * z - sv) / den, (y * z + sv) / den
+        lo = (cam.width / 2 + cam.focal * u0, cam.height / 2 - cam.focal * v1)
+        hi = (cam.width / 2 + cam.focal * u1, cam.height / 2 - cam.focal * v0)
     else:
-        g = np.array(
-            [[o.x + sx * h, o.y + sy * h, base + sz * 2 * h] for sx in (-1, 1) for sy in (-1, 1) for sz in (0, 1)]
-        )
-        p = cam.project(g)
-    x0, y0 = np.floor(p.min(axis=0)).astype(int) - 1
-    x1, y1 = np.ceil(p.max(axis=0)).astype(int) + 1
-    return max(x0, 0), max(y0, 0), min(x1, cam.width), min(y1, cam.height)
+        p = cam.project(_hull(o.shape, h) + np.array([o.x, o.y, base]))
+        lo, hi = p.min(axis=0), p.max(axis=0)
+    return (
+        max(math.floor(lo[0]) - 1, 0),
+        max(math.floor(lo[1]) - 1, 0),
+        min(math.ceil(hi[0]) + 1, cam.width),
+        min(math.ceil(hi[1]) + 1, cam.height),
+    )
 
 
 @lru_cache(maxsize=256)
