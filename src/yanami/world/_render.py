@@ -129,33 +129,36 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray, d: Vec) -> tuple[np
 
 @lru_cache(maxsize=256)
 def _coefficients(colour: str, material: str, style: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-channel constants (3,) of the shading: colour = c0 + diffuse * c1 + up * c2 (+ highlight)."""
+    """Per-channel constants (3, 1) of the shading: colour = c0 + diffuse * c1 + up * c2 (+ highlight)."""
     albedo = _linear(COLOURS[colour])  # type: ignore[index]
     if material == "matte":
-        return 0.32 * albedo, 0.78 * albedo, np.zeros(3, dtype=np.float32)
-    # Metal: a mirror of a bright sky above the horizon and of the floor below it, tinted
-    # by the colour (normalised, so dark colours stay saturated), over a dim body colour.
-    k = (0.08 + 0.92 * albedo / albedo.max()) * 0.85
-    ground = 0.3 * _linear(STYLES[style].floor) * k
-    return 0.08 * albedo + ground, 0.22 * albedo, 0.9 * k - ground
+        out = 0.32 * albedo, 0.78 * albedo, np.zeros(3, dtype=np.float32)
+    else:
+        # Metal: a mirror of a bright sky above the horizon and of the floor below it, tinted
+        # by the colour (normalised, so dark colours stay saturated), over a dim body colour.
+        k = (0.08 + 0.92 * albedo / albedo.max()) * 0.85
+        ground = 0.3 * _linear(STYLES[style].floor) * k
+        out = 0.08 * albedo + ground, 0.22 * albedo, 0.9 * k - ground
+    return out[0][:, None], out[1][:, None], out[2][:, None]
 
 
 def _shade(o: WorldObject, style: str, n: Vec, d: Vec, light: np.ndarray) -> np.ndarray:
-    """Linear RGB (..., 3) of surface points with normals ``n`` seen along ``d`` (component arrays)."""
+    """Linear RGB (3, N), channels first, of surface points with normals ``n`` seen along ``d``
+    (1-D component arrays of length N). Channels first keeps numpy's inner loops long."""
     c0, c1, c2 = _coefficients(o.colour, o.material, style)
     nx, ny, nz = n
     dx, dy, dz = d
-    diffuse = np.clip(nx * light[0] + ny * light[1] + nz * light[2], 0, 1)[..., None]
+    diffuse = np.clip(nx * light[0] + ny * light[1] + nz * light[2], 0, 1)
     if o.material == "matte":
         return c0 + diffuse * c1
     # The reflected ray's height picks sky or floor; a sharp white highlight on top.
     rz = dz - 2 * (dx * nx + dy * ny + dz * nz) * nz
-    up = np.clip(rz * 4.0 + 0.5, 0, 1)[..., None]
+    up = np.clip(rz * 4.0 + 0.5, 0, 1)
     hx, hy, hz = light[0] - dx, light[1] - dy, light[2] - dz
     spec = np.clip((nx * hx + ny * hy + nz * hz) / np.sqrt(hx * hx + hy * hy + hz * hz), 0, 1)
     for _ in range(6):  # spec ** 64, by squaring
         spec = spec * spec
-    return c0 + diffuse * c1 + up * c2 + spec[..., None]
+    return c0 + diffuse * c1 + up * c2 + spec
 
 
 _RING = 48
@@ -290,15 +293,16 @@ def _sprite(
     pos = tuple(float(v) for v in cam.basis[0])  # Python floats keep the ray arithmetic in float32
 
     def cast(d: Vec) -> tuple[np.ndarray, np.ndarray, Vec]:
-        """Which rays hit, their sRGB colour (0 where a ray misses) and normals (undefined there)."""
+        """Which rays hit, their sRGB colour (channels first; 0 where a ray misses) and
+        normals (undefined there)."""
         t, n = _intersect(o, base, pos, d)
         hit = np.isfinite(t)
         idx = np.flatnonzero(hit)
         hn = (n[0].ravel().take(idx), n[1].ravel().take(idx), n[2].ravel().take(idx))
         hd = (d[0].ravel().take(idx), d[1].ravel().take(idx), d[2].ravel().take(idx))
-        colour = np.zeros((hit.size, 3), dtype=np.float32)
-        colour[idx] = _to_srgb(_shade(o, style, hn, hd, light))
-        return hit, colour.reshape(*hit.shape, 3), n
+        colour = np.zeros((3, hit.size), dtype=np.float32)
+        colour[:, idx] = _to_srgb(_shade(o, style, hn, hd, light))
+        return hit, colour.reshape(3, *hit.shape), n
 
     # One ray per pixel; then SS x SS rays only where the silhouette or a crease between
     # faces may cross the pixel.
@@ -322,13 +326,13 @@ def _sprite(
         px = (ex + x0)[None, :] + _SUB_X
         py = (ey + y0)[None, :] + _SUB_Y
         sub, samples, _ = cast(cam.rays_at(px, py))
-        premul[ey, ex] = samples.mean(axis=0)
+        premul[:, ey, ex] = samples.mean(axis=1)
         alpha[ey, ex] = sub.mean(axis=0)
     # Pixels are either fully covered, partly covered (edges) or not at all.
     fy, fx = np.nonzero((alpha > 0) & (alpha < 1))
-    colour = (premul + 0.5).astype(np.uint8)
+    colour = np.ascontiguousarray((premul + 0.5).astype(np.uint8).transpose(1, 2, 0))
     solid = np.repeat((alpha == 1)[..., None], 3, axis=2)  # a full mask: copyto is 3x faster than broadcasting
-    partial = premul[fy, fx]
+    partial = np.ascontiguousarray(premul[:, fy, fx].T)
     transparency = 1 - alpha[fy, fx, None]
     for a in (colour, solid, fy, fx, partial, transparency):
         a.flags.writeable = False
