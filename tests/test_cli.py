@@ -52,6 +52,19 @@ def test_demo_builds_and_validates(cli: Callable[..., Any], tmp_path: Path) -> N
     assert "reference:oracle" in r.out and "Irreducibility audit" in r.out
     assert (tmp_path / "demo" / "report.html").is_file()
     assert validate_dataset(tmp_path / "demo" / "bench") == []
+    # What an older yanami left there is redone, not resumed (nor refused).
+    bench, run = tmp_path / "demo" / "bench" / "manifest.json", tmp_path / "demo" / "runs" / "oracle" / "manifest.json"
+    for path, key in ((bench, "generator"), (run, None)):
+        m = json.loads(path.read_text())
+        if key:
+            m[key]["version"] = "0.0.1"
+        else:
+            m["yanami_version"] = "0.0.1"
+        path.write_text(json.dumps(m))
+    r = cli("demo", "--out", tmp_path / "demo", "--per-scenario", "1")
+    assert r.code == 0, r.err
+    assert json.loads(bench.read_text())["generator"]["version"] == __version__
+    assert json.loads(run.read_text())["yanami_version"] == __version__
 
 
 def test_real_entry_point_has_no_traceback(tmp_path: Path) -> None:

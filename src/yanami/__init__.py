@@ -1,3 +1,3 @@
 """yanami: build, verify, evaluate and report stateful multi-turn multimodal dialogue."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -678,12 +678,17 @@ def demo(
 
 
 def _demo_runs(out_dir: Path, target: Path, loaded: object, workers: int, paths: list[Path]) -> None:
-    from yanami.bench import evaluate
+    import hashlib
 
+    from yanami.bench import evaluate
+    from yanami.store import MANIFEST
+
+    dataset = loaded[0]  # type: ignore[index]
+    bench_sha256 = hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest()
     for spec, hist in DEMO_RUNS:
         name = spec.split(":")[1] + ("-self" if hist == "self" else "")
         run = out_dir / "runs" / name
-        _drop_outdated_run(run)
+        _drop_outdated_run(run, bench_sha256)
         with _eval_progress(f"{spec} ({hist}-history)") as update:
             evaluate(
                 target,
@@ -697,8 +702,9 @@ def _demo_runs(out_dir: Path, target: Path, loaded: object, workers: int, paths:
         paths.append(run)
 
 
-def _drop_outdated_run(run: Path) -> None:
-    """The demo's own run directories from an older run format are redone, not resumed."""
+def _drop_outdated_run(run: Path, bench_sha256: str) -> None:
+    """The demo's own run directories made by another yanami (or run format), or on another
+    bench, are redone, not resumed."""
     import shutil
 
     from yanami.bench import RunManifest
@@ -706,10 +712,11 @@ def _drop_outdated_run(run: Path) -> None:
     path = run / "manifest.json"
     if path.is_file():
         try:
-            version = json.loads(path.read_text(encoding="utf-8")).get("version")
+            raw = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
-            version = None
-        if version != RunManifest.model_fields["version"].default:
+            raw = {}
+        made = (raw.get("version"), raw.get("yanami_version"), raw.get("bench_sha256"))
+        if made != (RunManifest.model_fields["version"].default, __version__, bench_sha256):
             shutil.rmtree(run)
 
 
@@ -721,7 +728,9 @@ def _same_build(target: Path, per_scenario: int, seed: int) -> bool:
         m = Dataset(target).manifest
     except UserError:
         return False
-    params = m.generator.params if m.generator else {}
+    if m.generator is None or m.generator.version != __version__:
+        return False  # another yanami's world may build other dialogues from the same seed
+    params = m.generator.params
     return params.get("seed") == seed and params.get("per_scenario") == per_scenario and params.get("preset") == "bench"
 
 

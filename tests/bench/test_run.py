@@ -35,7 +35,7 @@ def test_oracle_scores_full_marks_and_the_manifest_records_everything(world_benc
     m = json.loads((tmp_path / "run" / "manifest.json").read_text())
     for key in ("bench_sha256", "model", "history", "layout", "judge", "yanami_version", "global_seed", "items"):
         assert key in m
-    assert m["judge"] == {"name": "exact", "version": "1"} and m["global_seed"] == 42
+    assert m["judge"] == {"name": "exact", "version": "2"} and m["global_seed"] == 42
     scores = run_scores(load_run(tmp_path / "run"))
     assert scores.average["scene"] == pytest.approx(100)
     for part in ("understanding", "sc", "vq", "constraint_keeping", "correction_updating"):
@@ -48,6 +48,21 @@ def test_running_again_resumes_and_skips_finished_items(world_bench, tmp_path) -
     again = evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=4)
     assert again.skipped == first.items and again.written == 0
     assert _rows(tmp_path / "run") == rows
+
+
+def test_rejudging_regrades_what_an_older_version_of_the_judge_graded(world_bench, tmp_path) -> None:
+    from yanami.bench import rejudge
+
+    evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=2)
+    _, verdicts = _rows(tmp_path / "run")
+    db = sqlite3.connect(tmp_path / "run" / "results.sqlite")
+    with db:  # pretend half the verdicts came from version 1 of the exact judge, and read wrong
+        old = [v[0] for v in verdicts[::2]]
+        db.executemany("UPDATE verdicts SET judge_version = '1', reason = 'old' WHERE item = ?", [(i,) for i in old])
+    db.close()
+    s = rejudge(tmp_path / "run", "exact")
+    assert s.written == len(old) and s.skipped == len(verdicts) - len(old)
+    assert _rows(tmp_path / "run")[1] == verdicts
 
 
 def test_a_changed_setting_is_refused(world_bench, tmp_path) -> None:

@@ -477,7 +477,8 @@ def rejudge(
     """Judge a run's stored predictions again with another judge, without calling the model.
 
     Verdicts are stored under the judge's name next to the run's own (``yanami score
-    --judge NAME`` reads them); items this judge already graded are skipped.
+    --judge NAME`` reads them); items this version of the judge already graded are
+    skipped, and those an older version graded are graded again.
     """
     run = Path(run)
     path = run / RUN_MANIFEST
@@ -494,7 +495,11 @@ def rejudge(
     store = Results(run)
     try:
         _record_judge(run, the_judge)
-        done = {k for k, v in store.verdicts(the_judge.name).items() if v.status == "ok"}
+        done = {
+            k
+            for k, v in store.verdicts(the_judge.name).items()
+            if v.status == "ok" and v.judge_version == the_judge.version
+        }
         todo = [p for p in store.predictions().values() if p.status == "ok" and p.item not in done]
         summary = Summary(run, len(todo) + len(done), len(done))
         with ThreadPoolExecutor(max_workers=concurrency) as pool:

@@ -13,7 +13,8 @@ from yanami.judges._protocol import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
 from yanami.world import Parse, evaluate, parse_cached
 
-VERSION = "1"
+VERSION = "2"
+"""2: a stack hidden inside its support's outline is told from a lone object by colour."""
 
 
 def world_quality(parse: Parse) -> int:
