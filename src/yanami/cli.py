@@ -683,8 +683,7 @@ def _demo_runs(out_dir: Path, target: Path, loaded: object, workers: int, paths:
     from yanami.bench import evaluate
     from yanami.store import MANIFEST
 
-    dataset = loaded[0]  # type: ignore[index]
-    bench_sha256 = hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest()
+    bench_sha256 = hashlib.sha256((target / MANIFEST).read_bytes()).hexdigest()
     for spec, hist in DEMO_RUNS:
         name = spec.split(":")[1] + ("-self" if hist == "self" else "")
         run = out_dir / "runs" / name

@@ -80,7 +80,6 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray, d: Vec) -> tuple[np
     """Ray distances (inf where missed) and unit normals, for rays ``d`` (x, y, z arrays) from ``pos``."""
     h = o.half
     dx, dy, dz = d
-    zero = np.zeros_like(dx)
     if o.shape == "sphere":
         ox, oy, oz = pos[0] - o.x, pos[1] - o.y, pos[2] - (base + h)
         b = dx * ox + dy * oy + dz * oz
@@ -103,6 +102,7 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray, d: Vec) -> tuple[np
                 face[better] = axis
                 far = np.minimum(far, np.maximum(t1, t2))
         hit = (near <= far) & (far > 0)
+        zero = np.zeros_like(dx)
         normals = tuple(np.where(face == axis, -np.sign(d[axis]), zero) for axis in range(3))
         return np.where(hit, near, np.inf), normals  # type: ignore[return-value]
     # cylinder: a vertical side and a top cap (the camera is always above the ground)
