@@ -44,11 +44,13 @@ def _config(url: str, **kw: object) -> dict[str, object]:
 def server() -> Iterator[str]:
     """The scripted server in its own process, as a remote server would be; yields its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "yanami.models._fake", "--latency", str(LATENCY)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "yanami", "serve-fake", "--port", "0", "--latency", str(LATENCY)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
+        yield proc.stdout.readline().split("/v1")[0]
     finally:
         proc.terminate()
         proc.wait()

@@ -113,8 +113,7 @@ class _InstantJudge:
 
 
 def bench_runner(bench: Path) -> None:
-    from yanami.bench import _run
-    from yanami.bench._results import Prediction, Results
+    from yanami.bench import Prediction, Results, _run
 
     ds = Dataset(bench)
     dialogues = list(ds)
@@ -130,7 +129,11 @@ def bench_runner(bench: Path) -> None:
         store = Results(Path(tmp) / "bare")
         t = time.perf_counter()
         for k in range(s.items):
-            store.write(Prediction(f"x/{k}", "x", "editing", "question", 0, "RR", "ok", "A", None, None, 0), None)
+            p = Prediction(
+                item=f"x/{k}", dialogue="x", scenario="editing", kind="question", turn=0, qtype="RR", status="ok",
+                text="A", seed=0,
+            )  # fmt: skip
+            store.write(p, None)
         bare = (time.perf_counter() - t) / s.items * 1000
         store.close()
     print(f"runner overhead, instant model and judge: {per_item:.3f} ms per item over {s.items} items")

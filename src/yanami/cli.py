@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -13,14 +14,13 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from yanami import __version__
 from yanami.errors import UserError
+from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
 if TYPE_CHECKING:
     from yanami.scoring import RunScores
-    from yanami.store import DatasetStats
 
 T = TypeVar("T")
 
@@ -38,8 +38,54 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 MAX_PROBLEMS_SHOWN = 50
 
 
+PROGRESS_EVERY_S = 5.0
+"""Off a terminal (a log, a pipe), a plain line of progress on stderr at most this often."""
+_clock: Callable[[], float] = time.monotonic
+"""The progress lines' clock (tests replace it)."""
+
+
+class _Lines:
+    """Progress as plain lines on stderr, for when it is not a terminal and a bar cannot show.
+
+    Nothing is printed until `PROGRESS_EVERY_S` has passed (a quick command stays quiet);
+    then a line (label, done/total, rate) at most that often, and a last one at the end.
+    The rate counts what this call did (a resumed run starts past its finished items).
+    """
+
+    def __init__(self, label: str, total: int | None, base: int | None = None) -> None:
+        self.label, self.total = label, total
+        self.start = self.last = _clock()
+        self.done = 0
+        self.base = base
+        """Where this call started counting (None: at the first update)."""
+        self.shown: int | None = None
+
+    def update(self, done: int, total: int | None) -> None:
+        if self.base is None:
+            self.base = done
+        self.done, self.total = done, total
+        now = _clock()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            self._line(now)
+
+    def finish(self) -> None:
+        if self.shown is not None and self.shown != self.done:
+            self._line(_clock())
+
+    def _line(self, now: float) -> None:
+        elapsed = now - self.start
+        new = self.done - (self.base or 0)
+        rate = f"{new / elapsed:.1f}/s" if elapsed > 0 else "-/s"
+        count = f"{self.done}" if self.total is None else f"{self.done}/{self.total}"
+        if self.total:
+            count += f" ({100 * self.done / self.total:.0f} %)"
+        err.print(f"{self.label}: {count}, {rate}, {elapsed:.0f} s", markup=False)
+        self.shown = self.done
+
+
 def _bar() -> Progress:
-    """A Rich progress bar on stderr (silent when stderr is not a terminal)."""
+    """A Rich progress bar on stderr (silent when stderr is not a terminal: see `_Lines`)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -53,7 +99,19 @@ def _bar() -> Progress:
 
 @contextmanager
 def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
-    """A progress bar that counts; yields `advance`."""
+    """A progress bar that counts (plain lines off a terminal); yields `advance`."""
+    if not err.is_terminal:
+        lines = _Lines(label, total, base=0)
+        count = 0
+
+        def advance() -> None:
+            nonlocal count
+            count += 1
+            lines.update(count, total)
+
+        yield advance
+        lines.finish()
+        return
     bar = _bar()
     with bar:
         task = bar.add_task(label, total=total)
@@ -102,11 +160,11 @@ def validate(
     Each problem is one line, path:line: field: message (the first 50, then a count).
     Exit 0 if the dataset is valid, 1 if it has problems, 2 if DIRECTORY is no dataset.
     """
-    from yanami.store import Dataset, validate_dataset
-    from yanami.store._reader import open_dataset_dir
+    from yanami.store import Dataset, open_dataset_dir, validate_dataset
 
     _, raw, _ = open_dataset_dir(directory)
-    total = raw.get("counts", {}).get("dialogues") if isinstance(raw, dict) else None
+    counts = raw.get("counts") if isinstance(raw, dict) else None
+    total = counts.get("dialogues") if isinstance(counts, dict) else None
     with progress("dialogues", total if isinstance(total, int) else None) as advance:
         problems = validate_dataset(directory, max_pixels=max_pixels, on_dialogue=advance)
     if problems:
@@ -127,7 +185,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Print dataset statistics (the paper's Tables 7 and 8)."""
-    from yanami.store import Dataset, dataset_stats
+    from yanami.store import Dataset, dataset_stats, stats_tables
 
     ds = Dataset(directory)
     with progress("dialogues", len(ds)) as advance:
@@ -135,88 +193,14 @@ def stats(
     if as_json:
         out.print(s.model_dump_json(indent=2), markup=False)
         return
-    _print_stats(s, str(directory))
+    for table in stats_tables(s, str(directory)):
+        out.print(table)
 
 
 def _counting(items: Iterable[T], advance: Callable[[], None]) -> Iterator[T]:
     for item in items:
         advance()
         yield item
-
-
-def _print_stats(s: DatasetStats, title: str) -> None:
-    t = Table(title=f"{title}: corpus and sequence statistics", title_justify="left")
-    t.add_column("Statistic")
-    t.add_column("Value", justify="right")
-    for label, value in [
-        ("Total dialogues", f"{s.dialogues:,}"),
-        ("Total images", f"{s.images:,}"),
-        ("Total dialogue turns", f"{s.turns:,}"),
-        ("Total user messages", f"{s.user_messages:,}"),
-        ("Total assistant messages", f"{s.assistant_messages:,}"),
-        ("Total messages", f"{s.messages:,}"),
-        ("Average images / dialogue", f"{s.images_per_dialogue:.2f}"),
-        ("Average turns / dialogue", f"{s.turns_per_dialogue:.2f}"),
-        ("Average messages / dialogue", f"{s.messages_per_dialogue:.2f}"),
-        ("Maximum turns / dialogue", f"{s.max_turns}"),
-        ("Maximum messages / dialogue", f"{s.max_messages}"),
-        ("Images / dialogue turn", f"{s.images_per_turn:.2f}"),
-        ("Dialogues with >= 4 capabilities", f"{s.dialogues_with_4_capabilities:,}"),
-        ("Capability coverage", f"{100 * s.capability_coverage:.0f}%"),
-        ("Target turns", f"{s.target_turns:,}"),
-        ("Atomic checks", f"{s.atomic_checks:,}"),
-        ("Atomic checks / dialogue", f"{s.atomic_checks_per_dialogue:.2f}"),
-        ("Capability-specific checks", f"{s.capability_checks:,}"),
-    ]:
-        t.add_row(label, value)
-    out.print(t)
-
-    t = Table(title="Images per dialogue", title_justify="left")
-    for col in ("Images", "Dialogues", "Share"):
-        t.add_column(col, justify="right")
-    for bucket, n in s.images_per_dialogue_distribution.items():
-        t.add_row(bucket, f"{n:,}", f"{100 * s.images_per_dialogue_shares[bucket]:.2f}%")
-    out.print(t)
-
-    t = Table(title="By scenario (atomic checks exclude capability-specific ones)", title_justify="left")
-    t.add_column("Scenario", no_wrap=True)
-    for col in ("Dialogues", "Share", "Images", "Turns", "QAs", "Checks", "Avg."):
-        t.add_column(col, justify="right", no_wrap=True)
-    for name, row in s.by_scenario.items():
-        t.add_row(
-            name,
-            f"{row.dialogues:,}",
-            f"{100 * row.share:.1f}%",
-            f"{row.images:,}",
-            f"{row.turns:,}",
-            f"{row.questions:,}",
-            f"{row.atomic_checks:,}",
-            f"{row.atomic_checks_per_dialogue:.2f}",
-        )
-    t.add_row(
-        "total",
-        f"{s.dialogues:,}",
-        "100.0%" if s.dialogues else "0.0%",
-        f"{s.images:,}",
-        f"{s.turns:,}",
-        f"{sum(s.questions.values()):,}",
-        f"{s.atomic_checks:,}",
-        f"{s.atomic_checks_per_dialogue:.2f}",
-    )
-    out.print(t)
-
-    t = Table(title="Capabilities and questions", title_justify="left")
-    t.add_column("Capability")
-    t.add_column("Dialogues", justify="right")
-    t.add_column("Question type")
-    t.add_column("Questions", justify="right")
-    caps = list(s.capability_dialogues.items())
-    qs = list(s.questions.items())
-    for i in range(max(len(caps), len(qs))):
-        c = caps[i] if i < len(caps) else ("", "")
-        q = qs[i] if i < len(qs) else ("", "")
-        t.add_row(c[0], f"{c[1]:,}" if c[1] != "" else "", q[0], f"{q[1]:,}" if q[1] != "" else "")
-    out.print(t)
 
 
 class ExportFormat(StrEnum):
@@ -266,8 +250,9 @@ def leakage(
 ) -> None:
     """Find images shared by a train set and a bench.
 
-    Exact copies (same SHA-256) are listed and make the exit status 1; near-duplicates
-    (perceptual hashes within --threshold bits) are listed for review without failing.
+    Prints a summary line, then the exact copies (same SHA-256), which make the exit
+    status 1, then the closest 50 near-duplicates (perceptual hashes of what stands out
+    from the background within --threshold of 64 bits), listed for review without failing.
     """
     from yanami.store import find_leakage
 
@@ -283,6 +268,12 @@ def leakage(
         }
         out.print(json.dumps(payload, indent=2), markup=False)
     else:
+        # The summary first, then the listing: every exact copy, then the closest near pairs.
+        out.print(
+            f"{len(report.exact)} exact, {len(report.near)} near-duplicate (<= {threshold}) among "
+            f"{report.bench_images} bench and {report.train_images} train images",
+            markup=False,
+        )
         for rel in report.exact:
             out.print(f"exact {rel} (in both {train} and {bench})", markup=False)
         for n in report.near[:MAX_PROBLEMS_SHOWN]:  # closest first; --json lists them all
@@ -294,11 +285,6 @@ def leakage(
             )
         for rel in report.unreadable:
             err.print(f"unreadable {rel} (skipped for near-duplicates; run yanami validate)", markup=False)
-        err.print(
-            f"{len(report.exact)} exact, {len(report.near)} near-duplicate (<= {threshold}) among "
-            f"{report.bench_images} bench and {report.train_images} train images",
-            markup=False,
-        )
     if report.exact:
         raise typer.Exit(1)
 
@@ -306,34 +292,31 @@ def leakage(
 @app.command()
 def build(
     out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.")],
-    preset: Annotated[
-        str, typer.Option(help="bench (100 per scenario), train (10,000 in the paper's mix) or tiny.")
-    ] = "bench",
+    preset: Annotated[Preset, typer.Option(help=describe_presets())] = Preset.BENCH,
     per_scenario: Annotated[int | None, typer.Option(min=1, help="Dialogues per scenario.")] = None,
     dialogues: Annotated[int | None, typer.Option(min=1, help="Dialogues in all, in the training mix.")] = None,
     scenarios: Annotated[
-        str, typer.Option(help="Comma-separated: fusion, editing, world_modeling, reasoning.")
-    ] = "fusion,editing,world_modeling,reasoning",
+        str, typer.Option(metavar="<name,...>", help=f"Comma-separated, any of: {', '.join(Scenario)}.")
+    ] = ",".join(Scenario),
     seed: Annotated[int, typer.Option(help="Seed; the same seed gives a byte-identical dataset.")] = 42,
     workers: Annotated[int, typer.Option(min=1, help="Processes that build dialogues.")] = 1,
     exclude: Annotated[Path | None, typer.Option(help="A training set whose images the build must not reuse.")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
 ) -> None:
     """Build a dataset of world dialogues (offline, exact by construction)."""
-    from yanami.schema import Scenario
     from yanami.world import build_world, plan
 
     if per_scenario is not None and dialogues is not None:
         raise UserError("--per-scenario and --dialogues: give one or the other")
     try:
-        chosen = [Scenario(s.strip()) for s in scenarios.split(",") if s.strip()]
+        chosen = parse_scenarios(scenarios)
     except ValueError as exc:
         raise UserError(f"--scenarios: {exc}") from None
-    total = len(plan(preset, per_scenario, dialogues, chosen)) if preset in ("bench", "train", "tiny") else None
+    total = len(plan(preset.value, per_scenario, dialogues, chosen))
     with progress("building", total) as advance:
         m = build_world(
             out_dir,
-            preset=preset,
+            preset=preset.value,
             per_scenario=per_scenario,
             dialogues=dialogues,
             scenarios=chosen,
@@ -347,6 +330,58 @@ def build(
     out.print(
         f"{out_dir}: {c.dialogues} dialogues, {c.turns} turns, {c.images} images, {c.checks} checks", markup=False
     )
+
+
+@app.command()
+def audit(
+    bench: Annotated[Path, typer.Argument(help="A world dataset directory.")],
+    draws: Annotated[int, typer.Option(min=1, help="Realizations of each turn's free choices to draw.")] = 16,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+) -> None:
+    """Prove a world bench's checks decidable and its target turns irreducible.
+
+    For each target turn, the turn's free choices (a substitute colour, a spot, how far)
+    are drawn again DRAWS times; every check must hold on each realization. The stateless
+    reading (the request applied to the latest image alone) must fail some check. Exit 1
+    if any check is undecidable.
+    """
+    from yanami.store import Dataset
+    from yanami.world._audit import Audit, audit_dialogue
+
+    ds = Dataset(bench)
+    report = Audit()
+    with progress("auditing", len(ds)) as advance:
+        for d in ds:
+            if d.meta.generator == "world":
+                report.add(audit_dialogue(d, draws))
+            advance()
+    figures = report.summary()
+    if as_json:
+        out.print(json.dumps(figures, indent=2), markup=False)
+    else:
+        t, n = figures["target_turns"], figures["checks"]
+        letters = ", ".join(f"{k} {v:.1%}" for k, v in figures["answer_letter_shares"].items())
+        out.print(
+            f"{bench}: {figures['dialogues']} dialogues, {t} target turns, {n} checks\n"
+            f"decidable: {n - figures['undecidable_checks']}/{n} checks; undecidable "
+            f"{figures['undecidable_checks']} checks in {figures['undecidable_turns']} turns "
+            f"({figures['turns_with_free_choices']} turns with free choices, "
+            f"{figures['realizations_drawn']} realizations drawn)\n"
+            f"irreducible: {figures['irreducible_turns']}/{t} target turns ({figures['irreducible_share']:.1%})\n"
+            f"a copy of the latest image passes {figures['atomic_checks_a_copy_passes']}/{figures['atomic_checks']}"
+            f" atomic checks ({figures['copy_share']:.1%}); more than half in "
+            f"{figures['turns_a_copy_mostly_passes']} turns\n"
+            f"per dialogue: {figures['per_dialogue']['turns']:.2f} turns, {figures['per_dialogue']['images']:.2f}"
+            f" images, {figures['per_dialogue']['atomic_checks']:.2f} atomic checks\n"
+            f"answer letters (four options): {letters}",
+            markup=False,
+        )
+    for u in report.undecidable[:MAX_PROBLEMS_SHOWN]:
+        out.print(f"undecidable {u.dialogue} t{u.turn} {u.check}: {u.text} (fails {u.failed})", markup=False)
+    for dialogue_id, turn in report.reducible[:MAX_PROBLEMS_SHOWN]:
+        out.print(f"reducible {dialogue_id} t{turn}: the stateless reading passes every check", markup=False)
+    if report.undecidable:
+        raise typer.Exit(1)
 
 
 class HistoryOpt(StrEnum):
@@ -367,10 +402,25 @@ class TableFormat(StrEnum):
 
 
 @contextmanager
-def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar set to (done, total); Ctrl-C becomes one line saying how to resume."""
-    bar = _bar()
+def _resumable() -> Iterator[None]:
+    """Ctrl-C becomes one line saying that the same command resumes (exit 130)."""
     try:
+        yield
+    except KeyboardInterrupt:
+        raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
+
+
+@contextmanager
+def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar set to (done, total) (plain lines off a terminal); Ctrl-C becomes one line
+    saying how to resume."""
+    try:
+        if not err.is_terminal:
+            lines = _Lines(label, None)
+            yield lines.update
+            lines.finish()
+            return
+        bar = _bar()
         with bar:
             task = bar.add_task(label, total=None)
             yield lambda done, total: bar.update(task, completed=done, total=total)
@@ -393,8 +443,23 @@ def eval_(
         typer.Option(help="How images are placed in the input (default: the model config's, else yes-first)."),
     ] = None,
     judge: Annotated[str, typer.Option(help="exact (world data), or a judge config file (a VLM judge).")] = "exact",
-    concurrency: Annotated[int, typer.Option(min=1, help="Items in flight at once (never changes a score).")] = 1,
-    limit: Annotated[int | None, typer.Option(min=1, help="Evaluate only this many dialogues.")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="Items in flight at once (never changes a score). Default: 1, or twice --workers when --workers "
+            "is above 1.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Evaluate only the first N dialogues, taken round-robin over the scenarios. A run resumes with the "
+            "same --limit, or a larger one (or none), which extends it.",
+        ),
+    ] = None,
     retry_errors: Annotated[bool, typer.Option(help="Re-attempt items whose prediction is an error.")] = False,
     cache: Annotated[
         Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite); share one across runs.")
@@ -441,81 +506,100 @@ def eval_(
 
 
 def _print_scores(scores: list[RunScores]) -> None:
-    """The main table (Table 2's shape, plus DSU, SC, VQ and coverage) as Markdown, which reads anywhere."""
-    from yanami.scoring import SCENARIOS
+    """The main table (Table 2's shape, plus DSU, SC, VQ and coverage) as Markdown, which reads anywhere;
+    rows that are not comparable are marked, with a note under the table."""
+    from yanami.scoring import markdown, summary_table
 
-    header = ["Model", *SCENARIOS, "Avg.", "95 % CI", "DSU", "SC", "VQ", "valid/items"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for s in scores:
-        cells = [s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS]
-        cells.append(s.average["scene"])
-        ci = "-" if s.interval is None else f"{s.interval[0]:.2f}-{s.interval[1]:.2f}"
-        rest = [s.average["understanding"], s.average["sc"], s.average["vq"]]
-        row = [s.label, *[_num(c) for c in cells], ci, *[_num(c) for c in rest]]
-        row.append(f"{s.coverage['valid']}/{s.coverage['expected']}")
-        lines.append("| " + " | ".join(row) + " |")
-    out.print("\n".join(lines), markup=False)
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
+    out.print(markdown(summary_table(scores)).rstrip("\n"), markup=False)
 
 
 @app.command()
 def score(
     runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print every score as JSON.")] = False,
-    format_: Annotated[TableFormat, typer.Option("--format", help="text, md or latex tables.")] = TableFormat.text,
-    judge: Annotated[str | None, typer.Option(help="Use this judge's verdicts (default: each run's own).")] = None,
+    format_: Annotated[
+        TableFormat, typer.Option("--format", help="text (the main table), or every table in md or latex.")
+    ] = TableFormat.text,
+    judge: Annotated[
+        str | None, typer.Option(help="Score this judge's verdicts, by name (default: each run's own judge).")
+    ] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file instead of standard output (- : standard output).")
+    ] = None,
 ) -> None:
-    """Scores of one or more runs: the paper's tables, analyses across runs, coverage."""
-    import dataclasses
+    """Scores of one or more runs: the paper's tables, analyses across runs, coverage.
 
-    from yanami.scoring import latex, load_run, markdown, run_scores, tables, understanding_realization_gap
+    Rows that are not comparable (other bench, limit, judge or history; coverage under 100 %)
+    are marked, and a warning on standard error says why.
+    """
+    from yanami._files import STDOUT, write_output
+    from yanami.scoring import latex, load_runs, markdown, summary_table, tables
 
-    loaded = [load_run(r, judge) for r in runs]
-    scores = [run_scores(r) for r in loaded]
+    loaded = load_runs(runs, judge)
+    for line in loaded.warnings:
+        err.print(f"warning: {line}", markup=False)
     if as_json:
-        data = {
-            "runs": [{"path": str(r.path), **dataclasses.asdict(s)} for r, s in zip(loaded, scores, strict=True)],
-            "gap": understanding_realization_gap([r for r in loaded if r.manifest["history"] == "gt"]),
-        }
-        out.print_json(json.dumps(data))
-        return
-    if format_ == TableFormat.text:
-        _print_scores(scores)
-        return
-    render = markdown if format_ == TableFormat.md else latex
-    for t in tables(loaded, scores):
-        out.print(render(t), markup=False)
+        text = json.dumps(loaded.as_json(), indent=2)
+    elif format_ == TableFormat.text:
+        available = [t.title.split(":")[0] for t in tables(loaded.runs, loaded.scores) if t.rows]
+        text = (
+            markdown(summary_table(loaded.scores))
+            + f"\nTables for these runs: {', '.join(available)}. Print them with --format md or --format latex; "
+            "every score with --json; an HTML report (tables, Figure 6, samples) with `yanami report`."
+        )
+    else:
+        render = markdown if format_ == TableFormat.md else latex
+        text = "\n".join(render(t) for t in tables(loaded.runs, loaded.scores))
+    write_output(out_file if out_file is not None else STDOUT, text)
+
+
+class ReportFormat(StrEnum):
+    html = "html"
+    md = "md"
+    latex = "latex"
+
+
+REPORT_SUFFIX = {ReportFormat.html: "html", ReportFormat.md: "md", ReportFormat.latex: "tex"}
+"""The default output file of `report` per format: report.html, report.md, report.tex."""
 
 
 @app.command()
 def report(
     runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
-    out_file: Annotated[Path, typer.Option("--out", help="The HTML file to write.")] = Path("report.html"),
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="The file to write (default report.html, report.md or report.tex; - : standard output)."
+        ),
+    ] = None,
     samples: Annotated[int, typer.Option(min=0, help="Dialogues per scenario in the per-sample viewer.")] = 4,
     format_: Annotated[
-        str, typer.Option("--format", help="html (default), or md / latex for the tables alone.")
-    ] = "html",
-    judge: Annotated[str | None, typer.Option(help="Use this judge's verdicts (default: each run's own).")] = None,
+        ReportFormat, typer.Option("--format", help="html: the whole report; md or latex: the tables alone.")
+    ] = ReportFormat.html,
+    judge: Annotated[
+        str | None, typer.Option(help="Score this judge's verdicts, by name (default: each run's own judge).")
+    ] = None,
+    bench: Annotated[
+        Path | None, typer.Option(help="The runs' bench, if it moved (its manifest's SHA-256 must match the run's).")
+    ] = None,
 ) -> None:
     """Write a report of one or more runs: one self-contained HTML file (or the tables in md / LaTeX)."""
-    from yanami.scoring import latex, load_run, markdown, run_scores, tables, write_report
+    from yanami._files import is_stdout, write_output
+    from yanami.scoring import latex, load_runs, markdown, render_report, tables
 
-    loaded = [load_run(r, judge) for r in runs]
-    scores = [run_scores(r) for r in loaded]
-    table_list = tables(loaded, scores)
-    if format_ == "html":
-        write_report(loaded, scores, table_list, out_file, samples)
-    elif format_ in ("md", "latex"):
-        render = markdown if format_ == "md" else latex
-        tmp = out_file.with_name(f".{out_file.name}.tmp")
-        tmp.write_text("\n".join(render(t) for t in table_list), encoding="utf-8")
-        tmp.replace(out_file)
+    loaded = load_runs(runs, judge)
+    for line in loaded.warnings:
+        err.print(f"warning: {line}", markup=False)
+    table_list = tables(loaded.runs, loaded.scores)
+    target = out_file if out_file is not None else Path(f"report.{REPORT_SUFFIX[format_]}")
+    if format_ == ReportFormat.html:
+        text = render_report(loaded.runs, loaded.scores, table_list, samples, bench)
     else:
-        raise UserError(f"--format {format_}: choose html, md or latex")
-    out.print(f"{out_file}: report of {len(loaded)} run(s)", markup=False)
+        render = markdown if format_ == ReportFormat.md else latex
+        text = "\n".join(render(t) for t in table_list)
+    write_output(target, text)
+    if not is_stdout(target):
+        out.print(f"{target}: report of {len(loaded.runs)} run(s)", markup=False)
 
 
 @app.command(name="judge")
@@ -544,16 +628,17 @@ def agreement(
 ) -> None:
     """Judge reliability: Pearson (95 % bootstrap interval), Spearman and Cohen's kappa against humans or a judge."""
     from yanami.bench import read_rows
+    from yanami.scoring import check_run_dir, run_judges
     from yanami.scoring._agreement import agreement as agree
     from yanami.scoring._agreement import check_verdicts, item_scores, read_human
 
-    if not (run / "manifest.json").is_file():
-        raise UserError(f"{run}: not a yanami run (no manifest.json)")
+    check_run_dir(run)
     raters = {}
     for name in judge:
         predictions, verdicts, _ = read_rows(run, name)
         if not verdicts:
-            raise UserError(f"{run}: no verdicts of judge {name!r} (see `yanami judge`)")
+            have = ", ".join(sorted(j for j, v in run_judges(run).items() if v)) or "none"
+            raise UserError(f"{run}: no verdicts of judge {name!r}; the run has verdicts of {have} (`yanami judge`)")
         raters[name] = (item_scores(predictions, verdicts), check_verdicts(verdicts))
     if human is not None:
         raters["human"] = read_human(human)
@@ -593,7 +678,7 @@ def calibrate(
 ) -> None:
     """Calibrate a judge on world data: its verdicts against the exact judge's, on corrupted and injected candidates."""
     from yanami.bench import select_dialogues
-    from yanami.bench._run import load_judge
+    from yanami.judges import load_judge
     from yanami.judges._calibration import calibrate as run_calibration
     from yanami.models import ResponseCache
     from yanami.store import Dataset
@@ -620,117 +705,67 @@ def calibrate(
     )
 
 
-DEMO_RUNS: tuple[tuple[str, str], ...] = (
-    ("reference:oracle", "gt"),
-    ("reference:stateful", "gt"),
-    ("reference:stateless", "gt"),
-    ("reference:no-constraints", "gt"),
-    ("reference:no-corrections", "gt"),
-    ("reference:no-coreference", "gt"),
-    ("reference:no-retrieval", "gt"),
-    ("reference:stateful", "self"),
-)
-
-
 @app.command()
 def demo(
-    out_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("yanami-demo"),
+    out_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.", metavar="DIR")] = Path(
+        "yanami-demo"
+    ),
     per_scenario: Annotated[int, typer.Option(min=1, help="Dialogues per scenario in the bench.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the build.")] = 42,
     workers: Annotated[int, typer.Option(min=1, help="Processes that build the bench and parse images.")] = 2,
 ) -> None:
-    """Build the world bench, evaluate the reference agents, write the report, print the main table."""
-    from yanami.scoring import load_run, markdown, run_scores, tables, write_report
-    from yanami.store import Dataset, validate_dataset
-    from yanami.world import build_world, parse_workers
+    """Build the world bench, evaluate the reference agents, write the report, print the main table.
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "bench"
-    if not _same_build(target, per_scenario, seed):
-        with progress("building the bench", 4 * per_scenario) as advance:
-            build_world(
-                target, per_scenario=per_scenario, seed=seed, workers=workers, overwrite=True, on_dialogue=advance
-            )
-        with progress("validating", 4 * per_scenario) as advance:
-            problems = validate_dataset(target, on_dialogue=advance)
-        if problems:
-            raise UserError(f"{target}: the demo bench has {len(problems)} problem(s): {problems[0]}", exit_code=1)
-    out.print(f"{target}: {4 * per_scenario} dialogues, built and validated", markup=False)
-    dataset = Dataset(target)
-    loaded = (dataset, list(dataset))
-    paths = []
-    with parse_workers(workers):  # one pool for every run, so each image is parsed once
-        _demo_runs(out_dir, target, loaded, workers, paths)
-    runs = [load_run(p) for p in paths]
-    scores = [run_scores(r) for r in runs]
-    table_list = tables(runs, scores)
-    report_path = out_dir / "report.html"
-    write_report(runs, scores, table_list, report_path)
+    The agents run from the floor up: copy-input and random (trivial), stateless, the four
+    ablations of the stateful agent, stateful, oracle, and stateful under Self-History. A
+    second call resumes: it rebuilds or reruns only what is missing or made by another yanami.
+    """
+    from yanami.demo import run_demo
+    from yanami.scoring import irreducibility, markdown, tables
+
+    with _resumable():
+        result = run_demo(
+            out_dir, per_scenario=per_scenario, seed=seed, workers=workers, count=progress, track=_eval_progress
+        )
+    how = "built and validated" if result.built else "already built by this yanami (kept)"
+    out.print(f"{result.bench}: {result.dialogues} dialogues, {how}", markup=False)
+    runs, scores = result.loaded.runs, result.loaded.scores
+    for line in result.loaded.warnings:
+        err.print(f"warning: {line}", markup=False)
     _print_scores(scores)
-    for t in table_list:
+    for t in tables(runs, scores):
         if t.key in ("table3", "table21"):
             out.print(markdown(t), markup=False)
-    from yanami.scoring import irreducibility
-
     for label, share in irreducibility(runs, scores):
         out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
-    out.print(f"{report_path}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
+    out.print(f"{result.report}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
 
 
-def _demo_runs(out_dir: Path, target: Path, loaded: object, workers: int, paths: list[Path]) -> None:
-    import hashlib
+@app.command(name="serve-fake")
+def serve_fake(
+    port: Annotated[int, typer.Option(min=0, max=65535, help="The port on 127.0.0.1 (0: any free port).")] = 8765,
+    latency: Annotated[float, typer.Option(min=0.0, help="Seconds before each answer.", metavar="SECONDS")] = 0.0,
+) -> None:
+    """Serve a scripted model on loopback: OpenAI-compatible (/v1) and IMUG's /infer, for dry runs.
 
-    from yanami.bench import evaluate
-    from yanami.store import MANIFEST
+    It answers like a cooperative model and judge (option A, every check passes, quality 8;
+    images echo the latest input image). Point a config file's base_url at the printed URL;
+    Ctrl-C stops it.
+    """
+    import threading
 
-    bench_sha256 = hashlib.sha256((target / MANIFEST).read_bytes()).hexdigest()
-    for spec, hist in DEMO_RUNS:
-        name = spec.split(":")[1] + ("-self" if hist == "self" else "")
-        run = out_dir / "runs" / name
-        _drop_outdated_run(run, bench_sha256)
-        with _eval_progress(f"{spec} ({hist}-history)") as update:
-            evaluate(
-                target,
-                spec,
-                run,
-                history=hist,
-                on_progress=update,
-                loaded=loaded,
-                concurrency=2 * workers,  # type: ignore[arg-type]
-            )
-        paths.append(run)
-
-
-def _drop_outdated_run(run: Path, bench_sha256: str) -> None:
-    """The demo's own run directories made by another yanami (or run format), or on another
-    bench, are redone, not resumed."""
-    import shutil
-
-    from yanami.bench import RunManifest
-
-    path = run / "manifest.json"
-    if path.is_file():
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            raw = {}
-        made = (raw.get("version"), raw.get("yanami_version"), raw.get("bench_sha256"))
-        if made != (RunManifest.model_fields["version"].default, __version__, bench_sha256):
-            shutil.rmtree(run)
-
-
-def _same_build(target: Path, per_scenario: int, seed: int) -> bool:
-    """Whether ``target`` already holds the bench these settings build (so a re-run resumes)."""
-    from yanami.store import Dataset
+    from yanami.models._fake import FakeServer
 
     try:
-        m = Dataset(target).manifest
-    except UserError:
-        return False
-    if m.generator is None or m.generator.version != __version__:
-        return False  # another yanami's world may build other dialogues from the same seed
-    params = m.generator.params
-    return params.get("seed") == seed and params.get("per_scenario") == per_scenario and params.get("preset") == "bench"
+        server = FakeServer(latency_s=latency, port=port)
+    except OSError as exc:
+        raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror})") from None
+    with server:
+        out.print(f"{server.url}/v1 (OpenAI-compatible) and {server.url}/infer; Ctrl-C stops", markup=False)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            err.print("stopped", markup=False)
 
 
 def main() -> None:

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from yanami.scenarios import Scenario  # the scenario facts' own module; re-exported here
+
 SCHEMA_VERSION = "1.0"
 """Version of this data model; bumped on any change to a field."""
 
@@ -28,15 +30,6 @@ MAX_CHOICES = 7
 """Options are lettered A-G, as in IMUG-Bench's option regex."""
 
 CHOICE_LETTERS = "ABCDEFG"
-
-
-class Scenario(StrEnum):
-    """The four interaction scenarios of YANAMI."""
-
-    FUSION = "fusion"
-    EDITING = "editing"
-    WORLD_MODELING = "world_modeling"
-    REASONING = "reasoning"
 
 
 class Capability(StrEnum):

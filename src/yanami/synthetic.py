@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PIL import Image, ImageDraw
+from pydantic import JsonValue
 
 from yanami import __version__
 from yanami.schema import (
@@ -43,7 +44,7 @@ from yanami.world._scene import SHAPES as WORLD_SHAPES
 if TYPE_CHECKING:
     from yanami.store import Manifest
 
-_RGB: dict[str, tuple[int, int, int]] = dict(WORLD_COLOURS)
+_RGB: dict[str, tuple[int, int, int]] = {str(k): v for k, v in WORLD_COLOURS.items()}
 COLOURS = list(_RGB)
 SHAPES = list(WORLD_SHAPES)
 
@@ -66,7 +67,7 @@ def render_placeholder(rng: random.Random, width: int, height: int) -> bytes:
     return buf.getvalue()
 
 
-def _random_object(rng: random.Random) -> dict[str, object]:
+def _random_object(rng: random.Random) -> dict[str, JsonValue]:
     return {
         "shape": rng.choice(SHAPES),
         "colour": rng.choice(COLOURS),
@@ -95,7 +96,7 @@ def synthetic_dialogue(
     from yanami.store import sha256_hex  # local: store imports nothing from here
 
     rng = random.Random(f"{seed}:{index}")
-    scen = scenario or list(Scenario)[index % 4]
+    scen = scenario or list(Scenario)[index % len(Scenario)]
     n_turns = rng.choice([5, 6, 6, 7, 7, 7, 8, 9])  # mean 6.9
     caps = rng.sample(list(Capability), rng.randrange(4, 7))
     images: dict[str, bytes] = {}

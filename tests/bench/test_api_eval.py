@@ -42,7 +42,7 @@ def test_eval_with_model_and_judge_config_files(cli, world_bench, tmp_path) -> N
         statuses = _statuses(run)
         assert statuses["refused"] == 2 and statuses["error"] == 2
         m = json.loads((run / "manifest.json").read_text())
-        assert m["judge"] == {"name": "vlm", "version": "vlm-v1"}
+        assert m["judge"]["name"] == "vlm" and m["judge"]["version"].startswith("vlm-v")
         assert m["model_settings"]["chat_model"] == "chat-model" and m["judge_settings"]["temperature"] == 0.0
         score = json.loads(cli("score", run, "--json").out)["runs"][0]
         assert score["coverage"]["valid"] == score["coverage"]["expected"] - 4

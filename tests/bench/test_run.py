@@ -16,6 +16,7 @@ from yanami.bench import _run, evaluate, select_dialogues
 from yanami.errors import UserError
 from yanami.models import Refused, Request
 from yanami.scoring import load_run, run_scores
+from yanami.store import Dataset
 
 
 def _rows(run: Path) -> tuple[list[tuple], list[tuple]]:
@@ -129,16 +130,21 @@ def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path,
                 raise ConnectionError("server went away")
             if n == 2:
                 return ""
+            if n == 3 and request.item.startswith(first_dialogue):
+                return "I'm sorry, but I can't help with that."  # a plain-text refusal: the same rule
             return "A"
 
         def generate(self, request: Request) -> bytes:
             if request.seed % 3 == 0:
                 return b"not an image"
+            if request.seed % 3 == 1 and request.item.startswith(first_dialogue):
+                raise RuntimeError("upstream rejected the key sk-leakedkey0123456789")
             return request.images()[-1].data
 
+    first_dialogue = next(iter(Dataset(world_bench))).id + "/"
     monkeypatch.setattr(_run, "load_model", lambda *a: Flaky())
     s = evaluate(world_bench, "flaky", tmp_path / "run")
-    assert s.statuses["refused"] == 8 and s.statuses["missing"] == 8 and s.statuses["error"] >= 8
+    assert s.statuses["refused"] == 9 and s.statuses["missing"] == 8 and s.statuses["error"] >= 8
     run = load_run(tmp_path / "run")
     scores = run_scores(run)
     assert scores.coverage["valid"] == s.statuses["ok"] < s.items
@@ -147,6 +153,8 @@ def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path,
     errors = [r for r in _rows(tmp_path / "run")[0] if r[6] == "error"]
     assert any("not a decodable image" in r[9] for r in errors)
     assert any("ConnectionError" in r[9] for r in errors)
+    stored = [r[9] or "" for r in _rows(tmp_path / "run")[0]]
+    assert any("[redacted]" in e for e in stored) and not any("sk-leaked" in e for e in stored)
     # --retry-errors asks again only for the failed items
     asked: list[str] = []
 

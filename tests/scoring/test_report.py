@@ -24,7 +24,7 @@ def runs(world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Pa
 def test_eval_prints_the_run_and_its_scores(cli, world_bench, tmp_path) -> None:
     r = cli("eval", world_bench, "--model", "reference:oracle", "--out", tmp_path / "run", "--limit", "2")
     assert r.code == 0, r.err
-    assert "written (ok" in r.out and "| reference:oracle |" in r.out
+    assert "written (ok" in r.out and "| reference:oracle (limit 2) †" in r.out  # a limited run says so
     again = cli("eval", world_bench, "--model", "reference:oracle", "--out", tmp_path / "run", "--limit", "2")
     assert "already done" in again.out and "0 written" in again.out
 
@@ -33,8 +33,8 @@ def test_eval_prints_the_run_and_its_scores(cli, world_bench, tmp_path) -> None:
     ("args", "message"),
     [
         (["--model", "reference:nobody"], "no such reference agent"),
-        (["--model", "acme:x"], "unknown model"),
-        (["--model", "reference:oracle", "--judge", "gpt"], "unknown judge"),
+        (["--model", "acme:x"], "no registered kind 'acme'"),
+        (["--model", "reference:oracle", "--judge", "gpt"], "no registered kind 'gpt'"),
         (["--model", "reference:stateful", "--layout", "concatenate"], "takes yes-first or yes-front only"),
     ],
 )
@@ -78,3 +78,181 @@ def test_report_is_one_self_contained_html_file(cli, runs, tmp_path) -> None:
 def test_score_of_a_directory_that_is_no_run(cli, tmp_path) -> None:
     r = cli("score", tmp_path)
     assert r.code == 2 and "not a yanami run" in r.err
+
+
+# Honest tables, one loader, outputs, one-line errors -----------------------------------
+
+
+def _copy_run(src: Path, dest: Path, **manifest: object) -> Path:
+    import shutil
+
+    shutil.copytree(src, dest)
+    if manifest:
+        path = dest / "manifest.json"
+        data = json.loads(path.read_text())
+        data.update(manifest)
+        path.write_text(json.dumps(data))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def odd_runs(runs: list[Path], world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Runs that are not comparable with the full stateful run: a --limit run, an interrupted
+    one, one on another bench, and the same model again."""
+    import sqlite3
+
+    from yanami.bench import evaluate
+
+    root = tmp_path_factory.mktemp("odd")
+    limited = root / "limited"
+    evaluate(world_bench, "reference:stateless", limited, limit=4)
+    interrupted = _copy_run(runs[1], root / "interrupted")
+    db = sqlite3.connect(interrupted / "results.sqlite")
+    with db:
+        db.execute("DELETE FROM predictions WHERE rowid IN (SELECT rowid FROM predictions ORDER BY item LIMIT 9)")
+    db.close()
+    other_bench = _copy_run(runs[1], root / "other-bench", bench_sha256="0" * 64)
+    again = _copy_run(runs[0], root / "again")
+    return {"limited": limited, "interrupted": interrupted, "other_bench": other_bench, "again": again}
+
+
+def _sha8(run: Path) -> str:
+    return json.loads((run / "manifest.json").read_text())["bench_sha256"][:8]
+
+
+def _warnings(err: str) -> list[str]:
+    lines = err.strip().splitlines()
+    assert all(line.startswith("warning: ") for line in lines), err
+    return lines
+
+
+def test_score_and_report_warn_and_mark_rows_that_are_not_comparable(cli, runs, odd_runs, tmp_path) -> None:
+    args = [runs[0], odd_runs["limited"], odd_runs["interrupted"], odd_runs["other_bench"]]
+    r = cli("score", *args)
+    assert r.code == 0, r.err
+    lines = _warnings(r.err)
+    for what in ("different bench", "different limit", "coverage under 100 %"):
+        assert sum(what in line for line in lines) == 1, (what, lines)
+    # every label says its bench (they differ); the full run is the reference: not marked;
+    # the others are, with a note saying why
+    rows = {line.split(" | ")[0][2:]: line for line in r.out.splitlines() if line.startswith("| reference:")}
+    assert len(rows) == 4
+    assert "†" not in rows["reference:stateful (bench 2275b34e)".replace("2275b34e", _sha8(runs[0]))]
+    limited = f"reference:stateless (limit 4, bench {_sha8(runs[0])}) †"
+    assert limited in rows and "--limit 4, the others the whole bench" in r.out
+    assert any("% coverage, bench" in k and k.endswith("†") for k in rows) and "items valid" in r.out
+    assert "reference:stateless (bench 00000000) †" in rows and "bench 000000000000, the others" in r.out
+    md = cli("score", *args, "--format", "md")
+    assert md.out.count(f"| {limited}") >= 5 and "**Table 2:" in md.out
+    assert f"| {limited} | --limit 4 |" in md.out  # the coverage table says the limit
+    tex = cli("score", *args, "--format", "latex")
+    assert limited.replace(" †", " \\textsuperscript{\\dag}") in tex.out
+    data = json.loads(cli("score", *args, "--json").out)
+    assert data["comparability"]["warnings"] == [line.removeprefix("warning: ") for line in lines]
+    page = tmp_path / "r.html"
+    rep = cli("report", *args, "--out", page, "--samples", "1")
+    assert rep.code == 0, rep.err
+    assert _warnings(rep.err) == lines
+    html = page.read_text()
+    assert "Comparability" in html and limited in html
+    assert "runs made on another bench are not shown" in html
+
+
+def test_two_runs_of_one_model_keep_their_own_rows(cli, runs, odd_runs) -> None:
+    r = cli("score", runs[0], odd_runs["again"], "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    labels = [x["label"] for x in data["runs"]]
+    assert labels == [f"reference:stateful ({runs[0].name})", "reference:stateful (again)"]
+    assert set(data["gap"]["gap"]) == set(labels)
+    md = cli("score", runs[0], odd_runs["again"], "--format", "md").out
+    table21 = md[md.index("**Table 21:") :].split("\n\n")[1]
+    assert all(f"| {label} |" in table21 for label in labels)
+
+
+def test_score_text_names_the_tables_and_degenerate_intervals(cli, runs) -> None:
+    r = cli("score", *runs)
+    assert r.code == 0, r.err
+    assert "Tables for these runs: Table 2, Table 3, Table 11," in r.out and "Table 21" in r.out
+    assert "--format md or --format latex" in r.out and "--json" in r.out and "yanami report" in r.out
+    assert "100.00-100.00" not in r.out and "n/a (2 dialogues in fusion)" in r.out  # 2 dialogues per scenario
+
+
+def test_output_names_follow_the_format_and_dash_is_standard_output(cli, runs, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli("report", runs[0], "--format", "md").code == 0
+    assert "| Model |" in (tmp_path / "report.md").read_text() and not (tmp_path / "report.html").exists()
+    assert cli("report", runs[0], "--format", "latex").code == 0
+    assert "\\begin{tabular}" in (tmp_path / "report.tex").read_text()
+    assert cli("report", runs[0], "--samples", "0").code == 0
+    assert (tmp_path / "report.html").read_text().startswith("<!doctype html>")
+    r = cli("report", runs[0], "--format", "md", "--out", "-")
+    assert r.code == 0 and r.out.startswith("**Table 2:") and not (tmp_path / "-").exists()
+    r = cli("report", runs[0], "--out", "-", "--samples", "0")
+    assert r.out.startswith("<!doctype html>") and not (tmp_path / "-").exists()
+    r = cli("score", runs[0], "--out", "-", "--format", "md")
+    assert r.out.startswith("**Table 2:") and not (tmp_path / "-").exists()
+    assert cli("score", runs[0], "--json", "--out", tmp_path / "s.json").out == ""
+    assert json.loads((tmp_path / "s.json").read_text())["runs"][0]["label"] == "reference:stateful"
+    bad = cli("report", runs[0], "--format", "pdf")
+    assert bad.code == 2 and "html" in bad.err and "latex" in bad.err
+    helptext = cli("report", "--help").out
+    assert "html|md|latex" in helptext  # the choices show
+
+
+def test_score_with_a_judge_the_run_lacks_names_the_judges_it_has(cli, runs) -> None:
+    for command in ("score", "report"):
+        r = cli(command, runs[0], "--judge", "fake-judge.yaml")
+        assert r.code == 2, r.out
+        assert len(r.err.strip().splitlines()) == 1
+        assert "no verdicts of judge 'fake-judge.yaml'" in r.err and "exact (" in r.err and "verdicts)" in r.err
+    assert cli("score", runs[0], "--judge", "exact").code == 0
+
+
+def test_a_dataset_or_any_other_directory_is_no_run(cli, world_bench, tmp_path) -> None:
+    for command in ("score", "report"):
+        r = cli(command, world_bench)
+        assert r.code == 2
+        assert (
+            r.err.strip()
+            == f"error: {world_bench}: a yanami dataset, not a run (give a run directory made by yanami eval)"
+        )
+        r = cli(command, tmp_path)
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+        assert "not a yanami run" in r.err and "give a run directory made by yanami eval" in r.err
+        r = cli(command, tmp_path / "nowhere")
+        assert r.code == 2 and "no such directory" in r.err
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_score_and_report_share_one_loader(cli, runs, monkeypatch, tmp_path) -> None:
+    import yanami.scoring
+
+    calls = []
+    real = yanami.scoring.load_runs
+
+    def spy(paths, judge=None, **kw):
+        calls.append(([Path(p) for p in paths], judge))
+        return real(paths, judge, **kw)
+
+    monkeypatch.setattr(yanami.scoring, "load_runs", spy)
+    assert cli("score", *runs, "--judge", "exact").code == 0
+    assert cli("report", *runs, "--judge", "exact", "--out", tmp_path / "r.md", "--format", "md").code == 0
+    assert calls == [(runs, "exact"), (runs, "exact")]
+
+
+def test_report_checks_the_bench_before_pairing_samples(cli, runs, world_bench, built, tmp_path) -> None:
+    moved = _copy_run(runs[0], tmp_path / "moved", bench=str(tmp_path / "gone"))
+    r = cli("report", moved, "--out", tmp_path / "r.html")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "is gone" in r.err and "--bench" in r.err and not (tmp_path / "r.html").exists()
+    r = cli("report", moved, "--out", tmp_path / "r.html", "--bench", world_bench, "--samples", "1")
+    assert r.code == 0, r.err
+    assert (tmp_path / "r.html").read_text().count('class="sample"') == 4
+    other = cli("report", moved, "--out", tmp_path / "o.html", "--bench", built)
+    assert other.code == 2 and len(other.err.strip().splitlines()) == 1
+    assert "SHA-256 differs" in other.err and not (tmp_path / "o.html").exists()
+    swapped = _copy_run(runs[0], tmp_path / "swapped", bench=str(built))  # another bench now at the recorded path
+    r = cli("report", swapped, "--out", tmp_path / "s.html")
+    assert r.code == 2 and "SHA-256 differs" in r.err
+    assert cli("report", moved, "--out", tmp_path / "t.html", "--samples", "0").code == 0  # no viewer, no bench

@@ -14,7 +14,8 @@ import pytest
 
 from tests.helpers import snapshot
 from yanami.errors import UserError
-from yanami.store import Dataset, export_parquet, import_parquet, sha256_hex
+from yanami.store import Dataset, DatasetWriter, Generator, export_parquet, import_parquet, sha256_hex
+from yanami.synthetic import write_synthetic
 
 
 def test_loads_with_hugging_face_datasets(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,3 +120,113 @@ def test_hashes_in_the_export_are_the_image_bytes(built: Path, tmp_path: Path) -
     (f,) = export_parquet(built, tmp_path / "pq")
     for row in pq.read_table(f).to_pylist():
         assert [sha256_hex(i["bytes"]) for i in row["images"]] == row["image_sha256"]
+
+
+def test_world_bench_round_trip_is_byte_identical(world_bench: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    # The world's generator params are not in sorted order: the re-imported manifest kept
+    # them sorted, and so had another SHA-256 (another bench identity) than the original.
+    r = cli("export", world_bench, "--out", tmp_path / "pq")
+    assert r.code == 0, r.err
+    r = cli("import", tmp_path / "pq", "--out", tmp_path / "back")
+    assert r.code == 0, r.err
+    assert snapshot(tmp_path / "back") == snapshot(world_bench)
+
+
+def test_round_trip_keeps_the_shard_layout(tmp_path: Path) -> None:
+    write_synthetic(tmp_path / "ds", 5, seed=4)
+    # Rewrite it with two dialogues per shard and the lines in another (valid) key order.
+    ds = Dataset(tmp_path / "ds")
+    with DatasetWriter(
+        tmp_path / "odd", split="train", generator=Generator(name="x", params={"z": 1, "a": 2}), shard_size=2
+    ) as w:
+        for d in ds:
+            for p in d.images():
+                w.add_image(ds.image_bytes(p), p.source)
+            obj = json.loads(d.model_dump_json())
+            w.add_dialogue(d, line=json.dumps(dict(reversed(obj.items()))))
+    assert len(Dataset(tmp_path / "odd").manifest.shards) == 3
+    export_parquet(tmp_path / "odd", tmp_path / "pq", shard_bytes=1)
+    import_parquet(tmp_path / "pq", tmp_path / "back")
+    assert snapshot(tmp_path / "back") == snapshot(tmp_path / "odd")
+
+
+def _with_meta(f: Path, meta: bytes) -> None:
+    table = pq.read_table(f)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"yanami": meta}), f)
+
+
+@pytest.mark.parametrize(
+    ("meta", "expected"),
+    [
+        (b"{not json", "the 'yanami' metadata is not JSON"),
+        (b"\xff\xfe", "the 'yanami' metadata is not JSON"),
+        (b"[1, 2]", "not a yanami export"),
+        (b'{"format": "yanami-dataset"}', "yanami metadata: format_version: Field required"),
+        (
+            b'{"format": "yanami-dataset", "format_version": "1.0", "schema_version": "1.0", '
+            b'"split": "Bad Split", "generator": {"name": "x"}}',
+            "yanami metadata: split: String should match pattern",
+        ),
+        (
+            b'{"format": "yanami-dataset", "format_version": "1.0", "schema_version": "1.0", '
+            b'"split": "bench", "generator": {"name": 7}}',
+            "yanami metadata: generator.name: Input should be a valid string",
+        ),
+        (
+            b'{"format": "yanami-dataset", "format_version": "1.0", "schema_version": "1.0", '
+            b'"split": "bench", "generator": {"name": "x"}, "shards": [["../x.jsonl", 8]]}',
+            "yanami metadata: shards.0.0: String should match pattern",
+        ),
+        (
+            b'{"format": "yanami-dataset", "format_version": "1.0", "schema_version": "1.0", '
+            b'"split": "bench", "generator": {"name": "x"}, '
+            b'"shards": [["dialogues/a.jsonl", 4], ["dialogues/a.jsonl", 4]]}',
+            "yanami metadata: -: Value error, a shard is listed twice",
+        ),
+    ],
+)
+def test_import_of_bad_metadata_is_one_line(
+    built: Path, tmp_path: Path, cli: Callable[..., Any], meta: bytes, expected: str
+) -> None:
+    (f,) = export_parquet(built, tmp_path / "pq")
+    _with_meta(f, meta)
+    r = cli("import", tmp_path / "pq", "--out", tmp_path / "back")
+    assert r.code == 2
+    assert expected in r.err and str(f) in r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "back").exists()
+
+
+def test_import_of_a_corrupt_page_is_one_line(built: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    (f,) = export_parquet(built, tmp_path / "pq")
+    col = pq.ParquetFile(f).metadata.row_group(0).column(4)  # the dialogue column's first page
+    raw = bytearray(f.read_bytes())
+    start = col.data_page_offset
+    raw[start : start + 64] = b"\xff" * 64
+    f.write_bytes(bytes(raw))
+    r = cli("import", tmp_path / "pq", "--out", tmp_path / "back")
+    assert r.code == 2
+    assert r.err.startswith(f"error: {f}: row 0 onwards cannot be read (")
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "back").exists() and list(tmp_path.iterdir()) == [tmp_path / "pq"]
+
+
+def test_export_under_a_missing_folder_is_refused(built: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    # Like `build --out` and `import --out`: yanami creates --out, never the folders above it.
+    missing = tmp_path / "missing"
+    refused = f"error: {missing}: no such directory (yanami creates --out, not the folders above it)"
+    r = cli("export", built, "--out", missing / "pq")
+    assert (r.code, r.err.strip()) == (2, refused)
+    export_parquet(built, tmp_path / "pq")
+    r = cli("import", tmp_path / "pq", "--out", missing / "ds")
+    assert (r.code, r.err.strip()) == (2, refused)
+    r = cli("build", "--out", missing / "ds", "--preset", "tiny")
+    assert (r.code, r.err.strip()) == (2, refused)
+    assert not missing.exists()
+
+
+def test_empty_dataset_round_trip(tmp_path: Path) -> None:
+    write_synthetic(tmp_path / "ds", 0, seed=1)
+    export_parquet(tmp_path / "ds", tmp_path / "pq")
+    import_parquet(tmp_path / "pq", tmp_path / "back")
+    assert snapshot(tmp_path / "back") == snapshot(tmp_path / "ds")

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from yanami.schema import Dialogue
-from yanami.store import Dataset, dataset_stats
+from yanami.store import Dataset, dataset_stats, stats_tables
 from yanami.synthetic import synthetic_dialogue
 
 
@@ -66,3 +72,49 @@ def test_cli_json_and_tables(cli: Callable[..., Any], built: Path) -> None:
     assert r.code == 0
     for label in ("Total dialogues", "Images / dialogue turn", ">=6", "world_modeling", "Capability coverage"):
         assert label in r.out
+
+
+SCENARIO_COUNTS = ("dialogues", "images", "turns", "questions", "atomic_checks")
+
+
+def test_every_table_fits_80_columns_without_losing_a_digit() -> None:
+    # Counts of a large corpus: before, the by-scenario table cut numbers to "1,23…" at 80 columns.
+    big = 1_234_567_890
+    s = dataset_stats([synthetic_dialogue(i, seed=2)[0] for i in range(4)])
+    s = s.model_copy(
+        update={
+            "dialogues": big,
+            "images": big,
+            "turns": big,
+            "messages": 2 * big,
+            "atomic_checks": big,
+            "capability_checks": big,
+            "questions": dict.fromkeys(s.questions, big),
+            "capability_dialogues": dict.fromkeys(s.capability_dialogues, big),
+            "images_per_dialogue_distribution": dict.fromkeys(s.images_per_dialogue_distribution, big),
+            "by_scenario": {
+                k: v.model_copy(update=dict.fromkeys(SCENARIO_COUNTS, big)) for k, v in s.by_scenario.items()
+            },
+        }
+    )
+    console = Console(width=80, record=True, file=io.StringIO())
+    for table in stats_tables(s, "a-long-directory-name"):
+        console.print(table)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    assert text.count("1,234,567,890") >= 6 * 4 + 4 + 4 + 6  # every count, whole
+    assert "2,469,135,780" in text
+    for name in ("fusion", "editing", "world_modeling", "reasoning", "spatial_physical_consistency", "CU"):
+        assert name in text
+
+
+def test_cli_stats_fits_80_columns(world_bench: Path) -> None:
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "yanami", "stats", str(world_bench)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    assert "…" not in proc.stdout
+    assert "By scenario" in proc.stdout

@@ -1,5 +1,20 @@
 """The benchmark runner: items, requests in three layouts, GT-/Self-History, the results store."""
 
+from yanami.bench._format import (
+    RUN_FORMAT,
+    RUN_MANIFEST,
+    RUN_VERSION,
+    STATUSES,
+    CheckResult,
+    JudgeInfo,
+    Prediction,
+    RunManifest,
+    Status,
+    Verdict,
+    bench_sha256,
+    open_bench,
+    read_manifest,
+)
 from yanami.bench._items import (
     GLOBAL_SEED,
     HISTORIES,
@@ -14,32 +29,53 @@ from yanami.bench._items import (
     items_of,
     question_prompt,
 )
-from yanami.bench._results import RESULTS, STATUSES, Prediction, Results, Verdict, read_rows
-from yanami.bench._run import RUN_MANIFEST, RunManifest, Summary, bench_items, evaluate, rejudge, select_dialogues
+from yanami.bench._lock import RunLock
+from yanami.bench._results import RESULTS, Results, RunRows, read_rows
+from yanami.bench._run import (
+    Summary,
+    bench_items,
+    default_concurrency,
+    evaluate,
+    index_dialogues,
+    rejudge,
+    select_dialogues,
+)
 
 __all__ = [
     "GLOBAL_SEED",
     "HISTORIES",
     "LAYOUTS",
     "RESULTS",
+    "RUN_FORMAT",
     "RUN_MANIFEST",
+    "RUN_VERSION",
     "STATUSES",
+    "CheckResult",
     "History",
     "Item",
+    "JudgeInfo",
     "Layout",
     "Prediction",
     "Results",
+    "RunLock",
     "RunManifest",
+    "RunRows",
+    "Status",
     "Summary",
     "Verdict",
     "bench_items",
+    "bench_sha256",
     "build_request",
     "composite",
+    "default_concurrency",
     "evaluate",
     "generation_turns",
+    "index_dialogues",
     "item_seed",
     "items_of",
+    "open_bench",
     "question_prompt",
+    "read_manifest",
     "read_rows",
     "rejudge",
     "select_dialogues",

@@ -2,23 +2,26 @@
 
 One row per prediction and one per verdict, each item written in one transaction, so a
 run killed at any moment keeps every finished item whole and nothing twice. Output
-images are written (temporary file, then rename) before the row that names them.
+images are written (temporary file, then rename) before the row that names them. The
+store owns its connection and its transactions: callers use its methods, never SQL.
+Rows are read by column name into the typed records of `yanami.bench._format`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, NamedTuple
 
+from yanami._files import atomic_write
+from yanami.bench._format import STATUSES, CheckResult, Prediction, RunManifest, Status, Verdict, read_manifest
 from yanami.store import sha256_hex
 
-Status = Literal["ok", "refused", "error", "missing"]
-STATUSES: tuple[Status, ...] = ("ok", "refused", "error", "missing")
+__all__ = ["OUTPUTS", "RESULTS", "STATUSES", "Results", "RunRows", "Status", "read_rows"]
+
 RESULTS = "results.sqlite"
 OUTPUTS = "outputs"
 
@@ -52,38 +55,35 @@ CREATE TABLE IF NOT EXISTS verdicts (
 """
 
 
-@dataclass(frozen=True)
-class Prediction:
-    """What a model produced for one item."""
-
-    item: str
-    dialogue: str
-    scenario: str
-    kind: str
-    turn: int
-    qtype: str | None
-    status: Status
-    text: str | None
-    image: str | None
-    error: str | None
-    seed: int
-    history_fallbacks: int = 0
+def _insert(table: str, columns: list[str]) -> str:
+    return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A judge's grade of one prediction."""
+_PREDICTION_COLUMNS = list(Prediction.model_fields)
+_VERDICT_COLUMNS = list(Verdict.model_fields)
+_INSERT_PREDICTION = _insert("predictions", _PREDICTION_COLUMNS)
+_INSERT_VERDICT = _insert("verdicts", _VERDICT_COLUMNS)
 
-    item: str
-    judge: str
-    judge_version: str
-    status: str
-    """``ok``, or ``error`` when the judge failed (the item is then not scored)."""
-    score: float | None
-    vq: float | None
-    checks: list[tuple[str, str, str | None, bool]] | None
-    aligned: list[str] | None
-    reason: str
+
+def _dump_checks(checks: list[CheckResult] | None) -> str | None:
+    """A verdict's checks as stored: a JSON list of ``[id, kind, capability, passed]``."""
+    return None if checks is None else json.dumps([[c.id, c.kind, c.capability, c.passed] for c in checks])
+
+
+def _load_checks(text: str | None) -> list[CheckResult] | None:
+    """The stored form back (the one place that knows its layout)."""
+    if text is None:
+        return None
+    rows = json.loads(text)
+    return [CheckResult(id=cid, kind=kind, capability=cap, passed=passed) for cid, kind, cap, passed in rows]
+
+
+class RunRows(NamedTuple):
+    """A run as read: its predictions and one judge's verdicts (by item), and its manifest."""
+
+    predictions: dict[str, Prediction]
+    verdicts: dict[str, Verdict]
+    manifest: RunManifest
 
 
 class Results:
@@ -91,22 +91,29 @@ class Results:
 
     def __init__(self, run: Path) -> None:
         self.run = run
-        self.db = sqlite3.connect(run / RESULTS, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(_SCHEMA)
+        self._db = sqlite3.connect(run / RESULTS, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         """Close the database."""
-        self.db.close()
+        self._db.close()
+
+    def __enter__(self) -> Results:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def done(self) -> set[str]:
         """Items with a prediction."""
-        return {r[0] for r in self.db.execute("SELECT item FROM predictions")}
+        return {r["item"] for r in self._db.execute("SELECT item FROM predictions")}
 
     def failed(self) -> set[str]:
         """Items whose prediction is an error."""
-        return {r[0] for r in self.db.execute("SELECT item FROM predictions WHERE status = 'error'")}
+        return {r["item"] for r in self._db.execute("SELECT item FROM predictions WHERE status = 'error'")}
 
     def image_path(self, sha: str) -> Path:
         """Where an output image lives."""
@@ -118,9 +125,7 @@ class Results:
         path = self.image_path(sha)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{sha}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            atomic_write(path, data, fsync=False)  # as durable as the rows (SQLite synchronous=NORMAL)
         return sha
 
     def image(self, sha: str) -> bytes:
@@ -128,52 +133,62 @@ class Results:
         return self.image_path(sha).read_bytes()
 
     def write(self, prediction: Prediction, verdict: Verdict | None) -> None:
-        """Record one item, prediction and verdict together."""
-        p, v = prediction, verdict
-        with self.db:
-            self.db.execute("BEGIN")
-            self.db.execute(
-                "INSERT OR REPLACE INTO predictions VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (p.item, p.dialogue, p.scenario, p.kind, p.turn, p.qtype, p.status, p.text, p.image, p.error, p.seed,
-                 p.history_fallbacks),
-            )  # fmt: skip
-            if v is not None:
-                self.db.execute("DELETE FROM verdicts WHERE item = ? AND judge = ?", (p.item, v.judge))
-                self.write_verdict(v)
+        """Record one item, its prediction and its verdict (if any), in one transaction."""
+        with self._transaction():
+            self._db.execute(_INSERT_PREDICTION, prediction.model_dump())
+            if verdict is not None:
+                self._db.execute(_INSERT_VERDICT, self._verdict_row(verdict))
 
-    def write_verdict(self, v: Verdict) -> None:
-        """Record (or replace) a verdict."""
-        self.db.execute(
-            "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?,?)",
-            (v.item, v.judge, v.judge_version, v.status, v.score, v.vq,
-             None if v.checks is None else json.dumps(v.checks), None if v.aligned is None else json.dumps(v.aligned),
-             v.reason),
-        )  # fmt: skip
+    def write_verdict(self, verdict: Verdict) -> None:
+        """Record (or replace) one verdict, in its own transaction."""
+        with self._transaction():
+            self._db.execute(_INSERT_VERDICT, self._verdict_row(verdict))
 
     def predictions(self) -> dict[str, Prediction]:
         """Every prediction, by item."""
-        rows = self.db.execute("SELECT * FROM predictions ORDER BY item")
-        return {r[0]: Prediction(*r) for r in rows}
+        rows = self._db.execute(f"SELECT {', '.join(_PREDICTION_COLUMNS)} FROM predictions ORDER BY item")
+        return {r["item"]: Prediction.model_validate(dict(r)) for r in rows}
 
     def verdicts(self, judge: str) -> dict[str, Verdict]:
         """Every verdict of one judge, by item."""
-        out = {}
-        for r in self.db.execute("SELECT * FROM verdicts WHERE judge = ? ORDER BY item", (judge,)):
-            checks = None if r[6] is None else [tuple(c) for c in json.loads(r[6])]
-            aligned = None if r[7] is None else json.loads(r[7])
-            out[r[0]] = Verdict(r[0], r[1], r[2], r[3], r[4], r[5], checks, aligned, r[8])  # type: ignore[arg-type]
+        rows = self._db.execute(
+            f"SELECT {', '.join(_VERDICT_COLUMNS)} FROM verdicts WHERE judge = ? ORDER BY item", (judge,)
+        )
+        out: dict[str, Verdict] = {}
+        for r in rows:
+            row = dict(r)
+            row["checks"] = _load_checks(row["checks"])
+            row["aligned"] = None if row["aligned"] is None else json.loads(row["aligned"])
+            row["reason"] = row["reason"] or ""
+            out[r["item"]] = Verdict.model_validate(row)
         return out
 
+    def judges(self) -> dict[str, int]:
+        """The judges with verdicts in the store, with how many each."""
+        rows = self._db.execute("SELECT judge, count(*) AS n FROM verdicts GROUP BY judge ORDER BY judge")
+        return {r["judge"]: r["n"] for r in rows}
 
-def read_rows(run: Path, judge: str | None = None) -> tuple[dict[str, Prediction], dict[str, Verdict], dict[str, Any]]:
+    @staticmethod
+    def _verdict_row(v: Verdict) -> dict[str, Any]:
+        row = v.model_dump()
+        row["checks"] = _dump_checks(v.checks)
+        row["aligned"] = None if v.aligned is None else json.dumps(v.aligned)
+        return row
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Run the block in one transaction: committed when it ends, rolled back when it raises."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+
+def read_rows(run: Path, judge: str | None = None) -> RunRows:
     """A finished or partial run: predictions, the verdicts of a judge (default: the run's), and its manifest."""
-    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    if manifest.get("version") != 2:
-        from yanami.errors import UserError
-
-        raise UserError(f"{run}: a run in format version {manifest.get('version')}, which this yanami does not read")
-    store = Results(run)
-    try:
-        return store.predictions(), store.verdicts(judge or manifest["judge"]["name"]), manifest
-    finally:
-        store.close()
+    manifest = read_manifest(run)
+    with Results(run) as store:
+        return RunRows(store.predictions(), store.verdicts(judge or manifest.judge.name), manifest)

@@ -9,9 +9,8 @@ request, seed and verdict depend only on the item.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -20,10 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
+from yanami._files import atomic_write
+from yanami.bench._format import (
+    RUN_MANIFEST,
+    CheckResult,
+    JudgeInfo,
+    Prediction,
+    RunManifest,
+    Status,
+    Verdict,
+    bench_sha256,
+    open_bench,
+    read_manifest,
+)
 from yanami.bench._items import (
-    GLOBAL_SEED,
     History,
     Item,
     Layout,
@@ -33,59 +42,24 @@ from yanami.bench._items import (
     items_of,
     question_of,
 )
-from yanami.bench._results import Prediction, Results, Status, Verdict
+from yanami.bench._lock import LOCK, RunLock
+from yanami.bench._results import Results
 from yanami.errors import UserError
-from yanami.judges import ExactJudge, Judge, JudgeError
-from yanami.models import Model, Refused, ResponseCache, Transient, load_config, load_model
+from yanami.judges import Judge, JudgeError, judge_settings, load_judge
+from yanami.models import (
+    Model,
+    ReadsBench,
+    Refused,
+    ResponseCache,
+    Transient,
+    load_model,
+    redact,
+    validate_image,
+    validate_text,
+)
 from yanami.schema import Dialogue, ImagePart
-from yanami.store import MANIFEST, Dataset, open_image_bytes
+from yanami.store import Dataset
 from yanami.world import parse_workers
-
-RUN_FORMAT = "yanami-run"
-RUN_MANIFEST = "manifest.json"
-
-
-class JudgeInfo(BaseModel):
-    """Which judge produced a run's verdicts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    name: str
-    version: str
-
-
-class RunManifest(BaseModel):
-    """Every setting of a run (``RUN/manifest.json``); a resumed run must match it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    format: str = RUN_FORMAT
-    version: int = 2
-    """The run format's version (2: verdicts carry a status)."""
-    bench: str
-    """The bench directory, as given."""
-    bench_sha256: str
-    """SHA-256 of the bench's manifest, which holds the hash of every shard and image."""
-    bench_split: str
-    model: str
-    """The --model spec."""
-    model_settings: dict[str, Any] | None = None
-    """The model's config file, as read (it names the API key's variable, never the key)."""
-    model_name: str
-    answers: bool
-    """Whether the model answers questions (DSU is scored only then)."""
-    generates: bool
-    history: History
-    layout: Layout
-    judge: JudgeInfo
-    judge_settings: dict[str, Any] | None = None
-    """The judge's config file, as read, for a VLM judge."""
-    limit: int | None
-    items: int
-    """How many items the run has in all."""
-    global_seed: int = GLOBAL_SEED
-    output_long_edge: int = 512
-    max_tokens: int = 512
-    temperature: float = 0.0
-    yanami_version: str
 
 
 @dataclass
@@ -102,7 +76,11 @@ class Summary:
 
 
 def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialogue]:
-    """The first ``limit`` dialogues taken round-robin over scenarios (all when None)."""
+    """The first ``limit`` dialogues taken round-robin over scenarios (all, in bench order, when None).
+
+    The selection is prefix-stable: the dialogues of a smaller limit are the first ones of
+    a larger limit's, which is what lets a run be extended with a larger ``--limit``.
+    """
     if limit is None:
         return dialogues
     by: dict[str, list[Dialogue]] = {}
@@ -132,21 +110,44 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
     return chains
 
 
-def load_judge(spec: str, bench: Dataset | None = None, cache: ResponseCache | None = None) -> Judge:
-    """The judge a --judge spec names: ``exact``, or a config file of a VLM judge."""
-    if spec == "exact":
-        return ExactJudge()
-    if spec.endswith((".yaml", ".yml", ".json")) or Path(spec).is_file():
-        from yanami.judges import VLMJudge
-
-        return VLMJudge(load_config(spec), bench, cache)
-    raise UserError(f"--judge {spec}: unknown judge (use exact, or a judge config file)")
-
-
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
+def default_concurrency(workers: int) -> int:
+    """Items in flight when ``--concurrency`` is not given: 1, or twice the parse workers (so
+    that every worker has an image to parse while the runner's threads wait on it)."""
+    return 2 * workers if workers > 1 else 1
+
+
+def index_dialogues(dataset: Dataset, dialogues: list[Dialogue]) -> dict[str, Dialogue]:
+    """The bench's dialogues by id; a `UserError` naming the first id two dialogues share, and where."""
+    by_id: dict[str, Dialogue] = {}
+    for d in dialogues:
+        if d.id in by_id:
+            raise UserError(
+                f"{dataset.root}: the dialogue id {d.id!r} is used more than once ({_places(dataset, d.id)}); "
+                "ids must be unique (run `yanami validate`)"
+            )
+        by_id[d.id] = d
+    return by_id
+
+
+def _places(dataset: Dataset, dialogue_id: str) -> str:
+    """Where the dialogues with this id are, as ``shard:line`` (read again only on this error path)."""
+    found: list[str] = []
+    needle = json.dumps(dialogue_id)
+    for shard in dataset.shard_paths():
+        with open(shard, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                if needle in line:
+                    try:
+                        same = json.loads(line).get("id") == dialogue_id
+                    except (ValueError, AttributeError):
+                        same = False
+                    if same:
+                        found.append(f"{shard.relative_to(dataset.root)}:{lineno}")
+    return " and ".join(found) if found else "twice in the bench"
 
 
 def evaluate(
@@ -157,7 +158,7 @@ def evaluate(
     history: History = "gt",
     layout: Layout | None = None,
     judge: str = "exact",
-    concurrency: int = 1,
+    concurrency: int | None = None,
     limit: int | None = None,
     retry_errors: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
@@ -169,18 +170,25 @@ def evaluate(
 
     ``layout`` defaults to the model config's, else yes-first; API responses are cached in
     ``cache`` (default ``out/cache.sqlite``), so a re-run or a re-judge never pays twice.
-    ``workers`` processes parse images for the exact judge and the reference agents (use it
-    with ``concurrency`` of at least twice as many); it never changes a result.
+    ``workers`` processes parse images for the exact judge and the reference agents;
+    ``concurrency`` (items in flight) defaults to `default_concurrency` of them. Neither ever
+    changes a result. The run directory is locked for the whole call (`RunLock`); a run
+    made with ``limit`` is extended by a larger one (or none), see `select_dialogues`.
     """
     from yanami import __version__
 
+    if concurrency is None:
+        concurrency = default_concurrency(workers)
     if concurrency < 1:
         raise UserError(f"--concurrency {concurrency}: must be at least 1")
     dataset, all_dialogues = loaded or _load(bench)
+    index_dialogues(dataset, all_dialogues)
     dialogues = select_dialogues(all_dialogues, limit)
     by_id = {d.id: d for d in dialogues}
     responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
-    the_model: Model = load_model(model, dataset, by_id, responses)
+    the_model: Model = load_model(model, responses)
+    if isinstance(the_model, ReadsBench):
+        the_model.bind_bench(dataset.root)
     the_judge = load_judge(judge, dataset, responses)
     config = getattr(the_model, "config", None)
     if layout is None:
@@ -190,8 +198,8 @@ def evaluate(
     answers, generates = the_model.answer is not None, the_model.generate is not None
     chains = bench_items(dialogues, history, answers, generates)
     manifest = RunManifest(
-        bench=str(bench),
-        bench_sha256=hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest(),
+        bench=str(dataset.root.resolve()),
+        bench_sha256=bench_sha256(dataset),
         bench_split=dataset.manifest.split,
         model=model,
         model_settings=config.model_dump(mode="json") if config is not None else None,
@@ -201,27 +209,25 @@ def evaluate(
         history=history,
         layout=layout,
         judge=JudgeInfo(name=the_judge.name, version=the_judge.version),
-        judge_settings=_settings(the_judge),
+        judge_settings=judge_settings(the_judge),
         limit=limit,
         items=sum(len(c) for c in chains),
         yanami_version=__version__,
     )
     run = Path(out)
-    _open_run(run, manifest)
-    store = Results(run)
     try:
-        with parse_workers(workers):
+        manifest, lock = _open_run(run, manifest, all_dialogues)
+    except BaseException:
+        responses.close()
+        raise
+    try:
+        with Results(run) as store, parse_workers(workers):
             return _execute(
                 store, dataset, by_id, chains, the_model, the_judge, manifest, concurrency, retry_errors, on_progress
             )
     finally:
-        store.close()
         responses.close()
-
-
-def _settings(judge: Judge) -> dict[str, Any] | None:
-    config = getattr(judge, "config", None)
-    return config.model_dump(mode="json") if config is not None else None
+        lock.release()
 
 
 def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
@@ -229,34 +235,68 @@ def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
     return dataset, list(dataset)
 
 
-def _open_run(run: Path, manifest: RunManifest) -> None:
+def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> tuple[RunManifest, RunLock]:
+    """Create the run directory, or resume the run there, holding its lock; returns the
+    manifest in force (a resumed run's, updated when its bench moved or its limit grew)."""
     path = run / RUN_MANIFEST
     if run.exists() and not run.is_dir():
         raise UserError(f"{run}: exists and is not a directory")
-    if path.exists():
-        try:
-            raw = json.loads(path.read_bytes())
-            if raw.get("format") == RUN_FORMAT and raw.get("version") != RunManifest.model_fields["version"].default:
-                raise UserError(
-                    f"{path}: a run in format version {raw.get('version')}, from another yanami; choose another --out"
-                )
-            old = RunManifest.model_validate(raw)
-        except (ValueError, AttributeError):
-            raise UserError(f"{path}: not a yanami run manifest; choose another --out") from None
-        mine, theirs = manifest.model_dump(), old.model_dump()
-        mine.pop("bench"), theirs.pop("bench")  # the same bench may have moved
-        changed = [k for k in mine if mine[k] != theirs[k]]
-        if changed:
-            k = changed[0]
-            raise UserError(
-                f"{path}: this run was made with {k}={theirs[k]!r}, not {mine[k]!r}; resume it with the same "
-                "settings or choose another --out"
-            )
-        return
-    if run.exists() and any(run.iterdir()):
+    if not path.exists() and run.exists() and any(p.name != LOCK for p in run.iterdir()):
         raise UserError(f"{run}: exists, is not empty and holds no yanami run; choose another --out")
     run.mkdir(parents=True, exist_ok=True)
-    _write_json_atomic(path, manifest.model_dump(mode="json"))
+    lock = RunLock(run)
+    try:
+        if path.exists():  # (read under the lock: another process may have just made the run)
+            manifest = _resume(run, manifest, all_dialogues)
+        else:
+            _write_json_atomic(path, manifest.model_dump(mode="json"))
+    except BaseException:
+        lock.release()
+        raise
+    return manifest, lock
+
+
+_MAY_CHANGE = ("bench", "limit", "items")
+"""Manifest fields a resumed run may change: the bench may have moved; a limit may grow."""
+
+
+def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> RunManifest:
+    """The manifest of the run being resumed with ``manifest``'s settings, or a `UserError`."""
+    path = run / RUN_MANIFEST
+    try:
+        old = read_manifest(run)
+    except UserError as exc:
+        raise UserError(f"{exc}; choose another --out") from None
+    mine, theirs = manifest.model_dump(), old.model_dump()
+    same_limit = manifest.limit == old.limit
+    changed = [k for k in mine if mine[k] != theirs[k] and (k not in _MAY_CHANGE or (k == "items" and same_limit))]
+    if changed:
+        k = changed[0]
+        raise UserError(
+            f"{path}: this run was made with {k}={theirs[k]!r}, not {mine[k]!r}; resume it with the same "
+            "settings or choose another --out"
+        )
+    if not same_limit:
+        before = _round_robin(all_dialogues, old.limit)
+        after = _round_robin(all_dialogues, manifest.limit)
+        if len(after) < len(before):
+            raise UserError(
+                f"{path}: this run was made with limit={old.limit!r}; --limit {manifest.limit} would drop some of "
+                f"its dialogues: resume it with --limit {old.limit} or more (or none), or choose another --out"
+            )
+        if [d.id for d in after[: len(before)]] != [d.id for d in before]:
+            raise UserError(
+                f"{path}: the dialogues of limit={old.limit!r} are not the first of --limit {manifest.limit}; "
+                "resume it with the same settings or choose another --out"
+            )
+    if manifest != old:
+        _write_json_atomic(path, manifest.model_dump(mode="json"))
+    return manifest
+
+
+def _round_robin(dialogues: list[Dialogue], limit: int | None) -> list[Dialogue]:
+    """`select_dialogues` in its round-robin order also for no limit (for comparing selections)."""
+    return select_dialogues(dialogues, len(dialogues) if limit is None else limit)
 
 
 def _execute(
@@ -353,7 +393,7 @@ class _Runner:
     def bench_image(self, part: ImagePart) -> bytes:
         data = self._bytes.get(part.sha256)
         if data is None:
-            data = self.dataset.image_bytes(part)
+            data = self.dataset.image_bytes(part)  # checked: hash and pixel limit (one line if not)
             with self._lock:
                 if len(self._bytes) > 512:
                     self._bytes.clear()
@@ -387,20 +427,24 @@ class _Runner:
                 if not data:
                     status = "missing"
                 else:
-                    _check_image(data)
+                    validate_image(data)  # the adapters' rule, for every model kind
             else:
                 assert self.model.answer is not None
                 text = self.model.answer(request)
                 if not text or not text.strip():
                     status = "missing"
+                else:
+                    validate_text(text.encode())  # one refusal rule for every path: raises Refused
         except Refused as exc:
-            status, error = "refused", str(exc) or "refused"
+            status, error, text = "refused", str(exc) or "refused", None
         except (UserError, BrokenExecutor):  # ours, not the model's: stop the run, keep what is written
             raise
         except Transient as exc:
             status, error = "error", f"gave up after retries: {exc}"
         except Exception as exc:  # the model failed on this item: recorded, never scored
             status, error = "error", f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            error = redact(error)  # a server may quote a key back; it never reaches a result
         if status == "ok" and data:
             image = self.store.put_image(data)
         if item.kind == "turn":
@@ -428,13 +472,6 @@ class _Runner:
         return p.image if p is not None and p.status == "ok" else None
 
 
-def _check_image(data: bytes) -> None:
-    try:
-        open_image_bytes(data).verify()  # structure and checksums, without decoding the pixels
-    except Exception as exc:
-        raise ValueError(f"the output is not a decodable image ({exc})") from None
-
-
 def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data: bytes | None = None) -> Verdict | None:
     """The verdict on an ok prediction (None otherwise: nothing to grade).
 
@@ -449,17 +486,37 @@ def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data:
             q = next(q for q in d.questions if q.id == p.item.rpartition("/")[2])
             v = judge.judge_answer(d, q, p.text or "")
             return Verdict(
-                p.item, judge.name, judge.version, "ok", v.score, None, None, list(q.aligned_checks), v.reason
+                item=p.item,
+                judge=judge.name,
+                judge_version=judge.version,
+                status="ok",
+                score=v.score,
+                aligned=list(q.aligned_checks),
+                reason=v.reason,
             )
         turn = d.turns[p.turn]
         assert p.image is not None
         iv = judge.judge_image(d, turn, image_data if image_data is not None else store.image(p.image))
     except JudgeError as exc:
-        return Verdict(p.item, judge.name, judge.version, "error", None, None, None, None, str(exc))
+        return Verdict(item=p.item, judge=judge.name, judge_version=judge.version, status="error", reason=str(exc))
     checks = [
-        (c.id, c.kind.value, c.capability.value if c.capability else None, bool(iv.checks[c.id])) for c in turn.checks
+        CheckResult(
+            id=c.id,
+            kind=c.kind.value,
+            capability=c.capability.value if c.capability else None,
+            passed=bool(iv.checks[c.id]),
+        )
+        for c in turn.checks
     ]
-    return Verdict(p.item, judge.name, judge.version, "ok", None, iv.vq, checks, None, iv.reason)
+    return Verdict(
+        item=p.item,
+        judge=judge.name,
+        judge_version=judge.version,
+        status="ok",
+        vq=iv.vq,
+        checks=checks,
+        reason=iv.reason,
+    )
 
 
 EXTRA_JUDGES = "judges.json"
@@ -481,19 +538,15 @@ def rejudge(
     skipped, and those an older version graded are graded again.
     """
     run = Path(run)
-    path = run / RUN_MANIFEST
-    if not path.is_file():
-        raise UserError(f"{run}: not a yanami run (no {RUN_MANIFEST})")
-    manifest = RunManifest.model_validate_json(path.read_bytes())
-    dataset = Dataset(bench or manifest.bench)
-    digest = hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest()
-    if digest != manifest.bench_sha256:
-        raise UserError(f"{dataset.root}: not the bench this run was made on (its manifest's SHA-256 differs)")
-    by_id = {d.id: d for d in dataset}
+    manifest = read_manifest(run)
+    dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
+    by_id = index_dialogues(dataset, list(dataset))
     responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
     the_judge = load_judge(judge, dataset, responses)
-    store = Results(run)
-    try:
+    with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
+        held.callback(responses.close)
+        held.enter_context(RunLock(run))
+        store = held.enter_context(Results(run))
         _record_judge(run, the_judge)
         done = {
             k
@@ -507,21 +560,16 @@ def rejudge(
             for n, f in enumerate(futures, 1):
                 v = f.result()
                 if v is not None:
-                    with store.db:
-                        store.db.execute("BEGIN")
-                        store.write_verdict(v)
+                    store.write_verdict(v)
                     summary.statuses[v.status] = summary.statuses.get(v.status, 0) + 1
                 summary.written += 1
                 if on_progress:
                     on_progress(len(done) + n, summary.items)
         return summary
-    finally:
-        store.close()
-        responses.close()
 
 
 def _record_judge(run: Path, judge: Judge) -> None:
     path = run / EXTRA_JUDGES
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    known[judge.name] = {"version": judge.version, "settings": _settings(judge)}
+    known[judge.name] = {"version": judge.version, "settings": judge_settings(judge)}
     _write_json_atomic(path, known)

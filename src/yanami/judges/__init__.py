@@ -1,11 +1,13 @@
-"""Judges: the exact judge for world data (VLM judges join behind the same contract)."""
+"""Judges: the exact judge for world data, the VLM judge, option scoring, and the judge registry."""
 
 from yanami.judges._choice import choice_score, format_weight, normalize, value_score
-from yanami.judges._exact import ExactJudge, world_quality
-from yanami.judges._protocol import AnswerVerdict, ImageVerdict, Judge, JudgeError
-from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, parse_reply, prompt
+from yanami.judges._exact import ExactJudge, exact_judge, world_quality
+from yanami.judges._registry import ENTRY_POINTS, judge_settings, load_judge
+from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, fence_code, parse_reply, prompt
+from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
 
 __all__ = [
+    "ENTRY_POINTS",
     "PROMPT_VERSION",
     "AnswerVerdict",
     "ExactJudge",
@@ -14,7 +16,11 @@ __all__ = [
     "JudgeError",
     "VLMJudge",
     "choice_score",
+    "exact_judge",
+    "fence_code",
     "format_weight",
+    "judge_settings",
+    "load_judge",
     "normalize",
     "parse_reply",
     "prompt",

@@ -8,10 +8,11 @@ world scene (see `world_quality`).
 
 from __future__ import annotations
 
+from yanami.errors import UserError
 from yanami.judges._choice import choice_score, value_score
-from yanami.judges._protocol import AnswerVerdict, ImageVerdict
+from yanami.models import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
-from yanami.world import Parse, evaluate, parse_cached
+from yanami.world import Parse, evaluate, parse_cached, turn_state
 
 VERSION = "2"
 """2: a stack hidden inside its support's outline is told from a lone object by colour."""
@@ -49,10 +50,16 @@ class ExactJudge:
 
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
         """Every check of the turn evaluated on the parsed candidate, and the world Visual Quality."""
-        state = turn.hidden.state
-        azimuth = float(state["azimuth"]) if isinstance(state, dict) and "azimuth" in state else 45.0
+        azimuth = turn_state(turn).azimuth
         parse = parse_cached(image, azimuth)  # identical candidates (across runs too) are parsed once
         scene = parse.to_scene()
         checks = {c.id: evaluate(c.hidden.predicate, scene, azimuth) for c in turn.checks}  # type: ignore[arg-type]
         objects = "; ".join(f"{o.size} {o.colour} {o.material} {o.shape}" for o in parse.objects)
         return ImageVerdict(checks, float(world_quality(parse)), f"parsed {len(parse.objects)} objects: {objects}")
+
+
+def exact_judge(spec: str) -> ExactJudge:
+    """The factory of the judge kind ``exact`` (``--judge exact``)."""
+    if spec:
+        raise UserError(f"--judge exact:{spec}: the exact judge takes no argument (use --judge exact)")
+    return ExactJudge()

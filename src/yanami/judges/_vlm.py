@@ -1,4 +1,4 @@
-"""The VLM judge: three fixed, versioned prompts over any OpenAI-compatible chat model.
+"""The VLM judge: three fixed, versioned prompts over any model that answers.
 
 - DSU: the conversation, the question, the reference and the (fenced, untrusted) answer ->
   ``{"correct": bool, "reason": str}``;
@@ -6,25 +6,46 @@
   ``{"verdicts": {check id: bool}}``, which must name exactly the turn's check ids;
 - Visual Quality: the candidate -> ``{"score": 0..10}``.
 
-Temperature 0. Output is validated; an invalid reply gets one repair request (the reply and
-what is wrong with it), and a second invalid reply is a `JudgeError`, never a silent false.
+The judge speaks to its model through the same `Request` a model under test receives, so
+any client kind (an OpenAI-compatible server, an ``/infer`` server, a plug-in) can judge;
+retries, limits and the response cache are the client's. Temperature 0. Output is
+validated; an invalid reply gets one repair request (the reply and what is wrong with it),
+and a second invalid reply is a `JudgeError`, never a silent false.
+
+The answer under judgement is fenced by tags that carry a code derived from the answer's
+own SHA-256: text inside the answer cannot close the fence, since it cannot contain its
+own hash.
 """
 
 from __future__ import annotations
 
-import re
+import hashlib
 from importlib.resources import files
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from yanami.judges._protocol import AnswerVerdict, ImageVerdict, JudgeError
-from yanami.models import Malformed, ModelConfig, Refused, ResponseCache, Transient
-from yanami.models._openai import OpenAIModel, data_url
+from yanami.errors import UserError
+from yanami.models import (
+    AnswerVerdict,
+    ImageVerdict,
+    InputImage,
+    InputMessage,
+    InputText,
+    JudgeError,
+    Malformed,
+    Model,
+    Refused,
+    Request,
+    Transient,
+    conversation_text,
+    options_text,
+)
 from yanami.schema import Dialogue, ImagePart, Question, TextPart, Turn
-from yanami.store import Dataset
+from yanami.store import Dataset, open_image_bytes
 
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"
+"""v2: the answer's fence carries a code derived from the answer (v1's fixed tag could be closed from inside)."""
 
 
 def prompt(name: str) -> str:
@@ -49,12 +70,9 @@ class _VQ(BaseModel):
     score: int = Field(ge=0, le=10)
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
-
-
 def parse_reply(text: str, schema: type[BaseModel]) -> Any:
     """The JSON object in a judge's reply, validated (code fences allowed); ValueError if invalid."""
-    body = _FENCE.sub("", text.strip())
+    body = text.strip()
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the reply")
@@ -65,47 +83,59 @@ def parse_reply(text: str, schema: type[BaseModel]) -> Any:
         raise ValueError(f"{'.'.join(map(str, first['loc'])) or 'reply'}: {first['msg']}") from None
 
 
+def fence_code(prediction: str) -> str:
+    """The code of the fence around an answer: from the answer's SHA-256, so it cannot forge it."""
+    return hashlib.sha256(b"yanami-fence/" + prediction.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def context_text(d: Dialogue, upto: int) -> str:
     """The conversation's text up to and including turn ``upto``; images as numbered markers."""
-    lines, k = [], 0
-    for t in d.turns[: upto + 1]:
-        for role, m in (("User", t.user), ("Assistant", t.assistant)):
-            words = []
-            for p in m.parts:
-                if isinstance(p, TextPart):
-                    words.append(p.text)
-                else:
-                    k += 1
-                    words.append(f"[image {k}]")
-            lines.append(f"{role}: {' '.join(words)}")
-    return "\n".join(lines)
+    messages = [
+        (role, [p.text if isinstance(p, TextPart) else None for p in m.parts])
+        for t in d.turns[: upto + 1]
+        for role, m in (("user", t.user), ("assistant", t.assistant))
+    ]
+    return "\n".join(conversation_text(messages))
+
+
+def _image(data: bytes, sha256: str | None = None) -> InputImage:
+    try:
+        img = open_image_bytes(data)  # the header only
+        width, height = img.width, img.height
+    except ValueError:
+        width = height = 0  # the server sees the bytes as they are
+    return InputImage(data, sha256 or hashlib.sha256(data).hexdigest(), width, height)
 
 
 class VLMJudge:
-    """A VLM judge behind an OpenAI-compatible server (see the module docstring)."""
+    """A VLM judge over a model that answers (see the module docstring)."""
 
     version = f"vlm-{PROMPT_VERSION}"
 
-    def __init__(self, config: ModelConfig, bench: Dataset | None, cache: ResponseCache | None = None) -> None:
-        if config.kind != "openai" or not config.chat_model:
-            raise JudgeError(f"{config.name}: a judge config needs kind: openai and a chat_model")
-        self.config = config.model_copy(update={"temperature": 0.0})
-        self.name = config.name
+    def __init__(self, model: Model, bench: Dataset | None, settings: dict[str, Any] | None = None) -> None:
+        if model.answer is None:
+            raise UserError(f"{model.name}: a judge must answer (a chat_model, or answers: true for infer-http)")
+        self.model = model
+        self._answer = model.answer
+        self.name = model.name
         self.bench = bench
-        self.client = OpenAIModel(self.config, cache)
+        self.settings = settings
+        """The judge's config file, as read (recorded with a run)."""
 
-    def _ask(self, content: list[dict[str, Any]], schema: type[BaseModel], key: list[Any]) -> Any:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+    def _ask(self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel]) -> Any:
+        messages = [InputMessage("user", tuple(parts))]
         try:
-            reply = self.client.chat(messages, key, seed=None, max_tokens=512)
+            reply = self._answer(Request(item, tuple(messages), seed=0, size=(512, 512)))
             try:
                 return parse_reply(reply, schema)
             except ValueError as first:
                 messages += [
-                    {"role": "assistant", "content": reply},
-                    {"role": "user", "content": f"That reply is invalid ({first}). Reply again with the JSON only."},
+                    InputMessage("assistant", (InputText(reply),)),
+                    InputMessage(
+                        "user", (InputText(f"That reply is invalid ({first}). Reply again with the JSON only."),)
+                    ),
                 ]
-                again = self.client.chat(messages, [*key, "repair", reply], seed=None, max_tokens=512)
+                again = self._answer(Request(item, tuple(messages), seed=0, size=(512, 512)))
                 return self._validated(again, schema)
         except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
             raise JudgeError(f"{self.name}: {exc}") from None
@@ -118,17 +148,16 @@ class VLMJudge:
 
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
         """Semantic correctness of a reply (protocol DSU)."""
-        question = q.text
-        if q.choices:
-            question += "\n" + "\n".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(q.choices))
+        question = q.text + ("\n" + options_text(q.choices) if q.choices else "")
         reference = q.answer + (f" (option {', '.join(q.answer_letters)})" if q.answer_letters else "")
         text = prompt("dsu").format(
             context=context_text(d, q.after_turn),
             question=question,
             reference=reference,
-            prediction=reply.replace("</answer>", "</ answer>"),  # the fence cannot be closed from inside
+            prediction=reply,
+            fence=fence_code(reply),
         )
-        out = self._ask([{"type": "text", "text": text}], _DSU, ["dsu", PROMPT_VERSION, text])
+        out = self._ask(f"{d.id}/{q.id}", [InputText(text)], _DSU)
         return AnswerVerdict(1.0 if out.correct else 0.0, out.reason)
 
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
@@ -136,36 +165,26 @@ class VLMJudge:
         if self.bench is None:
             raise JudgeError(f"{self.name}: judging images needs the bench (the ground-truth targets)")
         target = next(p for p in turn.assistant.parts if isinstance(p, ImagePart))
-        truth = self.bench.image_bytes(target)
+        truth = InputImage(self.bench.image_bytes(target), target.sha256, target.width, target.height)
+        candidate = _image(image)
         request = " ".join(p.text for p in turn.user.parts if isinstance(p, TextPart))
         listing = "\n".join(f"{c.id}: {c.text}" for c in turn.checks)
-        text = prompt("sc").format(request=request, checks=listing)
+        item = f"{d.id}/t{turn.index}"
         sc = self._ask(
+            item,
             [
-                {"type": "text", "text": text},
-                {"type": "text", "text": "Reference image:"},
-                {"type": "image_url", "image_url": {"url": data_url(truth)}},
-                {"type": "text", "text": "Candidate image:"},
-                {"type": "image_url", "image_url": {"url": data_url(image)}},
+                InputText(prompt("sc").format(request=request, checks=listing)),
+                InputText("Reference image:"),
+                truth,
+                InputText("Candidate image:"),
+                candidate,
             ],
             _SC,
-            ["sc", PROMPT_VERSION, text, target.sha256, _sha(image)],
         )
         ids = {c.id for c in turn.checks}
         got = set(sc.verdicts)
         if got != ids:
             missing, extra = sorted(ids - got), sorted(got - ids)
             raise JudgeError(f"{self.name}: the verdicts name the wrong checks (missing {missing}, extra {extra})")
-        vq_text = prompt("vq")
-        vq = self._ask(
-            [{"type": "text", "text": vq_text}, {"type": "image_url", "image_url": {"url": data_url(image)}}],
-            _VQ,
-            ["vq", PROMPT_VERSION, _sha(image)],
-        )
+        vq = self._ask(item, [InputText(prompt("vq")), candidate], _VQ)
         return ImageVerdict(dict(sc.verdicts), float(vq.score), sc.reason)
-
-
-def _sha(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()

@@ -1,37 +1,105 @@
-"""Models under test: the contract, the reference agents, and how a model spec is loaded."""
+"""Models under test: the contract, the chat client, config files, and how a spec is loaded.
 
-from yanami.models._config import ModelConfig, load_config
-from yanami.models._http import Endpoint, Malformed, ResponseCache, RetryPolicy, Transient, call_with_retries
+`yanami.models` is the ground floor: importing it loads neither the world, numpy nor
+Pillow (the adapters import their client libraries when they are built), and config
+files (pydantic, YAML) are read by code loaded on first use.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from yanami.models._client import (
+    Client,
+    chat_messages,
+    conversation_text,
+    data_url,
+    key_messages,
+    options_text,
+    redact,
+    refusal,
+    transcript,
+    validate_image,
+    validate_text,
+)
+from yanami.models._http import Endpoint, Fatal, Malformed, ResponseCache, RetryPolicy, Transient, call_with_retries
 from yanami.models._protocol import (
+    OUTPUT_LONG_EDGE,
+    AnswerVerdict,
+    ImageVerdict,
     InputImage,
     InputMessage,
     InputText,
+    Judge,
+    JudgeError,
+    JudgeFactory,
     Model,
+    ModelFactory,
     Refused,
     Request,
     output_frame,
 )
-from yanami.models._reference import AGENTS, ReferenceAgent
-from yanami.models._registry import load_model, model_from_config
+from yanami.models._registry import (
+    CONFIG_SUFFIXES,
+    ENTRY_POINTS,
+    ReadsBench,
+    load_model,
+    load_plugin,
+    looks_like_config,
+    model_from_config,
+)
+
+if TYPE_CHECKING:
+    from yanami.models._config import ModelConfig, load_config
+
+
+def __getattr__(name: str) -> Any:
+    # Config files need pydantic and YAML: loaded on first use, so `import yanami.models` stays light.
+    if name in ("ModelConfig", "load_config"):
+        from yanami.models import _config
+
+        return getattr(_config, name)
+    raise AttributeError(f"module 'yanami.models' has no attribute {name!r}")
+
 
 __all__ = [
-    "AGENTS",
+    "CONFIG_SUFFIXES",
+    "ENTRY_POINTS",
+    "OUTPUT_LONG_EDGE",
+    "AnswerVerdict",
+    "Client",
     "Endpoint",
+    "Fatal",
+    "ImageVerdict",
     "InputImage",
     "InputMessage",
     "InputText",
+    "Judge",
+    "JudgeError",
+    "JudgeFactory",
     "Malformed",
     "Model",
     "ModelConfig",
-    "ReferenceAgent",
+    "ModelFactory",
+    "ReadsBench",
     "Refused",
     "Request",
     "ResponseCache",
     "RetryPolicy",
     "Transient",
     "call_with_retries",
+    "chat_messages",
+    "conversation_text",
+    "data_url",
+    "key_messages",
     "load_config",
     "load_model",
+    "load_plugin",
+    "looks_like_config",
     "model_from_config",
+    "options_text",
     "output_frame",
+    "redact",
+    "refusal",
+    "transcript",
+    "validate_image",
+    "validate_text",
 ]

@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yanami.errors import UserError
@@ -75,11 +74,15 @@ class ModelConfig(BaseModel):
 
 def load_config(path: str | Path) -> ModelConfig:
     """Read a config file; a problem is one line naming the file, line and field."""
+    import yaml
+
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{p}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not a text file (a config file is UTF-8 YAML)") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -100,6 +103,13 @@ def load_config(path: str | Path) -> ModelConfig:
         raise UserError(f"{p}:{_line_of(text, 'kind')}: base_url: required for kind {config.kind}")
     if config.kind == "reference" and not config.agent:
         raise UserError(f"{p}:{_line_of(text, 'kind')}: agent: required for kind reference")
+    if config.kind == "openai" and not (config.chat_model or config.image_model):
+        raise UserError(
+            f"{p}:{_line_of(text, 'kind')}: chat_model, image_model: give at least one (a model that neither "
+            "answers nor generates has nothing to evaluate)"
+        )
+    if config.kind == "infer-http" and not (config.answers or config.generates):
+        raise UserError(f"{p}:{_line_of(text, 'answers')}: answers, generates: at least one must be true")
     return config
 
 

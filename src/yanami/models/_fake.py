@@ -7,7 +7,9 @@ image or a plain picture), after an optional latency. ``faults`` scripts failure
 in order by the requests whose path contains the given fragment:
 
     FakeServer(faults=[("/chat", "429"), ("/chat", "500"), ("/infer", "hang"), ("/images", "malformed"),
-                       ("/chat", "refuse"), ("/chat", "wrong-json")])
+                       ("/chat", "refuse"), ("/chat", "wrong-json"), ("/chat", "401"), ("/chat", "echo-key")])
+
+(``401``/``403`` and ``echo-key``, a 400, quote the request's Authorization header back.)
 """
 
 from __future__ import annotations
@@ -79,6 +81,8 @@ class FakeServer:
         faults: list[tuple[str, str]] | None = None,
         brain: Brain | None = None,
         hang_s: float = 5.0,
+        port: int = 0,
+        host: str = "127.0.0.1",
     ) -> None:
         self.latency_s = latency_s
         self.faults = list(faults or [])
@@ -91,14 +95,15 @@ class FakeServer:
         self.max_in_flight = 0
         """The most requests the server held at once."""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT`` (add ``/v1`` for OpenAI clients)."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        """``http://HOST:PORT`` (add ``/v1`` for OpenAI clients)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
 
     def __enter__(self) -> FakeServer:
         self._thread.start()
@@ -169,6 +174,11 @@ class FakeServer:
                     return self._send(500, b'{"error": {"message": "internal"}}')
                 if fault == "malformed":
                     return self._send(200, b'{"choices": [ this is not json')
+                if fault in ("echo-key", "401", "403"):  # a server that quotes the credentials it was sent
+                    auth = self.headers.get("Authorization", "")
+                    status = 400 if fault == "echo-key" else int(fault)
+                    err = {"error": {"message": f"request rejected for {auth}"}}
+                    return self._send(status, json.dumps(err).encode())
                 if self.path.endswith("/infer"):
                     return self._infer(body, fault)
                 if "/chat/completions" in self.path:
@@ -184,7 +194,8 @@ class FakeServer:
                     out: dict[str, Any] = {"images": []}
                     for part in msg.iter_parts():
                         name = part.get_param("name", header="content-disposition")
-                        data = part.get_payload(decode=True) or b""
+                        payload = part.get_payload(decode=True)
+                        data = payload if isinstance(payload, bytes) else b""
                         if part.get_filename():
                             out["images"].append(data)
                         elif name:
@@ -239,19 +250,3 @@ class FakeServer:
                 return self._send(200, json.dumps(out).encode())
 
         return Handler
-
-
-def main() -> None:
-    """``python -m yanami.models._fake [--latency S] [--port N]``: serve until interrupted; prints the URL."""
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--latency", type=float, default=0.0)
-    args = ap.parse_args()
-    with FakeServer(latency_s=args.latency) as srv:
-        print(srv.url, flush=True)
-        threading.Event().wait()
-
-
-if __name__ == "__main__":
-    main()

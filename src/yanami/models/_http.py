@@ -11,17 +11,17 @@
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from yanami.errors import UserError
 
 T = TypeVar("T")
 MAX_BACKOFF_S = 30.0
@@ -39,8 +39,21 @@ class Malformed(Exception):
     """The server answered, but not with what the protocol promises: recorded as an error."""
 
 
+class Fatal(UserError):
+    """The server refuses this client (HTTP 401 or 403): nothing more is sent to it, and the run stops.
+
+    Raised once per endpoint with the server's (redacted) reason; every later call to the
+    same endpoint in this process fails at once with the same message.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=1)
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    import email.utils
+
     if not value:
         return None
     try:
@@ -62,6 +75,12 @@ class Endpoint:
         self.interval = 60.0 / requests_per_minute
         self._next = time.monotonic()
         self._lock = threading.Lock()
+        self.stopped: str | None = None
+        """Why the server refused this client, once it has (no call is made after that)."""
+
+    def stop(self, reason: str) -> None:
+        """Refuse every later call: the server rejected the credentials."""
+        self.stopped = self.stopped or reason
 
     def _pace(self) -> None:
         with self._lock:
@@ -72,8 +91,12 @@ class Endpoint:
             time.sleep(start - now)
 
     def call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` within the limits."""
+        """Run ``fn`` within the limits (never once the server has refused this client)."""
+        if self.stopped:
+            raise Fatal(self.stopped)
         with self.slots:
+            if self.stopped:
+                raise Fatal(self.stopped)
             self._pace()
             return fn()
 
@@ -132,10 +155,12 @@ class ResponseCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db: sqlite3.Connection | None = None  # opened on first use
+        self._db: Any = None  # opened on first use
         self._lock = threading.Lock()
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Any:
+        import sqlite3
+
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -153,15 +178,6 @@ class ResponseCache:
         """Store a successful response."""
         with self._lock:
             self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
-
-    def fetch(self, key: str, kind: str, make: Callable[[], bytes]) -> bytes:
-        """The response stored under ``key``, or ``make()``'s, stored (only successes reach here)."""
-        hit = self.get(key)
-        if hit is not None:
-            return hit[1]
-        value = make()
-        self.put(key, kind, value)
-        return value
 
     def close(self) -> None:
         """Close the file."""

@@ -11,26 +11,15 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
+from yanami.models._client import Client, key_messages, policy_refusal, validate_image, validate_text
 from yanami.models._config import ModelConfig
-from yanami.models._http import (
-    Malformed,
-    ResponseCache,
-    RetryPolicy,
-    Transient,
-    call_with_retries,
-    endpoint_for,
-    parse_retry_after,
-    request_key,
-)
-from yanami.models._openai import key_messages
+from yanami.models._http import Fatal, Malformed, ResponseCache, Transient, parse_retry_after
 from yanami.models._protocol import InputText, Refused, Request
-
-_POLICY = re.compile(r"content[_ ]?policy|safety|refus|not allowed", re.IGNORECASE)
 
 
 def infer_history(request: Request) -> list[dict[str, Any]]:
@@ -49,26 +38,27 @@ def infer_history(request: Request) -> list[dict[str, Any]]:
     ]
 
 
-class InferHTTPModel:
+class InferHTTPModel(Client):
     """A model behind an /infer server (see the module docstring)."""
 
     PROMPT_VERSION = "infer-1"
+    answer: Callable[[Request], str] | None
+    generate: Callable[[Request], bytes] | None
 
     def __init__(self, config: ModelConfig, cache: ResponseCache | None = None) -> None:
-        self.config = config
-        self.name = config.name
+        super().__init__(config, cache)
         self.url = config.base_url.rstrip("/") + "/infer"
-        self.endpoint = endpoint_for(config.base_url, config.max_concurrency, config.requests_per_minute)
-        self.policy = RetryPolicy(config.max_retries, config.backoff_s)
-        self.cache = cache
         self.answer = self._answer if config.answers else None
         self.generate = self._generate if config.generates else None
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.secrets:
+            headers["Authorization"] = f"Bearer {self.secrets[0]}"
 
         def attempt() -> dict[str, Any]:
-            req = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(self.url, data=data, headers=headers)
             try:
                 with urllib.request.urlopen(req, timeout=self.config.timeout_s) as r:
                     raw = r.read()
@@ -76,7 +66,9 @@ class InferHTTPModel:
                 if exc.code == 429 or exc.code >= 500:
                     raise Transient(f"HTTP {exc.code}", parse_retry_after(exc.headers.get("Retry-After"))) from None
                 detail = exc.read()[:300].decode("utf-8", "replace")
-                if _POLICY.search(detail):
+                if exc.code in (401, 403):
+                    raise Fatal(f"{self.url}: HTTP {exc.code} ({detail}); the server refused this client") from None
+                if policy_refusal(detail):
                     raise Refused(detail) from None
                 raise RuntimeError(f"HTTP {exc.code}: {detail}") from None
             except TimeoutError:
@@ -91,7 +83,8 @@ class InferHTTPModel:
                 raise Malformed("the /infer reply is not a JSON object")
             return out
 
-        return call_with_retries(attempt, self.policy, self.endpoint)
+        result: dict[str, Any] = self.call(attempt)
+        return result
 
     def _infer(self, request: Request, mode: str) -> dict[str, Any]:
         out = self._post(
@@ -99,7 +92,7 @@ class InferHTTPModel:
         )
         if "error" in out:
             message = str(out["error"])
-            if _POLICY.search(message):
+            if policy_refusal(message):
                 raise Refused(message)
             raise RuntimeError(f"/infer error: {message}")
         response = out.get("response")
@@ -107,12 +100,12 @@ class InferHTTPModel:
             raise Malformed("the /infer reply has neither response nor error")
         return response
 
-    def _cached(self, request: Request, mode: str, make: Any) -> bytes:
-        if self.cache is None:
-            return make()
-        key = request_key({"api": "infer", "url": self.url, "mode": mode, "messages": key_messages(request),
-                           "temperature": self.config.temperature, "prompt_version": self.PROMPT_VERSION})  # fmt: skip
-        return self.cache.fetch(key, mode, make)
+    def _cached(
+        self, request: Request, mode: str, make: Callable[[], bytes], validate: Callable[[bytes], None]
+    ) -> bytes:
+        payload = {"api": "infer", "url": self.url, "mode": mode, "messages": key_messages(request),
+                   "temperature": self.config.temperature}  # fmt: skip
+        return self.cached(payload, mode, make, validate)
 
     def _answer(self, request: Request) -> str:
         def make() -> bytes:
@@ -121,7 +114,7 @@ class InferHTTPModel:
                 raise Malformed("the /infer reply has no text")
             return text.encode()
 
-        return self._cached(request, "text_only", make).decode()
+        return self._cached(request, "text_only", make, validate_text).decode()
 
     def _generate(self, request: Request) -> bytes:
         def make() -> bytes:
@@ -133,4 +126,4 @@ class InferHTTPModel:
             except ValueError:
                 raise Malformed("the /infer image is not valid base64") from None
 
-        return self._cached(request, "image_only", make)
+        return self._cached(request, "image_only", make, validate_image)

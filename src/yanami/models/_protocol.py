@@ -1,16 +1,29 @@
-"""The model contract: what a model under test receives and returns.
+"""The whole contract of yanami on one screen: what a model and a judge receive and return.
 
-A model has up to two abilities, ``answer`` (text) and ``generate`` (an image); either may
+A *model* has up to two abilities, ``answer`` (text) and ``generate`` (an image); either may
 be absent (generation-only and understanding-only models exist). What it receives is a
 `Request` built from the dialogue's message parts alone: no hidden annotation (state,
 intent, check predicate, reference answer, ground-truth target) is ever part of it.
+
+A *judge* grades what a model produced: a reply to a question (`AnswerVerdict`) or a
+candidate image for a target turn (`ImageVerdict`, one verdict per check). Judges see the
+dialogue with its hidden annotations: that is what they grade against.
+
+This module imports nothing heavy (no numpy, Pillow, pydantic or the world), so a plug-in
+that implements the contract loads in milliseconds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from yanami.schema import Dialogue, Question, Turn
+
+OUTPUT_LONG_EDGE = 512
+"""The long edge of the output frame (PROTOCOL.md section 5)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,63 @@ class Model(Protocol):
     """An encoded image (PNG, JPEG, WebP) for a request (target turns)."""
 
 
-def output_frame(width: int, height: int, long_edge: int = 512) -> tuple[int, int]:
+ModelFactory = Callable[[str], Model]
+"""A plug-in's factory (entry point group ``yanami.models``): the part of ``--model kind:rest``
+after the colon -> a `Model`. It receives the spec alone, never the bench."""
+
+
+def output_frame(width: int, height: int, long_edge: int = OUTPUT_LONG_EDGE) -> tuple[int, int]:
     """The output frame for a reference of this size: aspect kept, long edge 512, sides multiples of 16."""
     scale = long_edge / max(width, height)
     return (max(16, round(width * scale / 16) * 16), max(16, round(height * scale / 16) * 16))
+
+
+class JudgeError(Exception):
+    """The judge could not grade an item (its server failed, or its output stayed invalid)."""
+
+
+@dataclass(frozen=True)
+class AnswerVerdict:
+    """How a reply to a DSU question is graded."""
+
+    score: float
+    """0..1; 1 is full credit."""
+    reason: str = ""
+
+    @property
+    def correct(self) -> bool:
+        """Full credit (the u = 1 of the understanding-realization gap)."""
+        return self.score >= 1.0
+
+
+@dataclass(frozen=True)
+class ImageVerdict:
+    """How a candidate image for a target turn is graded."""
+
+    checks: dict[str, bool]
+    """Every check id of the turn (atomic and capability-specific) -> passed."""
+    vq: float
+    """Visual Quality, 0..10."""
+    reason: str = ""
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Grades answers and images; deterministic for the same inputs."""
+
+    name: str
+    version: str
+    """Changes whenever the same input could be graded differently; stored with every verdict."""
+
+    def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
+        """Grade a reply to question ``q`` of dialogue ``d``."""
+        ...
+
+    def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
+        """Grade a candidate image for target turn ``turn`` of dialogue ``d``."""
+        ...
+
+
+JudgeFactory = Callable[[str], Judge]
+"""A plug-in judge's factory (entry point group ``yanami.judges``): ``--judge kind:rest`` -> a `Judge`."""

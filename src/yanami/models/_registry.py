@@ -1,45 +1,87 @@
-"""Model specs: ``reference:<agent>`` here; third-party adapters through an entry point group."""
+"""Which model a ``--model`` spec names: a config file, or ``kind:rest`` for a registered kind.
+
+Kinds are registered in the entry point group ``yanami.models`` (``name =
+"package.module:factory"``); ``factory(rest)`` returns a `Model`. yanami's own reference
+agents are registered the same way, as the kind ``reference``. A factory receives its spec
+alone: never the bench, never a dialogue with its hidden annotations. The one exception is
+explicit: a model that implements `ReadsBench` (only the reference agents, which exist to
+prove the benchmark discriminates) is handed the bench's directory by the runner.
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from yanami.errors import UserError
-from yanami.models._config import ModelConfig, load_config
 from yanami.models._http import ResponseCache
 from yanami.models._protocol import Model
-from yanami.models._reference import AGENTS, ReferenceAgent
-from yanami.schema import Dialogue
-from yanami.store import Dataset
+
+if TYPE_CHECKING:
+    from yanami.models._config import ModelConfig
 
 ENTRY_POINTS = "yanami.models"
-"""Entry point group: ``name = "package.module:factory"``, where ``factory(spec, bench, dialogues)``
-returns a `Model`; ``--model name:rest`` selects it."""
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+"""File names that name a config file wherever a spec is expected."""
 
 
-def load_model(spec: str, bench: Dataset, dialogues: dict[str, Dialogue], cache: ResponseCache | None = None) -> Model:
-    """The model a ``--model`` spec names: ``reference:<agent>``, a config file, or ``plugin:rest``."""
-    if spec.endswith((".yaml", ".yml", ".json")) or Path(spec).is_file():
-        return model_from_config(load_config(spec), bench, dialogues, cache)
-    kind, _, rest = spec.partition(":")
-    if kind == "reference":
-        return ReferenceAgent(rest, bench, dialogues)
-    for ep in entry_points(group=ENTRY_POINTS):
-        if ep.name == kind:
-            model = ep.load()(rest, bench, dialogues)
-            if not isinstance(model, Model):
-                raise UserError(f"--model {spec}: the {kind!r} plugin did not return a model")
-            return model
-    raise UserError(
-        f"--model {spec}: unknown model (use reference:<agent> with agent one of {', '.join(AGENTS)}, "
-        "or a registered plugin)"
-    )
+@runtime_checkable
+class ReadsBench(Protocol):
+    """A model that reads the bench's hidden annotations (the reference agents alone)."""
+
+    def bind_bench(self, bench: Path) -> None:
+        """Read what it needs from the bench directory (called once, before any request)."""
+        ...
 
 
-def model_from_config(
-    config: ModelConfig, bench: Dataset, dialogues: dict[str, Dialogue], cache: ResponseCache | None = None
-) -> Model:
+def _kinds(group: str) -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
+def load_plugin(group: str, option: str, spec: str, kind: str, rest: str) -> Any:
+    """``factory(rest)`` of the entry point ``kind`` in ``group``; a one-line error names what exists."""
+    found = _kinds(group)
+    ep = found.get(kind)
+    if ep is None:
+        known = ", ".join(sorted(found)) or "none"
+        raise UserError(
+            f"{option} {spec}: no such file and no registered kind {kind!r} (registered kinds: {known}; "
+            f"or give a config file: *.yaml, see docs/models.md)"
+        )
+    try:
+        factory = ep.load()
+    except Exception as exc:  # a broken plug-in is the user's environment, not a bug of yanami
+        raise UserError(f"{option} {spec}: the plug-in {ep.value} cannot be loaded ({exc})") from None
+    return factory(rest)
+
+
+def looks_like_config(spec: str) -> bool:
+    """Whether a spec names a config file (by suffix, or because the file exists)."""
+    return spec.endswith(CONFIG_SUFFIXES) or Path(spec).is_file()
+
+
+def load_model(spec: str, cache: ResponseCache | None = None) -> Model:
+    """The model a ``--model`` spec names: a config file, or ``kind:rest`` (``reference:stateful``)."""
+    if looks_like_config(spec):
+        from yanami.models._config import load_config  # pydantic and YAML, only for config files
+
+        return model_from_config(load_config(spec), cache)
+    kind, colon, rest = spec.partition(":")
+    if not colon and kind in _kinds(ENTRY_POINTS):
+        raise UserError(f"--model {spec}: name one, as {kind}:NAME (e.g. reference:stateful)")
+    if not colon:
+        raise UserError(
+            f"--model {spec}: no such config file, and not KIND:NAME (give a model config file, see docs/models.md, "
+            "or reference:<agent>, or a registered plug-in kind)"
+        )
+    model = load_plugin(ENTRY_POINTS, "--model", spec, kind, rest)
+    if not isinstance(model, Model):
+        raise UserError(f"--model {spec}: the {kind!r} plug-in did not return a model")
+    return model
+
+
+def model_from_config(config: ModelConfig, cache: ResponseCache | None = None) -> Model:
     """The adapter a config file describes."""
     if config.kind == "openai":
         from yanami.models._openai import OpenAIModel
@@ -49,4 +91,6 @@ def model_from_config(
         from yanami.models._infer import InferHTTPModel
 
         return InferHTTPModel(config, cache)
-    return ReferenceAgent(config.agent or "", bench, dialogues)
+    spec = f"reference:{config.agent}"
+    model: Model = load_plugin(ENTRY_POINTS, "--model", spec, "reference", config.agent or "")
+    return model

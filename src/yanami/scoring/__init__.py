@@ -1,6 +1,8 @@
 """Scores, analyses, tables and the HTML report, computed from run directories alone."""
 
-from yanami.scoring._report import figure6, grouped_bars, write_report
+from yanami.scoring._compare import MARK, caveats, warnings
+from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
+from yanami.scoring._report import figure6, grouped_bars, render_report, viewer_bench, write_report
 from yanami.scoring._scores import (
     GAP_CAPABILITIES,
     QTYPES,
@@ -10,39 +12,71 @@ from yanami.scoring._scores import (
     RunScores,
     ScenarioScores,
     history_effect,
+    label_runs,
     load_run,
     pair_histories,
     progression,
     run_scores,
     scenario_scores,
-    scene_score,
     understanding_realization_gap,
 )
-from yanami.scoring._tables import Table, html_table, irreducibility, latex, markdown, tables
+from yanami.scoring._tables import (
+    Table,
+    html_table,
+    irreducibility,
+    latex,
+    markdown,
+    summary_table,
+    tables,
+)
+from yanami.scoring._weights import (
+    WEIGHTS,
+    Weights,
+    generation_score,
+    image_generation_score,
+    image_sc,
+    scene_score,
+)
 
 __all__ = [
     "GAP_CAPABILITIES",
+    "MARK",
     "QTYPES",
     "SCENARIOS",
+    "WEIGHTS",
     "DialogueRecord",
+    "Loaded",
     "Run",
     "RunScores",
     "ScenarioScores",
     "Table",
+    "Weights",
+    "caveats",
+    "check_run_dir",
     "figure6",
+    "generation_score",
     "grouped_bars",
     "history_effect",
     "html_table",
+    "image_generation_score",
+    "image_sc",
     "irreducibility",
+    "label_runs",
     "latex",
     "load_run",
+    "load_runs",
     "markdown",
     "pair_histories",
     "progression",
+    "render_report",
+    "run_judges",
     "run_scores",
     "scenario_scores",
     "scene_score",
+    "summary_table",
     "tables",
     "understanding_realization_gap",
+    "viewer_bench",
+    "warnings",
     "write_report",
 ]

@@ -1,7 +1,8 @@
 """Judge reliability: how well a judge agrees with human ratings, or with another judge.
 
-Item scores: a question's score (0..1); a target turn's 0.6 SC + 0.4 VQ / 10 (0..1), the
-generation-side score of equation (3). Binary agreement is per (item, check).
+Item scores: a question's score (0..1); a target turn's generation-side score of equation
+(3), 0.6 SC + 0.4 VQ, on 0..1 (a turn without atomic checks or without VQ has none). Binary
+agreement is per (item, check).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from yanami.bench import Prediction, Verdict
 from yanami.errors import UserError
+from yanami.scoring._weights import image_generation_score, image_sc
 
 
 def pearson(x: list[float], y: list[float]) -> float | None:
@@ -84,15 +86,16 @@ def item_scores(predictions: dict[str, Prediction], verdicts: dict[str, Verdict]
         if v.score is not None:
             out[item] = float(v.score)
         elif v.checks is not None:
-            atomic = [c for c in v.checks if c[1] == "atomic"]
-            sc = sum(c[3] for c in atomic) / len(atomic) if atomic else 1.0
-            out[item] = 0.6 * sc + 0.4 * float(v.vq or 0) / 10
+            sc = image_sc([c.passed for c in v.checks if c.kind == "atomic"])
+            score = image_generation_score(sc, v.vq)
+            if score is not None:
+                out[item] = score / 100
     return out
 
 
 def check_verdicts(verdicts: dict[str, Verdict]) -> dict[tuple[str, str], bool]:
     """(item, check id) -> passed, over every judged image."""
-    return {(item, c[0]): bool(c[3]) for item, v in verdicts.items() if v.status == "ok" for c in v.checks or []}
+    return {(item, c.id): bool(c.passed) for item, v in verdicts.items() if v.status == "ok" for c in v.checks or []}
 
 
 def read_human(path: Path) -> tuple[dict[str, float], dict[tuple[str, str], bool]]:

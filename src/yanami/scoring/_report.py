@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 from PIL import Image
 
-from yanami.bench import Results, question_prompt
+from yanami._files import atomic_write
+from yanami.bench import Results, RunManifest, bench_sha256, open_bench, question_prompt
+from yanami.errors import UserError
 from yanami.schema import Dialogue, ImagePart
+from yanami.scoring._compare import warnings
 from yanami.scoring._scores import (
     SCENARIOS,
     Run,
@@ -25,6 +27,7 @@ from yanami.scoring._scores import (
     understanding_realization_gap,
 )
 from yanami.scoring._tables import Table, html_table, irreducibility
+from yanami.scoring._weights import generation_formula
 from yanami.store import Dataset
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
@@ -40,10 +43,10 @@ def grouped_bars(title: str, groups: list[str], series: list[tuple[str, list[flo
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
     out.append(f'<text x="{left}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>')
     for k in range(5):
-        v = ymax * k / 4
+        tick = ymax * k / 4
         y = top + plot_h - plot_h * k / 4
         out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{v:g}</text>')
+        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick:g}</text>')
     for g, name in enumerate(groups):
         x0 = left + g * group_w + group_w * 0.1
         for s, (series_name, values) in enumerate(series):
@@ -74,7 +77,7 @@ def grouped_bars(title: str, groups: list[str], series: list[tuple[str, list[flo
 
 def figure6(runs: list[Run]) -> list[str]:
     """Figure 6's panels: (a) the understanding-realization gap, (b) first vs last turn, (c) GT vs Self."""
-    gt = [r for r in runs if r.manifest["history"] == "gt"]
+    gt = [r for r in runs if r.history == "gt"]
     gap = understanding_realization_gap(gt)
     labels = list(gap["gap"])
     panels = [
@@ -91,7 +94,7 @@ def figure6(runs: list[Run]) -> list[str]:
     prog = [progression(r) for r in gt]
     panels.append(
         grouped_bars(
-            "(b) First vs last generation turn, GT-History (0.6 SC + 0.4 VQ)",
+            f"(b) First vs last generation turn, GT-History ({generation_formula()})",
             [r.label for r in gt],
             [("First", [p["first"] for p in prog]), ("Last", [p["last"] for p in prog])],  # type: ignore[misc]
             100.0,
@@ -101,7 +104,7 @@ def figure6(runs: list[Run]) -> list[str]:
     effects = [history_effect(g, s) for g, s in pairs]
     panels.append(
         grouped_bars(
-            "(c) GT-History vs Self-History (0.6 SC + 0.4 VQ)",
+            f"(c) GT-History vs Self-History ({generation_formula()})",
             [g.label for g, _ in pairs],
             [("GT-History", [e["gt"] for e in effects]), ("Self-History", [e["self"] for e in effects])],  # type: ignore[misc]
             100.0,
@@ -129,16 +132,36 @@ class _Thumbs:
         return sha
 
 
-def _samples(runs: list[Run], per_scenario: int) -> tuple[list[dict[str, Any]], dict[str, str], str | None]:
-    """The per-sample viewer's data, and why it is empty when the bench cannot be read."""
+def viewer_bench(runs: list[Run], bench: str | Path | None = None) -> tuple[Dataset, list[Run], str | None]:
+    """The bench of the per-sample viewer, checked: the dataset, the runs made on it, and a note
+    on those left out.
+
+    ``bench`` (``--bench``) replaces the path the first run recorded. A bench that is gone,
+    or whose manifest's SHA-256 is not the one the run recorded, is a `UserError` of one line
+    (`yanami.bench.open_bench`): a different bench is never paired with a run's outputs, and
+    runs of the set made on another bench are left out of the viewer.
+    """
+    first = runs[0]
+    if not isinstance(first.manifest, RunManifest):
+        raise UserError(f"{first.path}: the run's manifest is not typed; load it with load_run")
+    hint = "give --bench DIR with its bench, or --samples 0 for no per-sample viewer"
+    dataset = open_bench(first.path, first.manifest, bench, hint=hint)
+    digest = bench_sha256(dataset)
+    left = [r.label for r in runs if r.bench_sha256 != digest]
+    note = f"runs made on another bench are not shown here: {', '.join(left)}" if left else None
+    return dataset, [r for r in runs if r.bench_sha256 == digest], note
+
+
+def _samples(
+    runs: list[Run], per_scenario: int, bench_dir: str | Path | None = None
+) -> tuple[list[dict[str, Any]], dict[str, str], str | None]:
+    """The per-sample viewer's data, and a note on what it leaves out."""
     thumbs = _Thumbs()
-    bench_path = runs[0].manifest.get("bench") if runs else None
-    try:
-        bench = Dataset(bench_path) if bench_path else None
-    except Exception as exc:  # the viewer is optional: the tables do not need the bench
-        return [], {}, f"the bench {bench_path} could not be opened ({exc})"
-    if bench is None:
-        return [], {}, "no bench recorded"
+    if not runs:
+        return [], {}, "no run"
+    if per_scenario <= 0:
+        return [], {}, "none asked for (--samples 0)"
+    bench, runs, why = viewer_bench(runs, bench_dir)
     wanted = {s: per_scenario for s in SCENARIOS}
     chosen: list[Dialogue] = []
     for d in bench:
@@ -148,7 +171,7 @@ def _samples(runs: list[Run], per_scenario: int) -> tuple[list[dict[str, Any]], 
     stores = []
     for r in runs:
         store = Results(r.path)
-        stores.append((r, store, store.predictions(), store.verdicts(r.manifest["judge"]["name"])))
+        stores.append((r, store, store.predictions(), store.verdicts(r.judge)))
     samples = []
     try:
         for d in chosen:
@@ -165,17 +188,18 @@ def _samples(runs: list[Run], per_scenario: int) -> tuple[list[dict[str, Any]], 
                     msgs.append({"role": role, "parts": parts})
                 outputs = []
                 for r, store, preds, verdicts in stores:
-                    p = preds.get(f"{d.id}/t{t.index}")
-                    if p is None:
+                    pred = preds.get(f"{d.id}/t{t.index}")
+                    if pred is None:
                         continue
-                    v = verdicts.get(p.item)
-                    passed = {c[0]: c[3] for c in (v.checks or [])} if v else {}
+                    v = verdicts.get(pred.item)
+                    passed = {c.id: c.passed for c in (v.checks or [])} if v else {}
+                    image = pred.image
                     outputs.append(
                         {
                             "run": r.label,
-                            "status": p.status,
-                            "error": p.error or "",
-                            "image": thumbs.add(p.image, lambda s=store, p=p: s.image(p.image)) if p.image else None,
+                            "status": pred.status,
+                            "error": pred.error or "",
+                            "image": thumbs.add(image, lambda s=store, sha=image: s.image(sha)) if image else None,
                             "vq": None if v is None else v.vq,
                             "checks": [
                                 {"text": c.text, "kind": c.kind.value, "passed": passed.get(c.id)} for c in t.checks
@@ -187,15 +211,15 @@ def _samples(runs: list[Run], per_scenario: int) -> tuple[list[dict[str, Any]], 
             for q in d.questions:
                 answers = []
                 for r, _, preds, verdicts in stores:
-                    p = preds.get(f"{d.id}/{q.id}")
-                    if p is None:
+                    pred = preds.get(f"{d.id}/{q.id}")
+                    if pred is None:
                         continue
-                    v = verdicts.get(p.item)
+                    v = verdicts.get(pred.item)
                     answers.append(
                         {
                             "run": r.label,
-                            "status": p.status,
-                            "text": p.text or p.error or "",
+                            "status": pred.status,
+                            "text": pred.text or pred.error or "",
                             "score": None if v is None else v.score,
                         }
                     )
@@ -212,28 +236,56 @@ def _samples(runs: list[Run], per_scenario: int) -> tuple[list[dict[str, Any]], 
     finally:
         for _, store, _, _ in stores:
             store.close()
-    return samples, thumbs.urls, None
+    return samples, thumbs.urls, why
 
 
-def write_report(
-    runs: list[Run], scores: list[RunScores], table_list: list[Table], out: Path, samples: int = 4
-) -> None:
-    """Write the report to ``out`` (a temporary file, then a rename)."""
+def render_report(
+    runs: list[Run],
+    scores: list[RunScores],
+    table_list: list[Table],
+    samples: int = 4,
+    bench: str | Path | None = None,
+) -> str:
+    """The report as one self-contained HTML page (``bench``: where the runs' bench is now, if it moved)."""
     env = Environment(
         loader=PackageLoader("yanami.scoring", "templates"),
         autoescape=select_autoescape(["html", "j2"]),
         undefined=StrictUndefined,
     )
-    sample_data, images, why = _samples(runs, samples)
-    page = env.get_template("report.html.j2").render(
+    sample_data, images, why = _samples(runs, samples, bench)
+    return env.get_template("report.html.j2").render(
         tables=[Markup(html_table(t)) for t in table_list],  # cells are escaped by html_table
         panels=[Markup(p) for p in figure6(runs)],  # the SVG escapes its text
         audit=irreducibility(runs, scores),
-        runs=[{"label": r.label, "path": str(r.path), "manifest": r.manifest} for r in runs],
+        warnings=warnings(scores),
+        runs=[
+            {
+                "label": r.label,
+                "path": str(r.path),
+                "bench": r.bench_path or "-",
+                "bench_sha256": r.bench_sha256,
+                "history": r.history,
+                "layout": r.layout,
+                "judge": r.judge_text,
+                "limit": "the whole bench" if r.limit is None else f"--limit {r.limit}",
+                "coverage": f"{r.valid}/{r.expected} items valid ({r.coverage_percent} %)",
+                "yanami_version": r.setting("yanami_version") or "-",
+            }
+            for r in runs
+        ],
         samples=sample_data,
         images=images,
         viewer_note=why,
     )
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
+
+
+def write_report(
+    runs: list[Run],
+    scores: list[RunScores],
+    table_list: list[Table],
+    out: Path,
+    samples: int = 4,
+    bench: str | Path | None = None,
+) -> None:
+    """Write the report to ``out`` atomically (see `render_report`)."""
+    atomic_write(out, render_report(runs, scores, table_list, samples, bench))

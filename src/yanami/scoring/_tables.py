@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from yanami.scenarios import FACTS
+from yanami.scoring._compare import MARK, caveats
 from yanami.scoring._scores import (
     QTYPES,
     SCENARIO_TITLES,
@@ -12,20 +14,27 @@ from yanami.scoring._scores import (
     Run,
     RunScores,
     history_effect,
+    label_runs,
     pair_histories,
     progression,
     understanding_realization_gap,
 )
+from yanami.scoring._weights import generation_formula
 
 
 @dataclass
 class Table:
-    """A titled table: a header and rows of cells (None prints as a dash)."""
+    """A titled table: a header, rows of cells (None prints as a dash) and notes under it.
+
+    A row whose run is not comparable with the others has `MARK` after its label, and a
+    note saying why (see `yanami.scoring._compare`).
+    """
 
     key: str
     title: str
     header: list[str]
     rows: list[list[str | float | int | None]]
+    notes: list[str] = field(default_factory=list)
 
 
 def _cell(v: str | float | int | None, digits: int = 2) -> str:
@@ -36,10 +45,73 @@ def _cell(v: str | float | int | None, digits: int = 2) -> str:
     return str(v)
 
 
+DASH_NOTE = "A dash (-) means no value: no valid item of that component or scenario (see the coverage table)."
+
+
+def _average_cell(s: RunScores, key: str) -> str | float | None:
+    """A macro-average, with the number of scenarios it is over when that is fewer than all."""
+    v = s.average[key]
+    if v is None or s.all_scenarios:
+        return v
+    return f"{v:.2f} ({len(s.average_over)}/{len(SCENARIOS)} scen.)"
+
+
+def _marked(t: Table, scores: list[RunScores]) -> Table:
+    """Mark the rows of ``t`` whose runs are not comparable with the other rows, and say why."""
+    by = {s.label: s for s in scores}
+    present = [by[row[0]] for row in t.rows if isinstance(row[0], str) and row[0] in by]
+    why = caveats(present)
+    for row in t.rows:
+        reasons = why.get(row[0], []) if isinstance(row[0], str) else []
+        if reasons:
+            t.notes.append(f"{MARK} {row[0]}: {'; '.join(reasons)}")
+            row[0] = f"{row[0]} {MARK}"
+    if any(c is None for row in t.rows for c in row):
+        t.notes.append(DASH_NOTE)
+    return t
+
+
+def _ensure_labels(runs: list[Run], scores: list[RunScores]) -> None:
+    """Name the runs apart if their labels collide (callers that did not use `load_runs`)."""
+    if len({s.label for s in scores}) < len(scores):
+        label_runs(runs)
+        for r, s in zip(runs, scores, strict=True):
+            s.label = r.label
+
+
+def summary_table(scores: list[RunScores]) -> Table:
+    """The main table printed by ``eval``, ``score`` and ``demo``: Table 2's shape plus DSU, SC, VQ and coverage."""
+    return _marked(
+        Table(
+            "summary",
+            "Scores (0-100; Avg. is the macro-average over scenarios; 95 % bootstrap interval)",
+            ["Model", *SCENARIOS, "Avg.", "95 % CI", "DSU", "SC", "VQ", "valid/items"],
+            [
+                [
+                    s.label,
+                    *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
+                    _average_cell(s, "scene"),
+                    s.interval_text,
+                    s.average["understanding"],
+                    s.average["sc"],
+                    s.average["vq"],
+                    f"{s.coverage['valid']}/{s.coverage['expected']}",
+                ]
+                for s in scores
+            ],
+        ),
+        scores,
+    )
+
+
 def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
-    """Tables 2, 3, 11-21 of the paper (in their shape) plus coverage and the irreducibility audit."""
+    """Tables 2, 3, 11-21 of the paper (in their shape) plus the History effect and coverage.
+
+    Rows that are not comparable with the others in a table are marked (`MARK`) with a note.
+    """
+    _ensure_labels(runs, scores)
     out: list[Table] = []
-    short = {"fusion": "Fusion", "editing": "Editing", "world_modeling": "Modeling", "reasoning": "Reasoning"}
+    short = {s.value: f.short for s, f in FACTS.items()}
     out.append(
         Table(
             "table2",
@@ -49,8 +121,8 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 [
                     s.label,
                     *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
-                    s.average["scene"],
-                    None if s.interval is None else f"{s.interval[0]:.2f}-{s.interval[1]:.2f}",
+                    _average_cell(s, "scene"),
+                    s.interval_text,
                 ]
                 for s in scores
             ],
@@ -62,7 +134,10 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             "table3",
             "Table 3: dialogue-state understanding, averaged over scenarios",
             ["Model", *QTYPES, "Avg."],
-            [[s.label, *[s.average[t] for t in QTYPES], s.average["understanding"]] for _, s in answering],
+            [
+                [s.label, *[_average_cell(s, t) for t in QTYPES], _average_cell(s, "understanding")]
+                for _, s in answering
+            ],
         )
     )
     out.append(
@@ -74,15 +149,14 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 [
                     s.label,
                     *[s.scenarios[sc].understanding if sc in s.scenarios else None for sc in SCENARIOS],
-                    s.average["understanding"],
+                    _average_cell(s, "understanding"),
                 ]
                 for _, s in answering
             ],
         )
     )
-    numbers = {"reasoning": (12, 13), "editing": (14, 15), "world_modeling": (16, 17), "fusion": (18, 19)}
-    for sc in ("reasoning", "editing", "world_modeling", "fusion"):
-        a, b = numbers[sc]
+    for f in sorted(FACTS.values(), key=lambda f: f.dsu_table):
+        sc, a, b = f.scenario.value, f.dsu_table, f.realization_table
         title = SCENARIO_TITLES[sc]
         out.append(
             Table(
@@ -116,12 +190,12 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 ],
             )
         )
-    gt_runs = [r for r in runs if r.manifest["history"] == "gt"]
+    gt_runs = [r for r in runs if r.history == "gt"]
     prog = [(r, progression(r)) for r in gt_runs]
     out.append(
         Table(
             "table20",
-            "Table 20: first vs last generation turn under GT-History (0.6 SC + 0.4 VQ; dialogues with >= 2)",
+            f"Table 20: first vs last generation turn under GT-History ({generation_formula()}; dialogues with >= 2)",
             ["Model", "Dialogues", "First", "Last", "Delta"],
             [[r.label, p["dialogues"], p["first"], p["last"], p["delta"]] for r, p in prog],
         )
@@ -144,10 +218,11 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
     out.append(
         Table(
             "history",
-            "GT-History vs Self-History (0.6 SC + 0.4 VQ on the Self-History dialogues)",
-            ["Model", "Dialogues", "GT-History", "Self-History", "Drop %"],
+            f"History effect: GT-History vs Self-History ({generation_formula()} on the Self-History dialogues; "
+            "Drop = GT - Self in points on 0-100, as the paper's tables; Drop % = that drop relative to GT)",
+            ["Model", "Dialogues", "GT-History", "Self-History", "Drop", "Drop %"],
             [
-                [g.label, e["dialogues"], e["gt"], e["self"], e["drop_percent"]]
+                [g.label, e["dialogues"], e["gt"], e["self"], e["drop_points"], e["drop_percent"]]
                 for g, s in pairs
                 for e in [history_effect(g, s)]
             ],
@@ -157,12 +232,26 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
         Table(
             "coverage",
             "Coverage: valid records out of the run's items; refused, error and missing records are excluded",
-            ["Model", "Items", "Valid", "ok", "refused", "error", "missing", "Unjudged", "Turns failing a check %"],
+            [
+                "Model",
+                "Dialogues",
+                "Items",
+                "Valid",
+                "Valid %",
+                "ok",
+                "refused",
+                "error",
+                "missing",
+                "Unjudged",
+                "Turns failing a check %",
+            ],
             [
                 [
                     s.label,
+                    "all" if s.limit is None else f"--limit {s.limit}",
                     s.coverage["expected"],
                     s.coverage["valid"],
+                    s.coverage["percent"],
                     *[s.coverage["statuses"].get(k, 0) for k in ("ok", "refused", "error", "missing")],
                     s.coverage["unjudged"],
                     None if s.failed_turn_share is None else 100 * s.failed_turn_share,
@@ -171,7 +260,7 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             ],
         )
     )
-    return out
+    return [_marked(t, scores) for t in out]
 
 
 def irreducibility(runs: list[Run], scores: list[RunScores]) -> list[tuple[str, float]]:
@@ -179,25 +268,44 @@ def irreducibility(runs: list[Run], scores: list[RunScores]) -> list[tuple[str, 
     return [
         (s.label, 100 * s.failed_turn_share)
         for r, s in zip(runs, scores, strict=True)
-        if r.manifest["model"] == "reference:stateless" and s.failed_turn_share is not None
+        if r.model_spec == "reference:stateless" and s.failed_turn_share is not None
     ]
 
 
 def markdown(t: Table) -> str:
-    """A table in GitHub Markdown."""
+    """A table in GitHub Markdown, its notes under it."""
+
+    def cell(c: str | float | int | None) -> str:
+        return _cell(c).replace("|", "\\|")
+
     lines = [f"**{t.title}**", "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
+    if t.notes:
+        lines += ["", "  \n".join(t.notes)]
     return "\n".join(lines) + "\n"
 
 
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    MARK: r"\textsuperscript{\dag}",
+}
+
+
 def _latex_escape(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
-        s = s.replace(a, b)
-    return s
+    return "".join(_LATEX.get(ch, ch) for ch in s)
 
 
 def latex(t: Table) -> str:
-    """A table as a LaTeX tabular (booktabs)."""
+    """A table as a LaTeX tabular (booktabs), its notes under it."""
     cols = "l" + "r" * (len(t.header) - 1)
     lines = [
         "\\begin{table}[t]\\centering",
@@ -208,12 +316,22 @@ def latex(t: Table) -> str:
         "\\midrule",
     ]
     lines += [" & ".join(_latex_escape(_cell(c)) for c in row) + " \\\\" for row in t.rows]
-    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    if t.notes:
+        lines.append("\\par\\smallskip{\\footnotesize " + " \\\\ ".join(_latex_escape(n) for n in t.notes) + "}")
+    lines.append("\\end{table}")
     return "\n".join(lines) + "\n"
 
 
 def html_table(t: Table) -> str:
-    """A table as an HTML fragment."""
+    """A table as an HTML fragment, its notes in the table's foot."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>" for row in t.rows)
-    return f'<table id="{t.key}"><caption>{html.escape(t.title)}</caption><tr>{head}</tr>{body}</table>'
+    foot = ""
+    if t.notes:
+        foot = (
+            "<tfoot>"
+            + "".join(f'<tr><td class="note" colspan="{len(t.header)}">{html.escape(n)}</td></tr>' for n in t.notes)
+            + "</tfoot>"
+        )
+    return f'<table id="{t.key}"><caption>{html.escape(t.title)}</caption><tr>{head}</tr>{body}{foot}</table>'

@@ -2,6 +2,7 @@
 
 from yanami.store._images import (
     DEFAULT_MAX_PIXELS,
+    ImageFileError,
     ImageProblem,
     image_info,
     image_relpath,
@@ -14,7 +15,7 @@ from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicat
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest
 from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, open_dataset_dir
-from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats
+from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
 from yanami.store._validate import Problem, validate_dataset
 from yanami.store._writer import DatasetWriter, images_digest
 
@@ -30,6 +31,7 @@ __all__ = [
     "DatasetStats",
     "DatasetWriter",
     "Generator",
+    "ImageFileError",
     "ImageProblem",
     "LeakageReport",
     "Manifest",
@@ -49,5 +51,6 @@ __all__ = [
     "phash",
     "sha256_file",
     "sha256_hex",
+    "stats_tables",
     "validate_dataset",
 ]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import warnings
 from pathlib import Path
 
 from PIL import Image
 
+from yanami.errors import UserError
 from yanami.schema import ImageFormat
 
 DEFAULT_MAX_PIXELS = 40_000_000
@@ -24,6 +26,14 @@ _CHUNK = 1 << 20
 
 class ImageProblem(ValueError):
     """An image file that cannot be used: missing, corrupt, too large or mislabelled."""
+
+
+class ImageFileError(UserError, ImageProblem):
+    """A dataset's image file that cannot be used, met while reading the dataset.
+
+    A `UserError` (one line naming the dataset and the file, exit 2) and an `ImageProblem`,
+    so code that skips unusable images keeps doing so.
+    """
 
 
 def sha256_hex(data: bytes) -> str:
@@ -66,14 +76,22 @@ def read_image_file(root: Path, sha256: str, fmt: ImageFormat | str) -> bytes:
     never make yanami read outside the dataset.
     """
     rel = image_relpath(sha256, fmt)
-    folder, path = root / rel.rsplit("/", 1)[0], root / rel
-    if folder.is_symlink() or path.is_symlink():
+    path = root / rel
+    if any(p.is_symlink() for p in (root / "images", path.parent, path)):
         raise ImageProblem(f"image file {rel} is a symbolic link; refusing to follow it")
     try:
-        return path.read_bytes()
+        # O_NOFOLLOW: a link put in place after the check above is refused all the same.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         raise ImageProblem(f"image file {rel} is missing") from None
     except OSError as exc:
+        if path.is_symlink():
+            raise ImageProblem(f"image file {rel} is a symbolic link; refusing to follow it") from None
+        raise ImageProblem(f"image file {rel} cannot be read: {exc.strerror}") from None
+    try:
+        with open(fd, "rb") as f:
+            return f.read()
+    except OSError as exc:  # a directory where the file belongs, say
         raise ImageProblem(f"image file {rel} cannot be read: {exc.strerror}") from None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from yanami.store._images import DEFAULT_MAX_PIXELS, ImageProblem, open_image_bytes, scan_image_files
 from yanami.store._reader import open_dataset_dir
@@ -42,23 +44,35 @@ class LeakageReport:
     """Images that could not be decoded for perceptual hashing (see ``yanami validate``)."""
 
 
+_GRID = 32
+"""Side of the colour thumbnail the hash is computed on."""
+
+
 @cache
-def _dct_matrix(n: int = 32) -> np.ndarray:
-    k = np.arange(n)[:, None]
-    x = np.arange(n)[None, :]
-    m = np.cos(np.pi * (2 * x + 1) * k / (2 * n)) * np.sqrt(2 / n)
-    m[0] /= np.sqrt(2)
-    return m
+def _projections() -> np.ndarray:
+    """64 fixed random ±1 directions in thumbnail space (from SHAKE-256, so the same everywhere)."""
+    n = _GRID * _GRID * 3
+    raw = hashlib.shake_256(b"yanami leakage hash, projections 1").digest(64 * n // 8)
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8)).reshape(64, n)
+    return bits.astype(np.float64) * 2 - 1
 
 
 def phash(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
-    """64-bit perceptual hash: the 8x8 lowest DCT frequencies of a 32x32 grey thumbnail vs their median."""
+    """64-bit perceptual hash of what stands out from an image's background.
+
+    A 32x32 colour thumbnail loses its background (each row's median colour: a plain or
+    graded floor or wall), and the sign of the rest's projection on 64 fixed random
+    directions gives the bits (SimHash). Two images differ in about 64·θ/π bits, θ being
+    the angle between their foregrounds: a resized or re-encoded copy keeps a few bits
+    apart, while scenes that merely share a floor no longer look alike, as they did to a
+    hash of the whole grey image.
+    """
     img = open_image_bytes(data, max_pixels)
-    img.draft("L", (64, 64))  # JPEG: decode at reduced size
-    grey = np.asarray(img.convert("L").resize((32, 32), resample=3), dtype=np.float64)  # 3 = bicubic
-    d = _dct_matrix()
-    low = (d @ grey @ d.T)[:8, :8].ravel()
-    bits = low > np.median(low)
+    img.draft("RGB", (2 * _GRID, 2 * _GRID))  # JPEG: decode at reduced size
+    rgb = np.asarray(img.convert("RGB").resize((_GRID, _GRID), Image.Resampling.BOX), dtype=np.float64)
+    fg = rgb - np.median(rgb, axis=1, keepdims=True)
+    v = fg.ravel() - fg.mean()
+    bits = _projections() @ v > 0
     return int(np.packbits(bits).view(">u8")[0])
 
 

@@ -12,18 +12,19 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from yanami.errors import UserError
 from yanami.schema import Dialogue
 from yanami.store._images import ImageProblem, sha256_hex
-from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, Generator
+from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Generator
 from yanami.store._reader import Dataset
 from yanami.store._writer import DatasetWriter, move_into_place
 
 META_KEY = b"yanami"
+SHARD_PATH = r"^dialogues/[A-Za-z0-9_-]+\.jsonl$"
 SHARD_BYTES = 256 << 20
 """A new Parquet file starts once a file holds about this many bytes of images and text."""
 ROW_GROUP_ROWS = 64
@@ -40,16 +41,39 @@ HF_FEATURES = {
 """The columns as Hugging Face ``Features`` (``Sequence`` is read as ``List`` by datasets ≥ 4)."""
 
 
+class ExportMeta(BaseModel):
+    """The ``yanami`` key of an export's Parquet schema metadata (the same in every file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str
+    format_version: str
+    schema_version: str
+    split: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    generator: Generator
+    manifest: str | None = None
+    """The exported dataset's ``manifest.json``, verbatim."""
+    shards: list[tuple[Annotated[str, Field(pattern=SHARD_PATH)], Annotated[int, Field(ge=0)]]] | None = None
+    """Its shards, in order, with the number of dialogues in each."""
+
+    @model_validator(mode="after")
+    def _distinct_shards(self) -> ExportMeta:
+        names = [rel for rel, _ in self.shards or []]
+        if len(set(names)) != len(names):
+            raise ValueError("a shard is listed twice")
+        return self
+
+
 def _pyarrow() -> tuple[Any, Any]:
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
     except ImportError:
         raise UserError("Parquet needs pyarrow: pip install 'yanami[hf]'") from None
     return pa, pq
 
 
-def _schema(pa: Any, meta: dict[str, Any]) -> Any:
+def _schema(pa: Any, meta: ExportMeta) -> Any:
     image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     return pa.schema(
         [
@@ -63,7 +87,7 @@ def _schema(pa: Any, meta: dict[str, Any]) -> Any:
         ],
         metadata={
             b"huggingface": json.dumps({"info": {"features": HF_FEATURES}}).encode(),
-            META_KEY: json.dumps(meta, sort_keys=True).encode(),
+            META_KEY: meta.model_dump_json().encode(),
         },
     )
 
@@ -88,16 +112,21 @@ def export_parquet(
         raise UserError(f"{out}: already exists (choose another path, or overwrite it)")
     if out.exists() and (not out.is_dir() or any(p.suffix not in (".parquet", ".md") for p in out.iterdir())):
         raise UserError(f"{out}: exists and does not hold a Parquet export; refusing to replace it")
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        raise UserError(f"{parent}: no such directory (yanami creates --out, not the folders above it)")
     m = ds.manifest
-    meta = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "schema_version": m.schema_version,
-        "split": m.split,
-        "generator": m.generator.model_dump(mode="json"),
-    }
+    meta = ExportMeta(
+        format=FORMAT_NAME,
+        format_version=FORMAT_VERSION,
+        schema_version=m.schema_version,
+        split=m.split,
+        generator=m.generator,
+        manifest=(ds.root / MANIFEST).read_text(encoding="utf-8", errors="replace"),
+        shards=[(rel, _count_lines(path)) for rel, path in zip(m.shards, ds.shard_paths(), strict=True)],
+    )
     schema = _schema(pa, meta)
-    work = out.absolute().parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    work = parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     try:
         names = _write_shards(pa, pq, ds, work, schema, m.split, shard_bytes, on_dialogue)
@@ -107,6 +136,12 @@ def export_parquet(
         shutil.rmtree(work, ignore_errors=True)
         raise
     return [out / n for n in names]
+
+
+def _count_lines(path: Path) -> int:
+    """The dialogue lines of a shard (blank lines are not dialogues)."""
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
 
 
 def _write_shards(
@@ -131,7 +166,7 @@ def _write_shards(
             writer.write_table(pa.Table.from_pylist(rows, schema=schema))
             rows = []
 
-    for d in ds:
+    for _, _, line, d in ds.records():
         if writer is None or size >= shard_bytes:
             flush()
             if writer is not None:
@@ -139,7 +174,6 @@ def _write_shards(
             parts.append(work / f"part-{len(parts):05d}.parquet")
             writer = pq.ParquetWriter(parts[-1], schema, compression="zstd")
             size = 0
-        line = d.model_dump_json()
         hashes: list[str] = []
         images: list[dict[str, Any]] = []
         for p in d.images():
@@ -155,7 +189,7 @@ def _write_shards(
                 "scenario": d.scenario.value,
                 "capabilities": [c.value for c in d.capabilities],
                 "num_turns": len(d.turns),
-                "dialogue": line,
+                "dialogue": line,  # the shard's line as it is, so an import rebuilds it byte for byte
                 "image_sha256": hashes,
                 "images": images,
             }
@@ -170,9 +204,9 @@ def _write_shards(
     flush()
     writer.close()
     names = []
-    for i, p in enumerate(parts):
+    for i, part in enumerate(parts):
         name = f"{split}-{i:05d}-of-{len(parts):05d}.parquet"
-        p.rename(work / name)
+        part.rename(work / name)
         names.append(name)
     return names
 
@@ -217,10 +251,19 @@ def import_parquet(
     metas = [_file_meta(pq, f) for f in files]
     first = metas[0]
     for f, meta in zip(files, metas, strict=True):
-        if (meta["split"], meta["generator"]) != (first["split"], first["generator"]):
-            raise UserError(f"{f}: comes from another dataset than {files[0].name} (split or generator differ)")
-    generator = Generator.model_validate(first["generator"])
-    with DatasetWriter(out, split=first["split"], generator=generator, overwrite=overwrite) as w:
+        if meta != first:
+            raise UserError(f"{f}: comes from another dataset than {files[0].name} (its yanami metadata differ)")
+    rows = sum(_num_rows(pq, f) for f in files)
+    # The original shards and manifest, where the rows are all the export holds.
+    exact = first.shards is not None and sum(n for _, n in first.shards) == rows
+    with DatasetWriter(
+        out,
+        split=first.split,
+        generator=first.generator,
+        overwrite=overwrite,
+        shard_layout=first.shards if exact else None,
+        keep_manifest=first.manifest if exact else None,
+    ) as w:
         for f in files:
             for rowno, row in _rows(pq, f):
                 _import_row(w, f, rowno, row)
@@ -229,7 +272,7 @@ def import_parquet(
     return Path(out)
 
 
-def _file_meta(pq: Any, f: Path) -> dict[str, Any]:
+def _file_meta(pq: Any, f: Path) -> ExportMeta:
     try:
         schema = pq.read_schema(f)
     except Exception as exc:
@@ -237,22 +280,56 @@ def _file_meta(pq: Any, f: Path) -> dict[str, Any]:
     raw = (schema.metadata or {}).get(META_KEY)
     if raw is None:
         raise UserError(f"{f}: not a yanami export (no {META_KEY.decode()!r} metadata)")
-    meta: dict[str, Any] = json.loads(raw)
-    if meta.get("format") != FORMAT_NAME:
-        raise UserError(f"{f}: not a yanami export (format {meta.get('format')!r})")
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise UserError(f"{f}: the {META_KEY.decode()!r} metadata is not JSON ({exc})") from None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
+        found = obj.get("format") if isinstance(obj, dict) else obj
+        raise UserError(f"{f}: not a yanami export (format {found!r})")
+    try:
+        meta = ExportMeta.model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(map(str, err["loc"])) or "-"
+        raise UserError(f"{f}: {META_KEY.decode()} metadata: {loc}: {err['msg']}") from None
     missing = {"dialogue", "image_sha256", "images"}.difference(schema.names)
     if missing:
         raise UserError(f"{f}: missing column(s) {', '.join(sorted(missing))}")
     return meta
 
 
+def _num_rows(pq: Any, f: Path) -> int:
+    try:
+        return int(pq.ParquetFile(f).metadata.num_rows)
+    except Exception as exc:
+        raise UserError(f"{f}: not a readable Parquet file ({exc})") from None
+
+
 def _rows(pq: Any, f: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a file, read a batch at a time; a corrupt page is a one-line UserError."""
     rowno = 0
-    pf = pq.ParquetFile(f)
-    for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS, columns=["dialogue", "image_sha256", "images"]):
-        for row in batch.to_pylist():
+    try:
+        batches = pq.ParquetFile(f).iter_batches(
+            batch_size=ROW_GROUP_ROWS, columns=["dialogue", "image_sha256", "images"]
+        )
+    except Exception as exc:  # pyarrow raises ArrowException subclasses and OSError
+        raise UserError(f"{f}: not a readable Parquet file ({exc})") from None
+    while True:
+        try:
+            batch = next(batches, None)
+            rows = batch.to_pylist() if batch is not None else []
+        except Exception as exc:
+            raise UserError(f"{f}: row {rowno} onwards cannot be read ({_first_line(exc)})") from None
+        if batch is None:
+            return
+        for row in rows:
             yield rowno, row
             rowno += 1
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _import_row(w: DatasetWriter, f: Path, rowno: int, row: dict[str, Any]) -> None:
@@ -285,7 +362,9 @@ def _import_row(w: DatasetWriter, f: Path, rowno: int, row: dict[str, Any]) -> N
     missing = set(declared).difference(hashes)
     if missing:
         raise UserError(f"{where}: the dialogue references image(s) not in the row: {sorted(missing)[0]}")
+    text = row["dialogue"]
     try:
-        w.add_dialogue(d)
+        # The text as exported (one line, validated above), so the shard comes back byte for byte.
+        w.add_dialogue(d, line=text if "\n" not in text else None)
     except ValueError as exc:
         raise UserError(f"{where}: {exc}") from None

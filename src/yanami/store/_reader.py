@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from PIL import Image
 from pydantic import ValidationError
 
 from yanami.errors import UserError
 from yanami.schema import Dialogue, ImagePart
-from yanami.store._images import DEFAULT_MAX_PIXELS, image_relpath, open_image_bytes, read_image_file
+from yanami.store._images import (
+    DEFAULT_MAX_PIXELS,
+    ImageFileError,
+    ImageProblem,
+    image_relpath,
+    open_image_bytes,
+    read_image_file,
+    sha256_hex,
+)
 from yanami.store._manifest import DIALOGUES_DIR, FORMAT_NAME, MANIFEST, SHARD_NAME, Manifest
 
 
@@ -47,7 +58,10 @@ class Dataset:
 
     Iterating yields dialogues one at a time, shard by shard, so memory does not grow
     with the dataset. Images are read only when asked for, and resolved only inside
-    ``images/`` from their hash.
+    ``images/`` from their hash. Everything read is checked against what the manifest
+    (whose SHA-256 is the bench identity) vouches for: each shard's bytes against its
+    checksum, each image's bytes against its name, so a changed dataset is refused
+    instead of passing under its old identity.
     """
 
     def __init__(self, path: str | Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
@@ -61,41 +75,125 @@ class Dataset:
             loc = ".".join(map(str, first["loc"])) or "-"
             raise UserError(f"{self.root / MANIFEST}: {loc}: {first['msg']} (run `yanami validate`)") from None
         self.max_pixels = max_pixels
+        self.shard_paths()  # a missing, linked or escaping shard is refused now, not half-way through
 
     def __len__(self) -> int:
         return self.manifest.counts.dialogues
 
     def shard_paths(self) -> list[Path]:
-        """The dialogue shards, in order."""
-        return [self.root / rel for rel in self.manifest.shards if _safe_shard(rel)]
+        """The dialogue shards, in order.
+
+        Raises UserError for a shard the manifest lists that is missing, is a symbolic link
+        or lies outside ``dialogues/`` (``../x.jsonl``, an absolute path).
+        """
+        paths = []
+        for rel in self.manifest.shards:
+            problem = shard_problem(self.root, rel)
+            if problem is not None:
+                raise UserError(f"{self.root}: {MANIFEST}: shards: {rel}: {problem} (run `yanami validate`)")
+            paths.append(self.root / rel)
+        return paths
 
     def __iter__(self) -> Iterator[Dialogue]:
+        for _, _, _, dialogue in self.records():
+            yield dialogue
+
+    def records(self) -> Iterator[tuple[str, int, str, Dialogue]]:
+        """Each dialogue with where it is: (shard path relative to the dataset, line, line text, dialogue).
+
+        The line text is exactly what the shard holds, without its newline.
+        """
         for shard in self.shard_paths():
-            with open(shard, encoding="utf-8") as f:
-                for lineno, line in enumerate(f, 1):
-                    if not line.strip():
+            rel = shard.relative_to(self.root).as_posix()
+            with _open_shard(self.root, rel) as f:
+                digest = hashlib.sha256()
+                while block := f.read(1 << 20):
+                    digest.update(block)
+                if digest.hexdigest() != self.manifest.shards[rel]:
+                    raise UserError(
+                        f"{shard}: its bytes do not match its checksum in {MANIFEST} "
+                        "(the dataset changed after it was written; run `yanami validate`)"
+                    )
+                f.seek(0)
+                for lineno, raw in enumerate(f, 1):
+                    if not raw.strip():
                         continue
                     try:
-                        yield Dialogue.model_validate_json(line)
-                    except ValidationError as exc:
-                        rel = shard.relative_to(self.root)
+                        line = raw.decode("utf-8").removesuffix("\n")
+                    except UnicodeDecodeError as exc:
                         raise UserError(
-                            f"{rel}:{lineno}: invalid dialogue ({exc.error_count()} problems; run `yanami validate`)"
+                            f"{shard}:{lineno}: not UTF-8 (byte {exc.start + 1} of the line; run `yanami validate`)"
                         ) from None
+                    try:
+                        dialogue = Dialogue.model_validate_json(line)
+                    except ValidationError as exc:
+                        raise UserError(
+                            f"{shard}:{lineno}: invalid dialogue ({exc.error_count()} problems; run `yanami validate`)"
+                        ) from None
+                    yield rel, lineno, line, dialogue
 
     def image_path(self, part: ImagePart) -> Path:
         """Where the file of an image part lives (inside ``images/`` by construction)."""
         return self.root / image_relpath(part.sha256, part.format)
 
     def image_bytes(self, part: ImagePart) -> bytes:
-        """The bytes of an image part's file (never through a symbolic link)."""
-        return read_image_file(self.root, part.sha256, part.format)
+        """The bytes of an image part's file, checked before they are returned.
+
+        The file is read without following symbolic links, its bytes must hash to its name
+        (so the manifest, which lists the names, vouches for the content) and its header
+        must be a PNG, JPEG or WebP image within the pixel limit (read without decoding a
+        pixel). Raises ImageFileError (a one-line UserError naming the dataset and the file)
+        otherwise.
+        """
+        return self._checked(part)[0]
 
     def open_image(self, part: ImagePart) -> Image.Image:
-        """Open an image lazily (header read, pixels decoded on first use), pixel limit enforced."""
-        return open_image_bytes(self.image_bytes(part), self.max_pixels)
+        """Open an image lazily (header read, pixels decoded on first use), checked as by `image_bytes`."""
+        return self._checked(part)[1]
+
+    def _checked(self, part: ImagePart) -> tuple[bytes, Image.Image]:
+        rel = image_relpath(part.sha256, part.format)
+        try:
+            data = read_image_file(self.root, part.sha256, part.format)
+        except ImageProblem as exc:
+            raise ImageFileError(f"{self.root}: {exc} (run `yanami validate`)") from None
+        if sha256_hex(data) != part.sha256:
+            raise ImageFileError(
+                f"{self.root}: image file {rel}: its bytes do not match its name (the image changed "
+                "after the dataset was written; run `yanami validate`)"
+            )
+        try:
+            img = open_image_bytes(data, self.max_pixels)
+        except ImageProblem as exc:
+            raise ImageFileError(f"{self.root}: image file {rel}: {exc}") from None
+        return data, img
 
 
-def _safe_shard(rel: str) -> bool:
+def shard_problem(root: Path, rel: str) -> str | None:
+    """What is wrong with a shard path listed in a manifest, or None when it can be read.
+
+    A shard must be ``dialogues/NAME.jsonl`` (so no listed path leaves the dataset), a
+    regular file, and reached through no symbolic link.
+    """
     folder, _, name = rel.partition("/")
-    return folder == DIALOGUES_DIR and SHARD_NAME.fullmatch(name) is not None
+    if folder != DIALOGUES_DIR or SHARD_NAME.fullmatch(name) is None:
+        return f"not a shard path inside the dataset (shards are {DIALOGUES_DIR}/NAME.jsonl); refusing it"
+    if (root / DIALOGUES_DIR).is_symlink():
+        return f"{DIALOGUES_DIR}/ is a symbolic link; refusing to follow it"
+    path = root / rel
+    if path.is_symlink():
+        return "shard is a symbolic link; refusing to follow it"
+    if not path.exists():
+        return "shard file is missing"
+    if not path.is_file():
+        return "shard is not a file"
+    return None
+
+
+def _open_shard(root: Path, rel: str) -> BinaryIO:
+    """Open a shard for reading in binary, refusing a symbolic link put in place since the check."""
+    try:
+        fd = os.open(root / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise UserError(f"{root / rel}: cannot be read ({exc.strerror}; run `yanami validate`)") from None
+    return open(fd, "rb")

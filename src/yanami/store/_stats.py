@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from yanami.schema import Capability, CheckKind, Dialogue, QuestionType, Scenario
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 IMAGE_BUCKETS = ("<4", "=4", "=5", ">=4", ">=5", ">=6")
 
@@ -145,3 +149,78 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
             for s, row in per.items()
         },
     )
+
+
+def stats_tables(s: DatasetStats, title: str) -> list[Table]:
+    """The statistics as Rich tables, each narrow enough for an 80-column terminal.
+
+    No table has more than five columns and every column is short, so even counts in
+    the billions fit in 80 columns whole (a number is never cut to fit).
+    """
+    from rich.table import Table
+
+    def table(name: str, *columns: str, first: str = "") -> Table:
+        t = Table(title=name, title_justify="left")
+        if first:
+            t.add_column(first, no_wrap=True)
+        for col in columns:
+            t.add_column(col, justify="right", no_wrap=True)
+        return t
+
+    t = table(f"{title}: corpus and sequence statistics", "Value", first="Statistic")
+    for label, value in [
+        ("Total dialogues", f"{s.dialogues:,}"),
+        ("Total images", f"{s.images:,}"),
+        ("Total dialogue turns", f"{s.turns:,}"),
+        ("Total user messages", f"{s.user_messages:,}"),
+        ("Total assistant messages", f"{s.assistant_messages:,}"),
+        ("Total messages", f"{s.messages:,}"),
+        ("Average images / dialogue", f"{s.images_per_dialogue:.2f}"),
+        ("Average turns / dialogue", f"{s.turns_per_dialogue:.2f}"),
+        ("Average messages / dialogue", f"{s.messages_per_dialogue:.2f}"),
+        ("Maximum turns / dialogue", f"{s.max_turns:,}"),
+        ("Maximum messages / dialogue", f"{s.max_messages:,}"),
+        ("Images / dialogue turn", f"{s.images_per_turn:.2f}"),
+        ("Dialogues with >= 4 capabilities", f"{s.dialogues_with_4_capabilities:,}"),
+        ("Capability coverage", f"{100 * s.capability_coverage:.0f}%"),
+        ("Target turns", f"{s.target_turns:,}"),
+        ("Atomic checks", f"{s.atomic_checks:,}"),
+        ("Atomic checks / dialogue", f"{s.atomic_checks_per_dialogue:.2f}"),
+        ("Capability-specific checks", f"{s.capability_checks:,}"),
+    ]:
+        t.add_row(label, value)
+    tables = [t]
+
+    t = table("Images per dialogue", "Images", "Dialogues", "Share")
+    for bucket, n in s.images_per_dialogue_distribution.items():
+        t.add_row(bucket, f"{n:,}", f"{100 * s.images_per_dialogue_shares[bucket]:.2f}%")
+    tables.append(t)
+
+    # Table 8, in two parts so that it fits: sizes, then questions and atomic checks.
+    t = table("By scenario: sizes", "Dialogues", "Share", "Images", "Turns", first="Scenario")
+    for name, row in s.by_scenario.items():
+        t.add_row(name, f"{row.dialogues:,}", f"{100 * row.share:.1f}%", f"{row.images:,}", f"{row.turns:,}")
+    share = "100.0%" if s.dialogues else "0.0%"
+    t.add_row("total", f"{s.dialogues:,}", share, f"{s.images:,}", f"{s.turns:,}")
+    tables.append(t)
+    t = table(
+        "By scenario: questions and atomic checks (capability-specific checks excluded)",
+        "Questions",
+        "Atomic checks",
+        "Per dialogue",
+        first="Scenario",
+    )
+    for name, row in s.by_scenario.items():
+        t.add_row(name, f"{row.questions:,}", f"{row.atomic_checks:,}", f"{row.atomic_checks_per_dialogue:.2f}")
+    t.add_row("total", f"{sum(s.questions.values()):,}", f"{s.atomic_checks:,}", f"{s.atomic_checks_per_dialogue:.2f}")
+    tables.append(t)
+
+    t = table("Dialogues per capability", "Dialogues", first="Capability")
+    for cap, n in s.capability_dialogues.items():
+        t.add_row(cap, f"{n:,}")
+    tables.append(t)
+    t = table("Questions per type", "Questions", first="Type")
+    for qtype, n in s.questions.items():
+        t.add_row(qtype, f"{n:,}")
+    tables.append(t)
+    return tables

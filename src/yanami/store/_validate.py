@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from yanami.store._images import (
     sha256_hex,
 )
 from yanami.store._manifest import DIALOGUES_DIR, MANIFEST, SHARD_NAME, Manifest
-from yanami.store._reader import open_dataset_dir
+from yanami.store._reader import open_dataset_dir, shard_problem
 from yanami.store._writer import images_digest
 
 
@@ -61,7 +62,7 @@ def _read_lines(path: Path, digest: Any) -> Iterator[memoryview | bytes]:
     Lines come as views into the block (no copy per line); use one before the next.
     """
     rest = b""
-    with open(path, "rb") as f:
+    with open(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb") as f:
         while block := f.read(1 << 20):
             digest.update(block)
             start = 0
@@ -109,9 +110,9 @@ def validate_dataset(
         problems.append(Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), msg))
 
     if manifest_error is not None:
-        line, _, rest = manifest_error.partition(": ")
+        at, _, rest = manifest_error.partition(": ")
         field, _, msg = rest.partition(": ")
-        problems.append(Problem(MANIFEST, int(line), field, msg))
+        problems.append(Problem(MANIFEST, int(at), field, msg))
     else:
         try:
             manifest = Manifest.model_validate(raw)
@@ -120,18 +121,26 @@ def validate_dataset(
                 manifest_problem(tuple(err["loc"]), err["msg"])
 
     # Dialogue shards: the files on disk, compared with the manifest's list.
+    # Nothing is read through a symbolic link, and no listed path may leave the dataset.
     ddir = root / DIALOGUES_DIR
-    on_disk = sorted(p.name for p in ddir.iterdir() if p.is_file()) if ddir.is_dir() else []
     shards = []
-    for name in on_disk:
-        if SHARD_NAME.fullmatch(name):
-            shards.append(f"{DIALOGUES_DIR}/{name}")
-        else:
-            problems.append(Problem(f"{DIALOGUES_DIR}/{name}", 0, "-", "unexpected file (shards are NAME.jsonl)"))
+    linked: set[str] = set()
+    if ddir.is_symlink():
+        problems.append(Problem(DIALOGUES_DIR, 0, "-", "is a symbolic link; refusing to follow it"))
+    elif ddir.is_dir():
+        for p in sorted(ddir.iterdir(), key=lambda p: p.name):
+            rel = f"{DIALOGUES_DIR}/{p.name}"
+            if p.is_symlink():
+                linked.add(rel)
+                problems.append(Problem(rel, 0, "-", "shard is a symbolic link; refusing to follow it"))
+            elif not p.is_file() or SHARD_NAME.fullmatch(p.name) is None:
+                problems.append(Problem(rel, 0, "-", "unexpected file (shards are NAME.jsonl)"))
+            else:
+                shards.append(rel)
     if manifest is not None:
         for rel in manifest.shards:
-            if rel not in shards:
-                manifest_problem(("shards", rel), "shard file is missing")
+            if rel not in shards and rel not in linked and not ddir.is_symlink():
+                manifest_problem(("shards", rel), shard_problem(root, rel) or "shard file is missing")
         for rel in shards:
             if rel not in manifest.shards:
                 problems.append(Problem(rel, 0, "-", f"shard is not listed in {MANIFEST}"))
@@ -207,6 +216,11 @@ def _slow_walk(line: memoryview | bytes, rel: str, lineno: int, problems: list[P
     raw_line = bytes(line)
     if not raw_line.strip():
         problems.append(Problem(rel, lineno, "-", "empty line"))
+        return None
+    try:
+        raw_line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(rel, lineno, "-", f"not UTF-8 (byte {exc.start + 1} of the line)"))
         return None
     try:
         d = Dialogue.model_validate_json(raw_line, strict=True)

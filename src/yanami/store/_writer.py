@@ -9,10 +9,12 @@ import errno
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import BinaryIO
 
+from yanami._files import atomic_write
 from yanami.errors import UserError
 from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
@@ -21,6 +23,7 @@ from yanami.store._manifest import (
     FORMAT_NAME,
     IMAGES_DIR,
     MANIFEST,
+    SHARD_NAME,
     SHARD_SIZE,
     Counts,
     Generator,
@@ -59,7 +62,13 @@ class DatasetWriter:
         overwrite: bool = False,
         shard_size: int = SHARD_SIZE,
         max_pixels: int = DEFAULT_MAX_PIXELS,
+        shard_layout: Sequence[tuple[str, int]] | None = None,
+        keep_manifest: str | None = None,
     ) -> None:
+        """``shard_layout`` lists the shards to fill, in order, and how many dialogues each
+        holds (instead of numbered shards of ``shard_size``); ``keep_manifest`` is the text of
+        a manifest to write verbatim if it describes exactly what was written (both for
+        `import_parquet`, which rebuilds a dataset byte for byte)."""
         self.path = Path(path)
         self.overwrite = overwrite
         _check_target(self.path, overwrite)
@@ -69,7 +78,7 @@ class DatasetWriter:
         self.max_pixels = max_pixels
         parent = self.path.absolute().parent
         if not parent.is_dir():
-            raise UserError(f"{parent}: no such directory")
+            raise UserError(f"{parent}: no such directory (yanami creates --out, not the folders above it)")
         _remove_stale_work(parent, self.path.name)
         self.work = parent / f".{self.path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.work.mkdir()
@@ -80,8 +89,15 @@ class DatasetWriter:
         self._stored: set[str] = set()
         self._folders: set[str] = set()
         self._shards: list[str] = []
-        self._shard_file: TextIO | None = None
+        self._shard_file: BinaryIO | None = None
         self._in_shard = 0
+        self._capacity = shard_size
+        self._layout = list(shard_layout) if shard_layout is not None else None
+        for rel, _ in self._layout or []:
+            folder, _, name = rel.partition("/")
+            if folder != DIALOGUES_DIR or SHARD_NAME.fullmatch(name) is None:
+                raise ValueError(f"not a shard path: {rel!r} (shards are {DIALOGUES_DIR}/NAME.jsonl)")
+        self.keep_manifest = keep_manifest
         self._turns = self._questions = self._checks = 0
         self._done = False
 
@@ -126,9 +142,11 @@ class DatasetWriter:
 
     # dialogues ------------------------------------------------------------------------
 
-    def add_dialogue(self, dialogue: Dialogue) -> None:
+    def add_dialogue(self, dialogue: Dialogue, *, line: str | None = None) -> None:
         """Append a dialogue; its images must have been added first.
 
+        ``line`` is the JSON text to store for it (without a newline) where the caller has
+        it already, validated into ``dialogue``; by default the dialogue's own JSON.
         Raises ValueError if the dialogue is inconsistent, repeats an id or references
         an image that was not added.
         """
@@ -142,21 +160,45 @@ class DatasetWriter:
             if part.sha256 not in self._stored:
                 raise ValueError(f"dialogue {dialogue.id}: image {part.sha256} was not added")
         self._ids.add(dialogue.id)
-        self._write_line(dialogue.model_dump_json() + "\n")
+        if line is not None and ("\n" in line or not line.strip()):
+            raise ValueError(f"dialogue {dialogue.id}: a dataset line must be one non-empty line")
+        self._write_line((dialogue.model_dump_json() if line is None else line) + "\n")
         self._turns += len(dialogue.turns)
         self._questions += len(dialogue.questions)
         self._checks += sum(len(t.checks) for t in dialogue.turns)
 
     def _write_line(self, line: str) -> None:
-        if self._shard_file is None or self._in_shard >= self.shard_size:
+        if self._shard_file is None or self._in_shard >= self._capacity:
             self._close_shard()
-            rel = f"{DIALOGUES_DIR}/{len(self._shards):05d}.jsonl"
-            self._shards.append(rel)
-            self._shard_file = open(self.work / rel, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
-            self._in_shard = 0
+            self._open_shard()
         assert self._shard_file is not None
-        self._shard_file.write(line)
+        self._shard_file.write(line.encode("utf-8"))
         self._in_shard += 1
+
+    def _open_shard(self) -> None:
+        if self._layout is None:
+            rel = f"{DIALOGUES_DIR}/{len(self._shards):05d}.jsonl"
+        else:
+            self._empty_shards()
+            if not self._layout:
+                raise ValueError("more dialogues than the shard layout holds")
+            rel, self._capacity = self._layout.pop(0)
+        if rel in self._shards:
+            raise ValueError(f"shard {rel} is listed twice")
+        self._shards.append(rel)
+        self._shard_file = open(self.work / rel, "wb")  # noqa: SIM115
+        self._in_shard = 0
+
+    def _empty_shards(self) -> None:
+        """Create the shards of the layout that hold no dialogue, up to the next that does."""
+        assert self._layout is not None
+        while self._layout and self._layout[0][1] <= 0:
+            rel = self._layout.pop(0)[0]
+            if rel in self._shards:
+                raise ValueError(f"shard {rel} is listed twice")
+            (self.work / rel).touch()
+            self._shards.append(rel)
+            self._in_shard = self._capacity = 0  # full as it is
 
     def _close_shard(self) -> None:
         if self._shard_file is not None:
@@ -172,9 +214,13 @@ class DatasetWriter:
         if self._done:
             raise RuntimeError("writer already finished")
         self._close_shard()
+        if self._layout is not None:
+            self._empty_shards()
+            if self._layout or (self._shards and self._in_shard < self._capacity):
+                raise ValueError("fewer dialogues than the shard layout holds")
         if not self._shards:  # an empty dataset still has one (empty) shard
-            self._write_line("")
-            self._in_shard = 0
+            self._capacity = 0
+            self._open_shard()
             self._close_shard()
         manifest = Manifest(
             split=self.split,
@@ -189,7 +235,8 @@ class DatasetWriter:
             shards={rel: sha256_file(self.work / rel) for rel in self._shards},
             images_sha256=images_digest(self._image_hashes),
         )
-        write_manifest(self.work, manifest)
+        kept = self.keep_manifest
+        write_manifest(self.work, kept if kept is not None and _describes(kept, manifest) else manifest)
         _check_target(self.path, self.overwrite)
         move_into_place(self.work, self.path)
         self._done = True
@@ -219,14 +266,22 @@ class DatasetWriter:
             self.abort()
 
 
-def write_manifest(directory: Path, manifest: Manifest) -> None:
-    """Write ``manifest.json`` (indented, keys in schema order) through a temporary file."""
-    tmp = directory / (MANIFEST + ".part")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(manifest.model_dump_json(indent=2) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(directory / MANIFEST)
+def manifest_text(manifest: Manifest) -> str:
+    """The text of ``manifest.json``: indented JSON, keys in schema order, a final newline."""
+    return manifest.model_dump_json(indent=2) + "\n"
+
+
+def write_manifest(directory: Path, manifest: Manifest | str) -> None:
+    """Write ``manifest.json`` (a model, or its exact text) atomically."""
+    atomic_write(directory / MANIFEST, manifest if isinstance(manifest, str) else manifest_text(manifest))
+
+
+def _describes(text: str, manifest: Manifest) -> bool:
+    """Whether a manifest's text says exactly what ``manifest`` says."""
+    try:
+        return Manifest.model_validate_json(text) == manifest
+    except ValueError:
+        return False
 
 
 def _check_target(path: Path, overwrite: bool) -> None:

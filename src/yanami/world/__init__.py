@@ -4,8 +4,18 @@ Everything here runs offline and is exact by construction: every image is render
 a scene stored with the dialogue, and every check is a predicate over that scene.
 """
 
+from yanami.world._agents import AGENTS, TRIVIAL, ReferenceAgent, TrivialAgent, reference_agent
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import Camera
+from yanami.world._hidden import (
+    ConstraintState,
+    QuestionIntent,
+    TurnIntent,
+    TurnState,
+    question_intent,
+    turn_intent,
+    turn_state,
+)
 from yanami.world._ops import View, apply_op
 from yanami.world._parse import Parse, ParsedObject, parse_cached, parse_image, parse_workers
 from yanami.world._place import VIEWS, random_scene, valid
@@ -15,6 +25,7 @@ from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
 
 __all__ = [
+    "AGENTS",
     "BASE_AZIMUTH",
     "COLOURS",
     "DEFAULT_STYLE",
@@ -23,11 +34,18 @@ __all__ = [
     "SHAPES",
     "SIZES",
     "STYLES",
+    "TRIVIAL",
     "VIEWS",
     "Camera",
+    "ConstraintState",
     "Parse",
     "ParsedObject",
+    "QuestionIntent",
+    "ReferenceAgent",
     "Scene",
+    "TrivialAgent",
+    "TurnIntent",
+    "TurnState",
     "View",
     "WorldObject",
     "apply_op",
@@ -38,11 +56,15 @@ __all__ = [
     "parse_image",
     "parse_workers",
     "plan",
+    "question_intent",
     "random_scene",
+    "reference_agent",
     "relation",
     "render",
     "render_array",
     "render_png",
     "select",
+    "turn_intent",
+    "turn_state",
     "valid",
 ]

@@ -7,26 +7,16 @@ import signal
 from collections.abc import Callable, Iterator
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
 
 from yanami import __version__
 from yanami.errors import UserError
+from yanami.scenarios import FACTS, PRESETS
 from yanami.schema import Dialogue, Scenario
 from yanami.store import DatasetWriter, Generator, Manifest
 from yanami.store._images import scan_image_files
 from yanami.store._reader import open_dataset_dir
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "bench": {"split": "bench", "per_scenario": 100},
-    "train": {"split": "train", "dialogues": 10_000},
-    "tiny": {"split": "bench", "per_scenario": 2},
-}
-TRAIN_MIX = {
-    Scenario.FUSION: 0.36,
-    Scenario.EDITING: 0.25,
-    Scenario.WORLD_MODELING: 0.28,
-    Scenario.REASONING: 0.11,
-}
+TRAIN_MIX = {s: f.train_share for s, f in FACTS.items()}
 """The paper's training mix across scenarios."""
 
 

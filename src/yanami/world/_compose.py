@@ -1,16 +1,17 @@
 """Composing one world dialogue: turns, images, checks, questions and the state trajectory.
 
-A scenario script (`_scenarios`) drives a `Composer` through *moves*. The composer keeps
-the true state (the `View` the next generated image must show), the active constraints,
-every image shown so far, and what each turn exercised. For every target turn it also
-derives what a *stateless* reading would produce (the current instruction applied to the
-latest image, without constraints, corrections or history) and insists that at least one
-of the turn's checks fails on it: that is the rule that makes every target turn
-irreducible to single-turn, enforced when the dialogue is built.
+A scenario script (`_scenarios/<value>.py`) drives a `Composer` through *moves*. The
+composer keeps the true state (the `View` the next generated image must show), the
+active constraints, every image shown so far, and what each turn exercised. For every
+target turn it also derives what a *stateless* reading would produce (the current
+instruction applied to the latest image, without constraints, corrections or history)
+and insists that at least one of the turn's checks fails on it: that is the rule that
+makes every target turn irreducible to single-turn, enforced when the dialogue is built.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,16 @@ from yanami.schema import (
 )
 from yanami.store import sha256_hex
 from yanami.world._camera import HEIGHT, WIDTH
-from yanami.world._language import REL_WORDS, decorate, decorate_reply, full_where, minimal_where, phrase
+from yanami.world._free import BUILD_DRAWS, loose, realizations
+from yanami.world._language import (
+    REL_WORDS,
+    decorate,
+    decorate_reply,
+    full_where,
+    minimal_where,
+    names_one,
+    phrase,
+)
 from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
@@ -62,6 +72,11 @@ class _Draft:
     checks: list[Check]
     state: dict[str, Any]
     intent: dict[str, Any]
+
+
+CHANGE_CHECKS = 3
+"""Atomic checks on what a target turn changes that the composer aims for (it keeps at most as
+many checks on what stays the same, so a copy of the latest image passes at most half)."""
 
 
 class Reducible(Exception):
@@ -191,40 +206,57 @@ class Composer:
         alternatives: dict[str, dict[str, Any]] | None = None,
         focus: list[Check] | None = None,
         correction: list[tuple[str, dict[str, Any]]] | None = None,
+        free: list[dict[str, Any]] | None = None,
     ) -> int:
         """A turn whose assistant image is judged.
 
         ``op`` is what the user's words mean given the whole dialogue; ``stateless`` what
         they mean read alone against the latest image. ``focus`` are checks on what the
         turn changes; ``correction`` (text, predicate) pairs become correction-updating
-        checks. Raises `Reducible` when no check tells the two apart.
+        checks. ``free`` are the choices the words leave open (see `yanami.world._free`):
+        the turn keeps only checks that hold on every realization drawn with other
+        choices (decidable from what the model sees). Raises `Reducible` when no check
+        tells the op apart from the stateless reading.
         """
         assert self.view is not None
+        free = free or []
         new = apply_op(op, self.view, self.images)
         naive = apply_op(stateless, self.latest, self.images)
+        turn_no = len(self.turns)
+        variants = realizations(op, free, self.view, self.images, self.seed, self.dialogue_id, turn_no, BUILD_DRAWS)
+        if free and not variants:
+            raise Reducible(f"{user_text}: no other realization of its free choices")
+        spots, attrs = loose(op, free, self.view, new.scene)
         checks = list(focus or [])
         seen = [c.hidden.predicate for c in checks]
-        for extra in self._context_checks(new, exclude=len(checks)):
+        for extra in self._context_checks(new, exclude=len(checks), spots=spots, attrs=attrs):
             if extra.hidden.predicate not in seen:  # the same fact is checked once per image
                 checks.append(extra)
                 seen.append(extra.hidden.predicate)
-        for c in self.constraints:
-            checks.append(self._constraint_check(c))
-        for text, pred in correction or []:
-            checks.append(self._check(text, pred, capability=Capability.CORRECTION))
-        for c in checks:
-            pred = c.hidden.predicate
+        for k in self.constraints:
+            checks.append(self._constraint_check(k))
+        for text, predicate in correction or []:
+            checks.append(self._check(text, predicate, capability=Capability.CORRECTION))
+        for check in checks:
+            pred = check.hidden.predicate
             assert isinstance(pred, dict)
             if not evaluate(pred, new.scene, new.azimuth):
-                raise AssertionError(f"check {c.text!r} {pred} fails on the ground truth {new}; this is a builder bug")
+                raise AssertionError(f"check {check.text!r} {pred} fails on the ground truth {new}: a builder bug")
+        checks = [c for c in checks if self._decidable(c, variants)]
+        checks += self._change_checks(checks, new, variants, spots, attrs)
         if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
-            extra = self._distinguishing_check(new, naive)
-            if extra is None:
+            distinguishing = self._distinguishing_check(new, naive, variants, spots, attrs)
+            if distinguishing is None:
                 raise Reducible(user_text)
-            checks.append(extra)
+            checks.append(distinguishing)
+        checks = self._balanced(checks, naive)
+        if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
+            raise Reducible(user_text)
         self.view = new
         part = self.picture(new, ImageSource.ASSISTANT)
-        intent = {"op": op, "stateless": stateless, "alternatives": alternatives or {}}
+        intent: dict[str, Any] = {"op": op, "stateless": stateless, "alternatives": alternatives or {}}
+        if free:
+            intent["free"] = free
         return self._turn(
             [TextPart(text=user_text)],
             [TextPart(text=assistant_text), part],
@@ -234,6 +266,106 @@ class Composer:
         )
 
     # checks ---------------------------------------------------------------------------
+
+    def _copy_passes(self, check: Check) -> bool:
+        """Whether a copy of the latest image passes ``check`` (then it tests preservation)."""
+        pred = check.hidden.predicate
+        assert isinstance(pred, dict)
+        return evaluate(pred, self.latest.scene, self.latest.azimuth)
+
+    def _change_checks(
+        self, checks: list[Check], new: View, variants: list[View], spots: set[int], attrs: dict[int, set[str]]
+    ) -> list[Check]:
+        """Atomic checks on what the turn changes (a copy of the latest image fails them), to
+        bring the turn's up to `CHANGE_CHECKS`; each holds on every realization."""
+        have = sum(1 for c in checks if c.kind is CheckKind.ATOMIC and not self._copy_passes(c))
+        seen = [c.hidden.predicate for c in checks if c.kind is CheckKind.ATOMIC]
+        capability = [c.hidden.predicate for c in checks if c.kind is not CheckKind.ATOMIC]
+        latest = self.latest
+        out: list[Check] = []
+        facts = self._facts(new, spots, attrs)
+        # what a capability check already states comes last (an atomic twin, when nothing else changes)
+        facts.sort(key=lambda f: f[1] in capability)
+        for text, pred, category in facts:
+            if have + len(out) >= CHANGE_CHECKS:
+                break
+            if pred in seen or evaluate(pred, latest.scene, latest.azimuth):
+                continue
+            if all(evaluate(pred, v.scene, v.azimuth) for v in variants):
+                out.append(self._check(text, pred, category=category))
+                seen.append(pred)
+        return out
+
+    def _facts(
+        self, new: View, spots: set[int], attrs: dict[int, set[str]]
+    ) -> list[tuple[str, dict[str, Any], CheckCategory]]:
+        """Simple true facts about ``new`` that name only what the dialogue fixes, in a random
+        order within each kind (objects, then what is gone, the count, relations, supports)."""
+        scene, rng = new.scene, self.rng
+        latest = self.latest.scene
+        facts: list[tuple[str, dict[str, Any], CheckCategory]] = []
+        objs = list(scene.objects)
+        rng.shuffle(objs)
+        for o in objs:
+            w = {k: v for k, v in full_where(o).items() if k not in attrs.get(o.id, set())}
+            facts.append((f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE))
+        for o in latest.objects:
+            w = full_where(o)
+            if not select(scene, w):
+                gone = f"There is no {phrase(w)} any more."
+                facts.append((gone, {"op": "absent", "where": w}, CheckCategory.ABSENCE))
+        n = len(scene.objects)
+        facts.append((f"There are exactly {n} objects.", {"op": "total", "n": n}, CheckCategory.COUNT))
+        rel_pairs = [(a, b) for a, b in pairs(scene) if a.id not in spots and b.id not in spots]
+        rng.shuffle(rel_pairs)
+        for a, b in rel_pairs:
+            wa, wb = minimal_where(a, scene, rng, attrs), minimal_where(b, scene, rng, attrs)
+            if not (names_one(wa, a, scene, attrs) and names_one(wb, b, scene, attrs)):
+                continue
+            for rel in relation(a, b, new.azimuth):
+                pred = {"op": "relation", "a": wa, "b": wb, "rel": rel}
+                facts.append((f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.", pred, CheckCategory.RELATION))
+        for o in scene.objects:
+            if o.on is not None:
+                support = scene.by_id(o.on)
+                wa, wb = minimal_where(o, scene, rng, attrs), minimal_where(support, scene, rng, attrs)
+                if names_one(wa, o, scene, attrs) and names_one(wb, support, scene, attrs):
+                    text = f"The {phrase(wa)} rests on top of the {phrase(wb)}."
+                    facts.append((text, {"op": "on", "a": wa, "b": wb}, CheckCategory.SUPPORT))
+        return facts
+
+    def _balanced(self, checks: list[Check], naive: View) -> list[Check]:
+        """At most as many atomic checks that a copy of the latest image passes (preservation)
+        as ones it fails (change), keeping first those the stateless reading fails; each
+        atomic check's predicate is tagged with its ``effect``."""
+        change = {c.id for c in checks if c.kind is CheckKind.ATOMIC and not self._copy_passes(c)}
+        preserved = [c for c in checks if c.kind is CheckKind.ATOMIC and c.id not in change]
+
+        def naive_passes(c: Check) -> bool:
+            return evaluate(c.hidden.predicate, naive.scene, naive.azimuth)  # type: ignore[arg-type]
+
+        kept = {c.id for c in sorted(preserved, key=naive_passes)[: len(change)]}
+        out = []
+        for c in checks:
+            if c.kind is not CheckKind.ATOMIC:
+                out.append(c)
+            elif c.id in change or c.id in kept:
+                effect = "change" if c.id in change else "preservation"
+                pred = {**c.hidden.predicate, "effect": effect}  # type: ignore[dict-item]
+                out.append(c.model_copy(update={"hidden": CheckHidden(predicate=pred)}))
+        return out
+
+    def _decidable(self, check: Check, variants: list[View]) -> bool:
+        """Whether ``check`` holds on every realization; one that does not is dropped (and
+        forgotten by the questions it was aligned with)."""
+        pred = check.hidden.predicate
+        assert isinstance(pred, dict)
+        if all(evaluate(pred, v.scene, v.azimuth) for v in variants):
+            return True
+        for ids in self.capability_checks.values():
+            if check.id in ids:
+                ids.remove(check.id)
+        return False
 
     def _check(
         self,
@@ -275,16 +407,22 @@ class Composer:
             capability=Capability.CONSTRAINT,
         )
 
-    def _context_checks(self, new: View, exclude: int) -> list[Check]:
-        """Atomic checks that the rest of the scene is as it should be (about 5 per image)."""
+    def _context_checks(
+        self, new: View, exclude: int, spots: set[int] | None = None, attrs: dict[int, set[str]] | None = None
+    ) -> list[Check]:
+        """Atomic checks that the rest of the scene is as it should be (about 5 per image).
+
+        ``spots`` (ids of objects whose spot a free choice sets) and ``attrs`` (per id, the
+        attributes one sets) are left out: a check names only what the dialogue fixes."""
         scene = new.scene
         rng = self.rng
+        spots, attrs = spots or set(), attrs or {}
         out: list[Check] = []
         want = max(2, 4 - exclude)
         objs = list(scene.objects)
         rng.shuffle(objs)
         for o in objs[:2]:
-            w = full_where(o)
+            w = {k: v for k, v in full_where(o).items() if k not in attrs.get(o.id, set())}
             out.append(
                 self._check(
                     f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, category=CheckCategory.EXISTENCE
@@ -298,10 +436,12 @@ class Composer:
                     category=CheckCategory.COUNT,
                 )
             )
-        rel_pairs = list(pairs(scene))
+        rel_pairs = [(a, b) for a, b in pairs(scene) if a.id not in spots and b.id not in spots]
         rng.shuffle(rel_pairs)
         for a, b in rel_pairs[: max(0, want - len(out))]:
-            wa, wb = minimal_where(a, scene, rng), minimal_where(b, scene, rng)
+            wa, wb = minimal_where(a, scene, rng, attrs), minimal_where(b, scene, rng, attrs)
+            if not (names_one(wa, a, scene, attrs) and names_one(wb, b, scene, attrs)):
+                continue
             horizontal, depth = relation(a, b, new.azimuth)
             rel = rng.choice([horizontal, depth])
             out.append(
@@ -314,7 +454,9 @@ class Composer:
         for o in scene.objects:
             if o.on is not None and len(out) < want + 1:
                 support = scene.by_id(o.on)
-                wa, wb = minimal_where(o, scene, rng), minimal_where(support, scene, rng)
+                wa, wb = minimal_where(o, scene, rng, attrs), minimal_where(support, scene, rng, attrs)
+                if not (names_one(wa, o, scene, attrs) and names_one(wb, support, scene, attrs)):
+                    continue
                 out.append(
                     self._check(
                         f"The {phrase(wa)} rests on top of the {phrase(wb)}.",
@@ -324,17 +466,30 @@ class Composer:
                 )
         return out
 
-    def _distinguishing_check(self, new: View, naive: View) -> Check | None:
-        """An atomic check true of ``new`` and false of ``naive``, if one of the simple kinds exists."""
+    def _distinguishing_check(
+        self,
+        new: View,
+        naive: View,
+        variants: list[View] | None = None,
+        spots: set[int] | None = None,
+        attrs: dict[int, set[str]] | None = None,
+    ) -> Check | None:
+        """An atomic check true of ``new`` and of every realization in ``variants``, and
+        false of ``naive``, if one of the simple kinds exists."""
+        variants, spots, attrs = variants or [], spots or set(), attrs or {}
+
+        def holds(pred: dict[str, Any]) -> bool:
+            return all(evaluate(pred, v.scene, v.azimuth) for v in variants)
+
         for o in new.scene.objects:
-            w = full_where(o)
-            if not select(naive.scene, w):
+            w = {k: v for k, v in full_where(o).items() if k not in attrs.get(o.id, set())}
+            if not select(naive.scene, w) and holds({"op": "exists", "where": w}):
                 return self._check(
                     f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, category=CheckCategory.EXISTENCE
                 )
         for o in naive.scene.objects:
             w = full_where(o)
-            if not select(new.scene, w):
+            if not select(new.scene, w) and holds({"op": "absent", "where": w}):
                 return self._check(
                     f"There is no {phrase(w)}.", {"op": "absent", "where": w}, category=CheckCategory.ABSENCE
                 )
@@ -342,10 +497,14 @@ class Composer:
             n = len(new.scene.objects)
             return self._check(f"There are exactly {n} objects.", {"op": "total", "n": n}, category=CheckCategory.COUNT)
         for a, b in pairs(new.scene):
-            wa, wb = minimal_where(a, new.scene, self.rng), minimal_where(b, new.scene, self.rng)
+            if a.id in spots or b.id in spots:
+                continue
+            wa, wb = minimal_where(a, new.scene, self.rng, attrs), minimal_where(b, new.scene, self.rng, attrs)
+            if not (names_one(wa, a, new.scene, attrs) and names_one(wb, b, new.scene, attrs)):
+                continue
             for rel in relation(a, b, new.azimuth):
                 pred = {"op": "relation", "a": wa, "b": wb, "rel": rel}
-                if not evaluate(pred, naive.scene, naive.azimuth):
+                if not evaluate(pred, naive.scene, naive.azimuth) and holds(pred):
                     category = CheckCategory.VIEWPOINT if new.azimuth != naive.azimuth else CheckCategory.RELATION
                     return self._check(
                         f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.", pred, category=category
@@ -369,8 +528,11 @@ class Composer:
         ``alternatives`` are the answers a reference agent lacking one capability gives
         (``{"no-corrections": the outdated value}``); an agent without one guesses.
         """
-        options = [answer, *[d for d in dict.fromkeys(distractors) if d != answer][:3]]
+        options = [d for d in dict.fromkeys(distractors) if d != answer][:3]
         self.rng.shuffle(options)
+        # The answer's letter: a per-dialogue rotation (from the dialogue's id, not its random
+        # draws), so over a bench each letter is the answer of a quarter of the questions.
+        options.insert((self._letter_offset + len(self.questions)) % (len(options) + 1), answer)
         self.questions.append(
             Question(
                 id=f"q{len(self.questions)}",
@@ -390,6 +552,10 @@ class Composer:
                 ),
             )
         )
+
+    @property
+    def _letter_offset(self) -> int:
+        return int.from_bytes(hashlib.sha256(f"letters:{self.seed}:{self.dialogue_id}".encode()).digest()[:4], "big")
 
     # result ---------------------------------------------------------------------------
 

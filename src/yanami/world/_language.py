@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from typing import Any
 
 from yanami.world._scene import Scene, WorldObject
@@ -33,18 +34,41 @@ def phrase(attrs: dict[str, Any], rng: random.Random | None = None) -> str:
     return " ".join([*words, shape])
 
 
-def minimal_where(o: WorldObject, scene: Scene, rng: random.Random) -> dict[str, Any]:
-    """A smallest attribute filter that selects ``o`` alone in ``scene`` (always includes shape)."""
-    others = [p for p in scene.objects if p.id != o.id]
+def minimal_where(
+    o: WorldObject, scene: Scene, rng: random.Random, loose: dict[int, set[str]] | None = None
+) -> dict[str, Any]:
+    """A smallest attribute filter that selects ``o`` alone in ``scene`` (always includes shape).
+
+    ``loose`` (object id -> attributes a free choice sets) makes the filter hold whatever
+    those choices are: it never names a free attribute of ``o``, and a free attribute of
+    another object may take any value. Without such a filter, all of ``o``'s fixed attributes.
+    """
+    loose = loose or {}
+    mine = loose.get(o.id, set())
     for n in range(1, 5):
         options = []
         for keys in itertools.combinations(("colour", "size", "material"), n - 1):
+            if mine & set(keys):
+                continue
             where = {k: getattr(o, k) for k in ("shape", *keys)}
-            if not any(all(getattr(p, k) == v for k, v in where.items()) for p in others):
+            if names_one(where, o, scene, loose):
                 options.append(where)
         if options:
             return rng.choice(options)
-    return full_where(o)
+    return {k: v for k, v in full_where(o).items() if k not in mine}
+
+
+def names_one(where: dict[str, Any], o: WorldObject, scene: Scene, loose: dict[int, set[str]] | None = None) -> bool:
+    """Whether ``where`` singles out ``o`` in ``scene`` whatever the free attributes (``loose``,
+    object id -> attributes a free choice sets) turn out to be."""
+    loose = loose or {}
+    if any(k in loose.get(o.id, set()) or getattr(o, k) != v for k, v in where.items()):
+        return False
+    for p in scene.objects:
+        free = loose.get(p.id, set())
+        if p.id != o.id and all(k in free or getattr(p, k) == v for k, v in where.items()):
+            return False
+    return True
 
 
 def full_where(o: WorldObject) -> dict[str, Any]:
@@ -80,11 +104,53 @@ _OPENERS = ("", "", "", "Hmm. ", "Okay, ", "Alright. ", "So, ", "Right, ", "Hey,
 _CLOSERS = ("", "", "", " Thanks!", " Thank you.", " Please.", " No rush.", " Appreciate it.", " :)", " Cheers.")
 
 
+_FILLERS = (
+    "actually",
+    "alright",
+    "also",
+    "and",
+    "certainly",
+    "correction",
+    "deal",
+    "done",
+    "fixed",
+    "good",
+    "got it",
+    "hey",
+    "hmm",
+    "i like it",
+    "last one",
+    "next",
+    "nice",
+    "not convinced",
+    "noted",
+    "now",
+    "of course",
+    "okay",
+    "on second thought",
+    "right",
+    "so",
+    "sure",
+    "understood",
+    "wait",
+    "yes",
+)
+"""Words that open a message as a filler or an acknowledgement: never two in a row."""
+
+
+def _opens_with_filler(text: str) -> bool:
+    head = text.lower()
+    return any(head.startswith(f) and not head[len(f) : len(f) + 1].isalpha() for f in _FILLERS)
+
+
 def decorate(rng: random.Random, text: str) -> str:
     """Vary a user message the way people do: an occasional opener or sign-off."""
     opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)
-    if opener:
-        text = opener + text[0].lower() + text[1:] if not text.startswith("I ") else opener + text
+    if opener and not _opens_with_filler(text):
+        keep = opener.endswith(". ") or text.startswith(("I ", "I'"))
+        text = opener + (text if keep else text[0].lower() + text[1:])
+    if closer and text.rstrip().endswith("?") and closer.strip() in ("Please.",):
+        closer = ""
     return text + closer
 
 
@@ -102,4 +168,57 @@ _REPLY_CLOSERS = (
 
 def decorate_reply(rng: random.Random, text: str) -> str:
     """Vary an assistant message: an occasional opener or follow-up question."""
-    return rng.choice(_REPLY_OPENERS) + text + rng.choice(_REPLY_CLOSERS)
+    opener, closer = rng.choice(_REPLY_OPENERS), rng.choice(_REPLY_CLOSERS)
+    if _opens_with_filler(text):
+        opener = ""
+    if _ENDS_WITH_A_CUE.search(text):
+        closer = ""
+    return opener + text + closer
+
+
+_ENDS_WITH_A_CUE = re.compile(r"(\?|Ready when you are\.|Tell me what to change\.)$")
+"""An assistant message that already hands the turn back: no follow-up question after it."""
+
+
+_SHAPES = "(?:cube|sphere|cylinder)s?"
+_LINT: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("lower-case letter after a full stop", re.compile(r"(?:^|[.!?]\s+)[a-z]")),
+    ("doubled word", re.compile(r"\b(\w+)\s+\1\b", re.IGNORECASE)),
+    (
+        "stacked fillers",
+        re.compile(rf"^(?:{'|'.join(_FILLERS)}|happy to)[.,!:]? +(?:{'|'.join(_FILLERS)})\b", re.IGNORECASE),
+    ),
+    (
+        "viewpoint phrase",
+        re.compile(r"\bfrom (?:to|a quarter|halfway|around)\b|\bseen from to\b|\bfrom the opposite side of where"),
+    ),
+    ("space before punctuation", re.compile(r"\s[.,;:!?](?!\))")),
+    (
+        "stacked closers",
+        re.compile(
+            r"(\?|Ready when you are\.|Tell me what to change\.) "
+            r"(Anything else\?|What's next\?|Let me know if you'd like changes\.|Over to you\.)$"
+        ),
+    ),
+)
+
+
+def lint(text: str, constraint_kinds: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """What a reviewer would flag in a message: a lower-case letter opening a sentence, a
+    doubled word, the same noun phrase twice in one sentence (``the sphere … the sphere``),
+    stacked fillers (``Sure. Sure,``, ``So, and``), a garbled viewpoint phrase, and wording
+    that does not fit the dialogue's rule (``my rule protects`` when the rule bans a colour)."""
+    found = [f"{name}: {text!r}" for name, pattern in _LINT if pattern.search(text)]
+    for sentence in re.split(r"[.!?;:]\s", text):
+        phrases = [
+            m.group(1)
+            for m in re.finditer(r"\b(the (?:\w+ ){0,3}" + _SHAPES + r")\b(?! from)", sentence, re.IGNORECASE)
+        ]
+        doubled = {p for p in phrases if phrases.count(p) > 1}
+        if doubled:
+            found.append(f"doubled phrase {sorted(doubled)}: {text!r}")
+    if "protect" not in constraint_kinds and re.search(r"\brule protects\b|\bprotected by\b", text):
+        found.append(f"wording for a protected object under another rule: {text!r}")
+    if "forbid_colour" not in constraint_kinds and re.search(r"\bbanned\b|\bruled out\b", text):
+        found.append(f"wording for a colour ban under another rule: {text!r}")
+    return found

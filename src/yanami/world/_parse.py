@@ -19,8 +19,11 @@ cannot tell a view from its 90-degree orbits; relations read the same either way
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -28,11 +31,13 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from yanami._files import atomic_write
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
 from yanami.world._scene import BASE_AZIMUTH, SIZES, Scene, WorldObject
@@ -152,6 +157,11 @@ def parse_workers(n: int) -> Iterator[None]:
 
     The callers are threads (the runner's), which wait without holding the GIL while a worker
     parses, so the machine's cores share the parsing; results are the same as in-process.
+
+    The workers die with this process however it ends (``kill -9`` included). Their parent
+    is the forkserver, not this process, and the forkserver outlives it while any worker
+    lives, so parent death alone would not do: each worker watches a pipe whose writing end
+    only this process holds, and ends itself when the pipe closes (`_end_with_starter`).
     """
     global _POOL
     if n <= 1 or _POOL is not None:
@@ -159,13 +169,41 @@ def parse_workers(n: int) -> Iterator[None]:
         return
     import multiprocessing
 
-    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("forkserver"))
+    context = multiprocessing.get_context("forkserver")
+    alive_r, alive_w = context.Pipe(duplex=False)  # the reading end goes to each worker; the writing end stays here
+    pool = ProcessPoolExecutor(n, mp_context=context, initializer=_end_with_starter, initargs=(alive_r,))
     _POOL = pool
     try:
         yield
     finally:
         _POOL = None
         pool.shutdown(wait=True, cancel_futures=True)
+        alive_w.close()
+        alive_r.close()
+
+
+def _end_with_starter(alive: Connection) -> None:
+    """Pool initializer: end this worker when the process that started the pool ends.
+
+    A daemon thread blocks on ``alive``, whose other end only the starting process holds:
+    nothing is ever sent, so the read returns (end of file) only when that process has
+    ended, and the worker then exits at once. On Linux the worker is also killed when its
+    own parent (the forkserver) dies (``PR_SET_PDEATHSIG``).
+    """
+    if sys.platform == "linux":
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            alive.recv_bytes()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="yanami-end-with-starter", daemon=True).start()
 
 
 @lru_cache(maxsize=len(STYLES))
@@ -274,7 +312,7 @@ def _fill_holes(m: np.ndarray) -> np.ndarray:
     """
     out = m.copy()
     for arr in (out, out.T):
-        any_ = arr.any(axis=1)
+        any_ = np.any(arr, axis=1)
         first = np.argmax(arr, axis=1)
         last = arr.shape[1] - 1 - np.argmax(arr[:, ::-1], axis=1)
         idx = np.arange(arr.shape[1])[None, :]
@@ -461,8 +499,8 @@ def _explain(
     def score(k: int) -> tuple[float, _Hypothesis, float, float]:
         h, x, y = _HYPOTHESES[k], float(positions[k, 0]), float(positions[k, 1])
         predicted = _silhouette(h, x, y, cam, rays)
-        inter = np.count_nonzero(predicted & observed)
-        return inter / max(np.count_nonzero(predicted | observed), 1), h, x, y
+        inter = int(np.count_nonzero(predicted & observed))
+        return inter / max(int(np.count_nonzero(predicted | observed)), 1), h, x, y
 
     for k in np.argsort(fit, kind="stable")[:SHORTLIST]:
         scored = score(int(k))
@@ -572,9 +610,9 @@ def write_references(path: Path = REFERENCES_FILE) -> None:
         for key, (feats, labels) in calibrate(style).items():
             arrays[f"{style}|{','.join(key)}|feats"] = feats
             arrays[f"{style}|{','.join(key)}|labels"] = np.array(["/".join(lb) for lb in labels])
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
-    tmp.replace(path)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
+    atomic_write(path, buf.getvalue())
 
 
 def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]:

@@ -213,7 +213,7 @@ def _fitter(scene: Scene, o: WorldObject) -> Callable[[np.ndarray], np.ndarray] 
             inside = (lo >= GAP).all(axis=(0, 2)) & (hi <= _LIMIT).all(axis=(0, 2))
             if fixed.shape[1]:
                 apart = (hi[:, :, None, :] + GAP <= fixed_lo) | (fixed_hi + GAP <= lo[:, :, None, :])
-                inside &= apart.any(axis=3).all(axis=(0, 2))
+                inside &= np.all(np.any(apart, axis=3), axis=(0, 2))
             ok[idx] = inside
         return ok
 

@@ -15,13 +15,26 @@ camera frame of the azimuth the image was rendered from, as the parser reports t
                                                           a and b each match exactly one object
     {"op": "on", "a": {...}, "b": {...}}                  a rests on b
     {"op": "on_ground", "a": {...}}                       a rests on the ground
+    {"op": "not_attribute", "where": {...}, "attr": "colour", "values": ["brown", "red"]}
+                                                          exactly one object matches where,
+                                                          and its attr is none of values (a
+                                                          refused colour; the value it had before)
+    {"op": "moved", "where": {...}, "from": [x, y], "direction": "left", "margin": 0.45}
+                                                          exactly one object matches where, and
+                                                          from its earlier ground position (shown
+                                                          in the previous image) it went at least
+                                                          margin in direction, in the camera frame,
+                                                          and further that way than sideways
+
+Where the user leaves a choice open (a substitute for a refused colour, a spot on a side,
+how far "a bit" is), a check states the requirement with these, never the world's own pick.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from yanami.world._scene import Scene, WorldObject, relation
+from yanami.world._scene import Scene, WorldObject, axes, relation
 
 ATTRIBUTES = ("shape", "colour", "size", "material")
 
@@ -60,7 +73,45 @@ def evaluate(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
             return False
         horizontal, depth = relation(a, b, azimuth)
         return predicate["rel"] in (horizontal, depth)
+    if op == "not_attribute":
+        o = _one(scene, predicate["where"])
+        return o is not None and getattr(o, predicate["attr"]) not in predicate["values"]
+    if op == "moved":
+        o = _one(scene, predicate["where"])
+        if o is None:
+            return False
+        along, sideways = displacement(o.x, o.y, predicate["from"], predicate["direction"], azimuth)
+        return along >= predicate["margin"] and abs(sideways) < along
     if op == "on_ground":
         a = _one(scene, predicate["a"])
         return a is not None and a.on is None
     raise ValueError(f"unknown predicate op {op!r}")
+
+
+DIRECTIONS: dict[str, tuple[int, int]] = {"left": (-1, 0), "right": (1, 0), "front": (0, -1), "behind": (0, 1)}
+"""Each relation as a unit step along the camera's (right, forward) axes: "front" is toward the camera."""
+
+
+def displacement(x: Any, y: Any, start: Any, direction: str, azimuth: float) -> tuple[Any, Any]:
+    """How far (x, y) lies from ``start`` along ``direction`` and sideways to it, in the camera
+    frame of ``azimuth`` (works on numpy arrays of positions too)."""
+    (rx, ry), (fx, fy) = axes(azimuth)
+    dx, dy = x - start[0], y - start[1]
+    right, forward = dx * rx + dy * ry, dx * fx + dy * fy
+    sr, sf = DIRECTIONS[direction]
+    if sr:
+        return right * sr, forward
+    return forward * sf, right
+
+
+def map_relation(rel: str, from_azimuth: float, to_azimuth: float) -> str:
+    """The relation word, in the camera frame of ``to_azimuth``, for the side ``rel`` names
+    in the frame of ``from_azimuth`` (exact for orbits by multiples of 90 degrees)."""
+    (r0x, r0y), (f0x, f0y) = axes(from_azimuth)
+    sr, sf = DIRECTIONS[rel]
+    vx, vy = sr * r0x + sf * f0x, sr * r0y + sf * f0y
+    (r1x, r1y), (f1x, f1y) = axes(to_azimuth)
+    right, forward = vx * r1x + vy * r1y, vx * f1x + vy * f1y
+    if abs(right) >= abs(forward):
+        return "right" if right > 0 else "left"
+    return "behind" if forward > 0 else "front"

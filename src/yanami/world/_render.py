@@ -76,7 +76,7 @@ def ground(style_name: str, width: int, height: int) -> np.ndarray:
 Vec = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def _intersect(o: WorldObject, base: float, pos: np.ndarray, d: Vec) -> tuple[np.ndarray, Vec]:
+def _intersect(o: WorldObject, base: float, pos: np.ndarray | tuple[float, ...], d: Vec) -> tuple[np.ndarray, Vec]:
     """Ray distances (inf where missed) and unit normals, for rays ``d`` (x, y, z arrays) from ``pos``."""
     h = o.half
     dx, dy, dz = d
@@ -330,13 +330,13 @@ def _sprite(
         alpha[ey, ex] = sub.mean(axis=0)
     # Pixels are either fully covered, partly covered (edges) or not at all.
     fy, fx = np.nonzero((alpha > 0) & (alpha < 1))
-    colour = np.ascontiguousarray((premul + 0.5).astype(np.uint8).transpose(1, 2, 0))
+    rgb = np.ascontiguousarray((premul + 0.5).astype(np.uint8).transpose(1, 2, 0))
     solid = np.repeat((alpha == 1)[..., None], 3, axis=2)  # a full mask: copyto is 3x faster than broadcasting
     partial = np.ascontiguousarray(premul[:, fy, fx].T)
     transparency = 1 - alpha[fy, fx, None]
-    for a in (colour, solid, fy, fx, partial, transparency):
-        a.flags.writeable = False
-    return Sprite(x0, y0, solid, colour, fy, fx, transparency, partial)
+    for arr in (rgb, solid, fy, fx, partial, transparency):
+        arr.flags.writeable = False
+    return Sprite(x0, y0, solid, rgb, fy, fx, transparency, partial)
 
 
 _SUB_Y, _SUB_X = (

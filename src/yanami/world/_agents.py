@@ -1,5 +1,9 @@
 """Reference agents for world data: they make the benchmark run anywhere and prove it discriminates.
 
+They are the model kind ``reference`` (``--model reference:stateful``), registered in the
+``yanami.models`` entry point group like any plug-in. Unlike a plug-in, they read the
+bench: the runner hands them its directory through ``bind_bench`` before any request.
+
 An agent sees the images of its request through the world's pixel parser, reads the
 user's hidden *intent* for the turn (what the words mean, as data), never the dialogue
 state, and draws its answer with the world's renderer:
@@ -11,23 +15,39 @@ state, and draws its answer with the world's renderer:
 - ``no-constraints``, ``no-corrections``, ``no-coreference``, ``no-retrieval`` are the
   stateful agent with one capability removed: where a turn or question exercises it,
   they do what a model lacking it would (recorded by the world as alternatives) or guess.
+
+Two trivial agents measure the floor, and read nothing hidden (they never see the bench):
+
+- ``copy-input`` returns the latest image of its request unchanged and answers the first
+  option;
+- ``random`` answers a random option and draws a random valid scene, from its own seed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
+import re
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from yanami.errors import UserError
-from yanami.models._protocol import Request
+from yanami.models import InputText, Request
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, QuestionType
-from yanami.store import Dataset
-from yanami.world import VIEWS, View, apply_op, parse_cached, render_png
-from yanami.world._ops import OpError
+from yanami.store import MANIFEST, Dataset, sha256_hex
+from yanami.world._hidden import question_intent, turn_intent
+from yanami.world._ops import OpError, View, apply_op
+from yanami.world._parse import parse_cached
+from yanami.world._place import VIEWS, random_scene
+from yanami.world._render import DEFAULT_STYLE, render_png
 
 AGENTS = ("oracle", "stateful", "stateless", "no-constraints", "no-corrections", "no-coreference", "no-retrieval")
+"""The agents that read the bench's hidden intents."""
+TRIVIAL = ("copy-input", "random")
+"""The floor: agents that read nothing but their request."""
+_OPTION = re.compile(r"^([A-G])\. ", re.MULTILINE)
 ABLATION_OF_TYPE = {
     QuestionType.RR: "no-coreference",
     QuestionType.CR: "no-retrieval",
@@ -58,7 +78,7 @@ def image_azimuths(d: Dialogue, before_turn: int) -> list[float]:
             if isinstance(p, ImagePart):
                 out.append(VIEWS[0])  # users share pictures taken from the default viewpoint
                 current = VIEWS[0]
-        op = (t.hidden.intent or {}).get("op") if isinstance(t.hidden.intent, dict) else None
+        op = turn_intent(t).op
         if isinstance(op, dict):
             current = _azimuth_after(op, current, out)
         out += [current for p in t.assistant.parts if isinstance(p, ImagePart)]
@@ -96,38 +116,81 @@ class _Seen(Sequence[View]):
         return see(im.data, im.sha256, self.azimuths[k])
 
 
-class ReferenceAgent:
-    """One of the reference agents (see the module docstring)."""
+@lru_cache(maxsize=4)
+def _read_bench(root: Path, manifest_sha256: str) -> tuple[Dataset, dict[str, Dialogue]]:
+    """A bench's dialogues by id, read once per process (the demo runs seven agents on one bench)."""
+    dataset = Dataset(root)
+    return dataset, {d.id: d for d in dataset}
 
-    def __init__(self, kind: str, bench: Dataset, dialogues: dict[str, Dialogue]) -> None:
-        if kind not in AGENTS:
-            raise UserError(f"reference:{kind}: no such reference agent (choose from {', '.join(AGENTS)})")
+
+def reference_agent(spec: str) -> ReferenceAgent | TrivialAgent:
+    """The factory of the ``reference`` model kind: ``reference:<agent>``."""
+    if spec in TRIVIAL:
+        return TrivialAgent(spec)
+    return ReferenceAgent(spec)
+
+
+class TrivialAgent:
+    """``copy-input`` or ``random`` (see the module docstring): a floor any model should clear."""
+
+    layouts = ("yes-first", "yes-front", "concatenate")
+
+    def __init__(self, kind: str) -> None:
         self.kind = kind
         self.name = f"reference:{kind}"
-        self.layouts = ("yes-first", "yes-front")  # images one by one: not from a composite
-        self.bench = bench
-        self.dialogues = dialogues
         self.answer = self._answer
         self.generate = self._generate
 
+    def _rng(self, request: Request) -> random.Random:
+        return random.Random(f"{self.name}/{request.seed}/{request.item}")
+
+    def _generate(self, request: Request) -> bytes:
+        images = request.images()
+        if self.kind == "copy-input" and images:
+            return images[-1].data
+        return draw(View(random_scene(self._rng(request)), VIEWS[0], DEFAULT_STYLE))
+
+    def _answer(self, request: Request) -> str:
+        last = request.messages[-1]
+        text = " ".join(p.text for p in last.parts if isinstance(p, InputText))
+        letters = _OPTION.findall(text) or ["A"]
+        return letters[0] if self.kind == "copy-input" else self._rng(request).choice(letters)
+
+
+class ReferenceAgent:
+    """One of the reference agents (see the module docstring)."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in AGENTS:
+            names = ", ".join(AGENTS + TRIVIAL)
+            raise UserError(f"--model reference:{kind}: no such reference agent (choose from {names})")
+        self.kind = kind
+        self.name = f"reference:{kind}"
+        self.layouts = ("yes-first", "yes-front")  # images one by one: not from a composite
+        self.bench: Dataset | None = None
+        self.dialogues: dict[str, Dialogue] = {}
+        self.answer = self._answer
+        self.generate = self._generate
+
+    def bind_bench(self, bench: Path) -> None:
+        """Read the bench whose hidden intents the agent follows."""
+        root = Path(bench).resolve()
+        self.bench, self.dialogues = _read_bench(root, sha256_hex((root / MANIFEST).read_bytes()))
+
     def _locate(self, request: Request) -> tuple[Dialogue, str]:
         dialogue_id, _, local = request.item.rpartition("/")
+        if dialogue_id not in self.dialogues:
+            raise UserError(f"{self.name}: {request.item} is not in the bench it was given")
         return self.dialogues[dialogue_id], local
 
     def _generate(self, request: Request) -> bytes:
         d, local = self._locate(request)
         turn = d.turns[int(local.removeprefix("t"))]
         if self.kind == "oracle":
+            assert self.bench is not None
             target = next(p for p in turn.assistant.parts if isinstance(p, ImagePart))
             return self.bench.image_bytes(target)
-        intent = turn.hidden.intent
-        assert isinstance(intent, dict)
-        if self.kind == "stateful":
-            op = intent["op"]
-        elif self.kind == "stateless":
-            op = intent["stateless"]
-        else:
-            op = intent.get("alternatives", {}).get(self.kind, intent["op"])
+        op = turn_intent(turn).operation(self.kind)
         images = _Seen(request, image_azimuths(d, turn.index))
         latest = images[len(images) - 1]
         try:
@@ -139,11 +202,10 @@ class ReferenceAgent:
     def _answer(self, request: Request) -> str:
         d, local = self._locate(request)
         q = next(q for q in d.questions if q.id == local)
-        intent = q.hidden.intent if isinstance(q.hidden.intent, dict) else {}
         answer = q.answer
         lacking = ABLATION_OF_TYPE[q.type]
         if self.kind in (lacking, "stateless"):
-            answer = intent.get("alternatives", {}).get(lacking) or self._guess(q.id, d.id, q.choices or [answer])
+            answer = question_intent(q).alternatives.get(lacking) or self._guess(q.id, d.id, q.choices or [answer])
         if q.choices and answer in q.choices:
             return CHOICE_LETTERS[q.choices.index(answer)]
         return answer

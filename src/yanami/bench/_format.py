@@ -1,0 +1,175 @@
+"""The run format: the typed records of a run directory (docs/results-format.md).
+
+``RUN/manifest.json`` is a `RunManifest`; the rows of ``RUN/results.sqlite`` are
+`Prediction` and `Verdict`, and a verdict's per-check results are `CheckResult`. Readers
+get these models, read by field name, never raw dicts or positional rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from yanami.bench._items import GLOBAL_SEED, History, Layout
+from yanami.errors import UserError
+from yanami.store import MANIFEST, Dataset
+
+RUN_FORMAT = "yanami-run"
+RUN_VERSION = 2
+"""The run format's version (2: verdicts carry a status)."""
+RUN_MANIFEST = "manifest.json"
+
+Status = Literal["ok", "refused", "error", "missing"]
+STATUSES: tuple[Status, ...] = ("ok", "refused", "error", "missing")
+
+
+class JudgeInfo(BaseModel):
+    """Which judge produced a run's verdicts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    version: str
+
+
+class RunManifest(BaseModel):
+    """Every setting of a run (``RUN/manifest.json``); a resumed run must match it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: str = RUN_FORMAT
+    version: int = RUN_VERSION
+    """The run format's version (2: verdicts carry a status)."""
+    bench: str
+    """The bench directory: its absolute path when the run was made (runs of yanami 0.2.0 and
+    earlier stored the path as given, which `bench_path` resolves against the working folder)."""
+    bench_sha256: str
+    """SHA-256 of the bench's manifest, which holds the hash of every shard and image."""
+    bench_split: str
+    model: str
+    """The --model spec."""
+    model_settings: dict[str, Any] | None = None
+    """The model's config file, as read (it names the API key's variable, never the key)."""
+    model_name: str
+    answers: bool
+    """Whether the model answers questions (DSU is scored only then)."""
+    generates: bool
+    history: History
+    layout: Layout
+    judge: JudgeInfo
+    judge_settings: dict[str, Any] | None = None
+    """The judge's config file, as read, for a VLM judge."""
+    limit: int | None
+    """--limit: the run's dialogues are the first ``limit`` of the bench, round-robin over
+    scenarios (None: all). A resumed run may raise it (see `yanami.bench.select_dialogues`)."""
+    items: int
+    """How many items the run has in all."""
+    global_seed: int = GLOBAL_SEED
+    output_long_edge: int = 512
+    max_tokens: int = 512
+    temperature: float = 0.0
+    yanami_version: str
+
+    @property
+    def bench_path(self) -> Path:
+        """Where the bench is: the stored absolute path (a relative one, from an older yanami,
+        is taken from the working folder, as that yanami did)."""
+        return Path(self.bench)
+
+
+class CheckResult(BaseModel):
+    """A judge's result for one check of a target image."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    kind: str
+    """``atomic`` (State Consistency) or ``capability`` (the gap analysis)."""
+    capability: str | None
+    """The capability a capability-specific check isolates (None for atomic checks)."""
+    passed: bool
+
+
+class Prediction(BaseModel):
+    """What a model produced for one item (a row of ``predictions``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    item: str
+    dialogue: str
+    scenario: str
+    kind: Literal["turn", "question"]
+    turn: int
+    qtype: str | None = None
+    status: Status
+    text: str | None = None
+    image: str | None = None
+    """SHA-256 of the output image under ``RUN/outputs/``."""
+    error: str | None = None
+    seed: int
+    history_fallbacks: int = 0
+
+
+class Verdict(BaseModel):
+    """A judge's grade of one prediction (a row of ``verdicts``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    item: str
+    judge: str
+    judge_version: str
+    status: Literal["ok", "error"]
+    """``ok``, or ``error`` when the judge failed (the item is then not scored)."""
+    score: float | None = None
+    """Questions: 0..1."""
+    vq: float | None = None
+    """Turns: Visual Quality 0..10."""
+    checks: list[CheckResult] | None = None
+    """Turns: every check of the turn."""
+    aligned: list[str] | None = None
+    """Questions: the aligned capability-check ids."""
+    reason: str = ""
+
+
+def read_manifest(run: Path) -> RunManifest:
+    """The manifest of a run directory; a `UserError` for anything that is not a run this yanami reads."""
+    path = run / RUN_MANIFEST
+    if not path.is_file():
+        raise UserError(f"{run}: not a yanami run (no {RUN_MANIFEST})")
+    try:
+        raw = json.loads(path.read_bytes())
+    except ValueError:
+        raise UserError(f"{path}: not a yanami run manifest (invalid JSON)") from None
+    if not isinstance(raw, dict) or raw.get("format") != RUN_FORMAT:
+        raise UserError(f"{path}: not a yanami run manifest")
+    if raw.get("version") != RUN_VERSION:
+        raise UserError(f"{run}: a run in format version {raw.get('version')}, which this yanami does not read")
+    try:
+        return RunManifest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(map(str, first["loc"])) or "-"
+        raise UserError(f"{path}: not a yanami run manifest ({loc}: {first['msg']})") from None
+
+
+def bench_sha256(dataset: Dataset) -> str:
+    """A bench's identity: the SHA-256 of its manifest (which holds every shard's and image's hash)."""
+    return hashlib.sha256((dataset.root / MANIFEST).read_bytes()).hexdigest()
+
+
+def open_bench(run: Path, manifest: RunManifest, bench: str | Path | None = None, *, hint: str = "") -> Dataset:
+    """The bench a run was made on: ``bench`` if given, else the path the run stores.
+
+    A `UserError` in one line when it is gone, is no dataset, or is not the same bench (its
+    manifest's SHA-256 differs); ``hint`` is added to the line (e.g. how to name it).
+    """
+    path = Path(bench) if bench is not None else manifest.bench_path
+    more = f"; {hint}" if hint else ""
+    if not path.is_dir():
+        raise UserError(f"{run}: its bench {path} is gone (moved or deleted){more}")
+    try:
+        dataset = Dataset(path)
+    except UserError as exc:
+        raise UserError(f"{run}: its bench cannot be opened: {exc}{more}") from None
+    if bench_sha256(dataset) != manifest.bench_sha256:
+        raise UserError(f"{run}: {path} is not the bench this run was made on (its manifest's SHA-256 differs){more}")
+    return dataset

@@ -1,0 +1,134 @@
+"""``yanami demo``: the whole pipeline on the embedded world, end to end, in one call.
+
+Build the world bench (or keep the one already there, if this yanami built it with these
+settings), validate it, evaluate the reference agents on it (the trivial floor, the
+stateless agent, the stateful agent and its four ablations, the oracle; the stateful agent
+under Self-History too), write the HTML report, and return the loaded runs for the caller
+to print. Every step resumes: a second call redoes only what is missing or out of date.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+from yanami import __version__
+from yanami.bench import RUN_VERSION, History, bench_sha256, evaluate, read_manifest
+from yanami.errors import UserError
+from yanami.scoring import Loaded, load_runs, tables, write_report
+from yanami.store import Dataset, validate_dataset
+from yanami.world import build_world, parse_workers
+
+DEMO_RUNS: tuple[tuple[str, History], ...] = (
+    ("reference:copy-input", "gt"),
+    ("reference:random", "gt"),
+    ("reference:stateless", "gt"),
+    ("reference:no-constraints", "gt"),
+    ("reference:no-corrections", "gt"),
+    ("reference:no-coreference", "gt"),
+    ("reference:no-retrieval", "gt"),
+    ("reference:stateful", "gt"),
+    ("reference:oracle", "gt"),
+    ("reference:stateful", "self"),
+)
+"""(model, history) of every demo run, floor first."""
+
+Counter = Callable[[str, int | None], AbstractContextManager[Callable[[], None]]]
+"""(label, total) -> a context that yields ``advance()``: a progress display that counts."""
+Tracker = Callable[[str], AbstractContextManager[Callable[[int, int], None]]]
+"""label -> a context that yields ``update(done, total)``."""
+
+
+@dataclass
+class Demo:
+    """What a demo produced."""
+
+    bench: Path
+    dialogues: int
+    built: bool
+    """Whether this call built the bench (False: the one there was kept)."""
+    loaded: Loaded
+    report: Path
+
+
+@contextlib.contextmanager
+def _silent_count(label: str, total: int | None) -> Iterator[Callable[[], None]]:
+    yield lambda: None
+
+
+@contextlib.contextmanager
+def _silent_track(label: str) -> Iterator[Callable[[int, int], None]]:
+    yield lambda done, total: None
+
+
+def run_demo(
+    out_dir: Path,
+    *,
+    per_scenario: int = 100,
+    seed: int = 42,
+    workers: int = 2,
+    count: Counter = _silent_count,
+    track: Tracker = _silent_track,
+) -> Demo:
+    """Build, validate, evaluate the reference agents and write ``out_dir/report.html``."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: exists and is not a directory")
+    if not out_dir.parent.is_dir():
+        raise UserError(f"{out_dir.parent}: no such directory (yanami creates --out, not the folders above it)")
+    out_dir.mkdir(exist_ok=True)
+    target = out_dir / "bench"
+    built = not _same_build(target, per_scenario, seed)
+    if built:
+        with count("building the bench", 4 * per_scenario) as advance:
+            build_world(
+                target, per_scenario=per_scenario, seed=seed, workers=workers, overwrite=True, on_dialogue=advance
+            )
+        with count("validating", 4 * per_scenario) as advance:
+            problems = validate_dataset(target, on_dialogue=advance)
+        if problems:
+            raise UserError(f"{target}: the demo bench has {len(problems)} problem(s): {problems[0]}", exit_code=1)
+    dataset = Dataset(target)
+    loaded = (dataset, list(dataset))
+    identity = bench_sha256(dataset)
+    paths = []
+    with parse_workers(workers):  # one pool for every run, so each image is parsed once
+        for spec, history in DEMO_RUNS:
+            run = out_dir / "runs" / (spec.split(":")[1] + ("-self" if history == "self" else ""))
+            _drop_outdated_run(run, identity)
+            with track(f"{spec} ({history}-history)") as update:
+                evaluate(target, spec, run, history=history, on_progress=update, loaded=loaded, workers=1,
+                         concurrency=2 * workers)  # fmt: skip
+            paths.append(run)
+    result = load_runs(paths)
+    report = out_dir / "report.html"
+    write_report(result.runs, result.scores, tables(result.runs, result.scores), report)
+    return Demo(target, len(dataset), built, result, report)
+
+
+def _drop_outdated_run(run: Path, identity: str) -> None:
+    """A demo run made by another yanami (or run format), or on another bench, is redone, not resumed."""
+    if not run.exists():
+        return
+    try:
+        m = read_manifest(run)
+        current = (m.version, m.yanami_version, m.bench_sha256) == (RUN_VERSION, __version__, identity)
+    except UserError:
+        current = False
+    if not current:
+        shutil.rmtree(run)
+
+
+def _same_build(target: Path, per_scenario: int, seed: int) -> bool:
+    """Whether ``target`` already holds the bench these settings build (so a re-run resumes)."""
+    try:
+        m = Dataset(target).manifest
+    except UserError:
+        return False
+    if m.generator is None or m.generator.version != __version__:
+        return False  # another yanami's world may build other dialogues from the same seed
+    params = m.generator.params
+    return params.get("seed") == seed and params.get("per_scenario") == per_scenario and params.get("preset") == "bench"

@@ -1,0 +1,307 @@
+"""One chat client for every adapter and judge: what a request looks like on the wire, what a
+reply means, and what may be kept.
+
+- rendering: `chat_messages` (OpenAI chat messages, images as data URLs, encoded once per
+  image), `conversation_text` (a conversation as text with numbered image markers, for
+  single-prompt APIs and for judges), `options_text` (lettered options), `key_messages`
+  (the request for a cache key: images by hash);
+- meaning: `refusal` (the one rule that tells a refusal from an answer, for server errors
+  and for plain-text replies alike), `redact` (secrets never reach a result, a log or a
+  report);
+- keeping: `Client`, the base of the adapters: retries, the endpoint's limits, a stop after
+  401/403, error translation with redaction, and `Client.cached`, which stores a response
+  only after it passed validation (`validate_text`, `validate_image`).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from yanami.models._http import (
+    Fatal,
+    Malformed,
+    ResponseCache,
+    RetryPolicy,
+    Transient,
+    call_with_retries,
+    endpoint_for,
+    request_key,
+)
+from yanami.models._protocol import InputImage, InputText, Refused, Request
+
+if TYPE_CHECKING:
+    from yanami.models._config import ModelConfig
+
+# The refusal rule ---------------------------------------------------------------------
+
+_POLICY = re.compile(
+    r"content[_ ]?(policy|filter|management)|safety (system|policy|filter)|moderation|"
+    r"refus(ed|al)|not allowed|violat(es|ion)",
+    re.IGNORECASE,
+)
+"""A server's error that declines the request on policy grounds."""
+_APOLOGY = re.compile(
+    r"^\W*(i'?m sorry|i am sorry|sorry|unfortunately|i apologi[sz]e|as an ai)\b|"
+    r"^\W*i\s+(can(no|')?t|am unable to|'m unable to|am not able to|won'?t|will not|must decline)\b",
+    re.IGNORECASE,
+)
+_DECLINE = re.compile(
+    r"\b(can(no|')?t|unable to|not able to|won'?t|will not|must decline|decline to|not (allowed|permitted) to)"
+    r"\s+(help|assist|comply|do (that|this)|provide|create|generate|fulfil+|answer|continue)",
+    re.IGNORECASE,
+)
+REFUSAL_MAX_CHARS = 400
+"""A reply longer than this is an answer that may mention a limitation, not a refusal."""
+
+
+def refusal(text: str) -> bool:
+    """Whether a reply (or a server's error message) declines the request.
+
+    One rule for every path: an error message that names a content policy, safety system or
+    moderation; or a short reply that opens with an apology or "I can't" and declines to
+    help ("I'm sorry, but I can't help with that."). A refusal is stored as ``refused`` and
+    excluded from scores; it is never scored as a wrong answer, and never cached.
+    """
+    t = text.strip()
+    if not t or len(t) > REFUSAL_MAX_CHARS:
+        return False
+    return bool(_APOLOGY.search(t) and _DECLINE.search(t))
+
+
+def policy_refusal(message: str) -> bool:
+    """Whether a server's error message declines on policy grounds (or reads as a refusal)."""
+    return bool(_POLICY.search(message)) or refusal(message)
+
+
+# Secrets --------------------------------------------------------------------------------
+
+_SECRET_PATTERNS = re.compile(
+    r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}|\bBearer\s+[A-Za-z0-9_\-.=]{8,}|"
+    r"\b(api[_-]?key|token|secret|password)(\"?\s*[:=]\s*\"?)[^\s\"',;]{6,}",
+    re.IGNORECASE,
+)
+REDACTED = "[redacted]"
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every given secret and anything shaped like a key or token replaced."""
+    for s in secrets:
+        if s and len(s) >= 6:
+            text = text.replace(s, REDACTED)
+
+    def hide(m: re.Match[str]) -> str:
+        if m.group(2):  # "api_key: value": keep the name
+            return f"{m.group(2)}{m.group(3)}{REDACTED}"
+        return REDACTED
+
+    return _SECRET_PATTERNS.sub(hide, text)
+
+
+# Rendering ------------------------------------------------------------------------------
+
+
+def mime_of(data: bytes) -> str:
+    """The MIME type of encoded image bytes, from their magic number."""
+    if data.startswith(b"\x89PNG"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8"):
+        return "image/jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "application/octet-stream"
+
+
+def data_url(data: bytes) -> str:
+    """An image as a base64 data URL."""
+    return f"data:{mime_of(data)};base64,{base64.b64encode(data).decode()}"
+
+
+_URLS: OrderedDict[str, str] = OrderedDict()
+_URLS_LOCK = threading.Lock()
+
+
+def image_url(image: InputImage) -> str:
+    """`data_url` of an input image, remembered by its hash: a dialogue's images recur in every request."""
+    with _URLS_LOCK:
+        url = _URLS.get(image.sha256)
+    if url is None:
+        url = data_url(image.data)
+        with _URLS_LOCK:
+            _URLS[image.sha256] = url
+            if len(_URLS) > 256:
+                _URLS.popitem(last=False)
+    return url
+
+
+ASSISTANT_IMAGE_NOTE = "(the image you produced)"
+
+
+def chat_messages(request: Request) -> list[dict[str, Any]]:
+    """The request as OpenAI chat messages with interleaved text and image parts.
+
+    Chat APIs take no images in assistant messages, so an assistant's images follow in a user
+    message of their own, introduced by `ASSISTANT_IMAGE_NOTE`.
+    """
+    out: list[dict[str, Any]] = []
+    for m in request.messages:
+        content: list[dict[str, Any]] = []
+        for p in m.parts:
+            if isinstance(p, InputText):
+                content.append({"type": "text", "text": p.text})
+            else:
+                content.append({"type": "image_url", "image_url": {"url": image_url(p)}})
+        if m.role == "assistant":
+            text = " ".join(c["text"] for c in content if c["type"] == "text")
+            images = [c for c in content if c["type"] == "image_url"]
+            out.append({"role": "assistant", "content": text or "(an image)"})
+            if images:
+                out.append({"role": "user", "content": [{"type": "text", "text": ASSISTANT_IMAGE_NOTE}, *images]})
+        else:
+            out.append({"role": "user", "content": content})
+    return out
+
+
+Turn = tuple[str, Sequence[str | None]]
+"""A message as (role, parts), each part a text or None for an image."""
+
+
+def conversation_text(messages: Iterable[Turn], marker: str = "[image {k}]") -> list[str]:
+    """A conversation as lines ``Role: words``, its images as numbered markers in order."""
+    lines, k = [], 0
+    for role, parts in messages:
+        words = []
+        for p in parts:
+            if p is None:
+                k += 1
+                words.append(marker.format(k=k))
+            else:
+                words.append(p)
+        lines.append(f"{role.capitalize()}: {' '.join(words)}")
+    return lines
+
+
+def request_turns(request: Request) -> list[Turn]:
+    """A request's messages as `Turn` s for `conversation_text`."""
+    return [(m.role, [p.text if isinstance(p, InputText) else None for p in m.parts]) for m in request.messages]
+
+
+def transcript(request: Request) -> str:
+    """The conversation as one prompt, for image APIs that take a single prompt (images attached in order)."""
+    lines = conversation_text(request_turns(request), "[attached image {k}]")
+    last = lines.pop() if lines else ""
+    head = "Conversation so far:\n" + "\n".join(lines) + "\n\n" if lines else ""
+    return f"{head}Respond to the last message with an image.\n{last}"
+
+
+def options_text(choices: Sequence[str]) -> str:
+    """Lettered options, one per line: ``A. first``."""
+    from yanami.schema import CHOICE_LETTERS
+
+    return "\n".join(f"{CHOICE_LETTERS[i]}. {c}" for i, c in enumerate(choices))
+
+
+def key_messages(request: Request) -> list[Any]:
+    """The messages for a cache key: images by SHA-256."""
+    return [
+        [m.role, [p.text if isinstance(p, InputText) else {"image": p.sha256} for p in m.parts]]
+        for m in request.messages
+    ]
+
+
+# Validation: nothing invalid is ever cached --------------------------------------------------
+
+
+def validate_text(value: bytes) -> None:
+    """A text reply may be kept unless it is a refusal (raised as `Refused`, never cached)."""
+    text = value.decode("utf-8", "replace")
+    if refusal(text):
+        raise Refused(text[:200])
+
+
+def validate_image(value: bytes) -> None:
+    """An image reply may be kept only if it is a whole PNG, JPEG or WebP within the pixel limit."""
+    from yanami.store import ImageProblem, open_image_bytes
+
+    try:
+        open_image_bytes(value).verify()  # header, pixel limit, structure and checksums; no decoding
+    except ImageProblem as exc:
+        raise Malformed(f"the output is not a decodable image ({exc})") from None
+    except Exception as exc:  # Pillow raises many types for corrupt data
+        raise Malformed(f"the output is not a decodable image ({exc})") from None
+
+
+# The client -----------------------------------------------------------------------------------
+
+
+class Client:
+    """What every adapter of a remote model shares: limits, retries, translation, cache.
+
+    Subclasses set ``PROMPT_VERSION`` (part of every cache key) and implement ``translate``
+    (a client library's exception as `Transient`, `Refused`, `Malformed`, `Fatal` or an error).
+    """
+
+    PROMPT_VERSION = "1"
+
+    def __init__(self, config: ModelConfig, cache: ResponseCache | None = None) -> None:
+        self.config = config
+        self.name = config.name
+        self.endpoint = endpoint_for(config.base_url, config.max_concurrency, config.requests_per_minute)
+        self.policy = RetryPolicy(config.max_retries, config.backoff_s)
+        self.cache = cache
+        key = config.api_key()
+        self.secrets = (key,) if key else ()
+
+    def translate(self, exc: Exception) -> Exception:
+        """A failure of one attempt as what the runner needs (override per client library)."""
+        return exc
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` within the endpoint's limits, retried on transient failures, errors redacted."""
+
+        def attempt() -> Any:
+            try:
+                return fn()
+            except Exception as exc:
+                out = self._redacted(
+                    exc if isinstance(exc, Fatal | Refused | Malformed | Transient) else self.translate(exc)
+                )
+                if isinstance(out, Fatal):
+                    self.endpoint.stop(str(out))
+                if out is exc:
+                    raise
+                raise out from None
+
+        return call_with_retries(attempt, self.policy, self.endpoint)
+
+    def _redacted(self, exc: Exception) -> Exception:
+        """``exc`` with its message redacted (the same object when there is nothing to hide)."""
+        message = str(exc)
+        clean = redact(message, self.secrets)
+        if clean == message:
+            return exc
+        if isinstance(exc, Transient):
+            return Transient(clean, exc.retry_after)
+        try:
+            return type(exc)(clean)
+        except Exception:
+            return RuntimeError(clean)
+
+    def cached(
+        self, payload: dict[str, Any], kind: str, make: Callable[[], bytes], validate: Callable[[bytes], None]
+    ) -> bytes:
+        """The response stored under the request's key, or ``make()``'s once it passed ``validate``."""
+        key = request_key({**payload, "prompt_version": self.PROMPT_VERSION}) if self.cache is not None else ""
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit[1]
+        value = make()
+        validate(value)
+        if self.cache is not None and value.strip():
+            self.cache.put(key, kind, value)
+        return value

@@ -1,0 +1,226 @@
+"""Image Editing: progressive edits of one picture that must keep everything not mentioned."""
+
+from __future__ import annotations
+
+from yanami.schema import Check, CheckCategory
+from yanami.world._compose import Composer
+from yanami.world._language import REL_WORDS, full_where, minimal_where, ordinal, phrase, pick
+from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
+from yanami.world._scenarios._skeleton import (
+    COREF,
+    RETRIEVAL,
+    Op,
+    Retry,
+    checked,
+    colours_except,
+    decoy,
+    live,
+    move,
+    plain_edit,
+    spot,
+    start,
+)
+from yanami.world._scene import Scene, WorldObject, random_object, relation
+
+
+def compose(c: Composer) -> None:
+    """A start picture and a constraint; a first edit, an edit of "it", an object added in a
+    colour from the history, a correction; then "the object you added" moved or swapped, or
+    a request against the protected object."""
+    scene = start(
+        c,
+        (3, 5),
+        0.15,
+        [
+            "I want to edit this picture step by step.",
+            "Let's rework this scene together.",
+            "Time for some careful edits.",
+            "Let's make a series of small changes.",
+        ],
+    )
+    changed = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
+    first_step(c, changed, "Make the {ref} {col}.")
+    pronoun_edit(c, changed)
+    retrieval_add(c, changed)
+    correction_revert(c)
+    if c.constraints[0].kind == "protect":
+        violating_edit(c, changed)
+    elif c.rng.random() < 0.6:
+        swap_added(c) if c.rng.random() < 0.4 else reference_by_turn(c)
+    edit_questions(c)
+
+
+def first_step(c: Composer, o: WorldObject, request: str) -> None:
+    """Recolour ``o``: against the forbidden colour if there is one (the assistant adjusts),
+    else as a plain edit (shown, but not judged: read alone it is already solvable)."""
+    if c.constraints[0].kind == "forbid_colour":
+        violating_edit(c, o)
+        return
+    assert c.view is not None
+    col = c.rng.choice(colours_except(o.colour))
+    where = minimal_where(o, c.view.scene, c.rng)
+    op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": col})
+    plain_edit(c, op, request.format(ref=phrase(where), col=col), f"Done, the {phrase(where)} is {col} now.")
+
+
+def retrieval_add(c: Composer, source: WorldObject) -> None:
+    """Add an object in the colour another object had in the first picture."""
+    assert c.view is not None
+    scene = c.view.scene
+    first = c.images[0].scene
+    original = next((o for o in first.objects if o.id == source.id), None)
+    current = next((o for o in scene.objects if o.id == source.id), None)
+    if original is None or current is None or original.colour == current.colour:
+        raise Retry("no colour history to retrieve")
+    forbidden = {k.value for k in c.constraints if k.kind == "forbid_colour"}
+    if original.colour in forbidden:
+        raise Retry("retrieved colour forbidden")
+    new = random_object(c.rng, scene.next_id(), colour=original.colour, size="small")
+    x, y = spot(c, new)
+    spec = {"shape": new.shape, "colour": new.colour, "size": new.size, "material": new.material, "x": x, "y": y}
+    stateless: Op = {"op": "add", "object": {**spec, "colour": current.colour}}
+    op = checked(c, {"op": "add", "object": spec})
+    ref = "the " + phrase(minimal_where(current, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Add a small {shape}, in the colour {ref} had in my first picture.",
+            "Put a small {shape} somewhere free; give it the original colour of {ref}, from before any edits.",
+            "Can you add a small {shape}? Use whatever colour {ref} was originally.",
+            "I'd like a new small {shape}, coloured like {ref} was before we touched it.",
+            "Bring in a small {shape} in the original colour of {ref}.",
+        ],
+        shape=new.shape,
+        ref=ref,
+    )
+    asst = pick(
+        c.rng,
+        [
+            "Added a small {col} {shape}: {col} is what {ref} looked like at the start.",
+            "Here it is, a small {col} {shape}.",
+        ],
+        col=original.colour,
+        shape=new.shape,
+        ref=ref,
+    )
+    w = {"shape": new.shape, "colour": new.colour, "size": "small"}
+
+    def added(_: Scene) -> list[Check]:
+        text = f"There is a small {new.colour} {new.shape}."
+        return [c.atomic(text, {"op": "exists", "where": w}, CheckCategory.EXISTENCE)]
+
+    # The words fix the shape, the size and the colour; the material and the spot are open.
+    free = [{"slot": "material", "choices": ["matte", "metal"]}, {"slot": "position", "accept": []}]
+    turn = move(c, user, op, asst, {RETRIEVAL}, stateless=stateless, lacking=RETRIEVAL, focus=added, free=free)
+    c.notes["added"] = (turn, new.id, phrase(w))
+    c.notes["retrieved"] = (
+        turn,
+        phrase({"shape": original.shape, "size": original.size}),
+        original.colour,
+        current.colour,
+    )
+
+
+def reference_by_turn(c: Composer) -> None:
+    """Move "the object we added" next to another one."""
+    assert c.view is not None
+    turn, oid, desc = c.notes["added"]
+    added = live(c, oid, "added object gone")
+    scene = c.view.scene
+    anchors = [o for o in scene.ground_objects() if o.id != oid]
+    if not anchors:
+        raise Retry("no anchor")
+    anchor = c.rng.choice(anchors)
+    rel = c.rng.choice(["left", "right", "front", "behind"])
+    x, y = spot(c, added, anchor, rel)
+    op = checked(c, {"op": "move", "where": minimal_where(added, scene, c.rng), "x": x, "y": y})
+    latest = c.latest.scene
+    wrong = decoy([o for o in latest.objects if o.id not in (oid, anchor.id) and o.on is None], c)
+    stateless: Op = {"op": "move", "where": minimal_where(wrong, latest, c.rng), "x": x, "y": y}
+    aref = "the " + phrase(minimal_where(anchor, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Now move the object you added in my {nth} message so it sits {rel} {anchor}.",
+            "Take the piece we added a little while ago and put it {rel} {anchor}.",
+            "Where's the object you added in my {nth} message? Move it {rel} {anchor}.",
+            "Please reposition the object you added in my {nth} message: {rel} {anchor}.",
+        ],
+        nth=ordinal(turn + 1),
+        rel=REL_WORDS[rel],
+        anchor=aref,
+    )
+    asst = pick(
+        c.rng,
+        ["Moved the {d} {rel} {anchor}.", "Done, the {d} is now {rel} {anchor}."],
+        d=desc,
+        rel=REL_WORDS[rel],
+        anchor=aref,
+    )
+    move(
+        c,
+        user,
+        op,
+        asst,
+        {COREF, RETRIEVAL},
+        stateless=stateless,
+        lacking=COREF,
+        focus=lambda after: [relation_check(c, after, oid, anchor.id, rel)],
+        free=[{"slot": "position", "accept": [{"side": rel, "of": full_where(anchor), "azimuth": c.view.azimuth}]}],
+    )
+    note_turn_ref(c, user, desc, scene, oid)
+
+
+def swap_added(c: Composer) -> None:
+    """Swap "the object you added" with another ground object."""
+    assert c.view is not None
+    turn, oid, desc = c.notes["added"]
+    scene = c.view.scene
+    added = next((o for o in scene.objects if o.id == oid), None)
+    others = [o for o in scene.ground_objects() if o.id != oid and scene.supported_by(o.id) is None]
+    if added is None or added.on is not None or not others:
+        raise Retry("nothing to swap")
+    other = c.rng.choice(others)
+    op = checked(c, {"op": "swap", "a": minimal_where(added, scene, c.rng), "b": minimal_where(other, scene, c.rng)})
+    latest = c.latest.scene
+    wrong = decoy(
+        [o for o in latest.ground_objects() if o.id not in (oid, other.id) and latest.supported_by(o.id) is None], c
+    )
+    stateless: Op = {"op": "swap", "a": minimal_where(wrong, latest, c.rng), "b": minimal_where(other, latest, c.rng)}
+    oref = "the " + phrase(minimal_where(other, scene, c.rng))
+    user = pick(
+        c.rng,
+        [
+            "Swap the object you added in my {nth} message with {o}.",
+            "Let the piece we added trade places with {o}.",
+            "Exchange the positions of {o} and the object you added earlier.",
+        ],
+        nth=ordinal(turn + 1),
+        o=oref,
+    )
+    asst = pick(c.rng, ["Swapped the {d} and {o}.", "They have traded places: the {d} and {o}."], d=desc, o=oref)
+    azimuth = c.view.azimuth
+
+    def swapped(after: Scene) -> list[Check]:
+        rel = c.rng.choice(relation(after.by_id(oid), after.by_id(other.id), azimuth))
+        return [relation_check(c, after, oid, other.id, rel)]
+
+    move(c, user, op, asst, {COREF, RETRIEVAL}, stateless=stateless, lacking=COREF, focus=swapped)
+    note_turn_ref(c, user, desc, scene, oid)
+
+
+def relation_check(c: Composer, scene: Scene, a_id: int, b_id: int, rel: str) -> Check:
+    """An atomic check that object ``a_id`` is ``rel`` of ``b_id`` in ``scene``."""
+    wa, wb = minimal_where(scene.by_id(a_id), scene, c.rng), minimal_where(scene.by_id(b_id), scene, c.rng)
+    return c.atomic(
+        f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.",
+        {"op": "relation", "a": wa, "b": wb, "rel": rel},
+        CheckCategory.RELATION,
+    )
+
+
+def note_turn_ref(c: Composer, user: str, desc: str, scene: Scene, oid: int) -> None:
+    """Remember how the user named "the object you added", for the RR question."""
+    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
+    others = [phrase(full_where(o)) for o in scene.objects if o.id != oid]
+    c.notes["turn_ref"] = (len(c.turns) - 1, desc, others, phrase_used)

@@ -1,0 +1,250 @@
+"""Multi-Image Fusion: source pictures in different styles, a decision about what to combine, then composites."""
+
+from __future__ import annotations
+
+from yanami.schema import Check, CheckCategory
+from yanami.world._compose import Composer
+from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
+from yanami.world._ops import View
+from yanami.world._place import VIEWS, place, random_scene
+from yanami.world._predicates import select
+from yanami.world._render import STYLES
+from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
+from yanami.world._scenarios._skeleton import (
+    COREF,
+    RETRIEVAL,
+    Op,
+    Retry,
+    checked,
+    colours_except,
+    move,
+)
+from yanami.world._scene import COLOURS, Scene, WorldObject
+
+
+def compose(c: Composer) -> None:
+    """Sources in different styles and a constraint; a decision about what to combine; the
+    composite; an edit against the constraint, an edit of "it", an object brought in "from
+    picture 2", a correction; sometimes a return to the first composite."""
+    styles, sources = show_sources(c)
+    picks, col, items_desc = agree_on_picks(c, sources)
+    composite = combine(c, styles, sources, picks, items_desc)
+    assert c.view is not None
+    first = next(o for o in c.view.scene.objects if o.colour != col)
+    violating_edit(c, first)
+    pronoun_edit(c, first)
+    retrieval_from_picture(c, sources, col)
+    correction_revert(c)
+    if c.rng.random() < 0.5:
+        back_to_composite(c, composite)
+    edit_questions(c)
+
+
+def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
+    """The user shows 2-4 source pictures, each in its own style; returns the styles and scenes."""
+    styles = c.rng.sample(list(STYLES), 4)
+    n_sources = c.rng.choice([2, 2, 2, 3, 4])
+    sources = [random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0) for _ in range(n_sources)]
+    for k, scene in enumerate(sources):
+        view = View(scene, VIEWS[0], styles[k % len(styles)])
+        names = listing([a(full_where(o)) for o in scene.objects])
+        lead = pick(
+            c.rng,
+            [
+                "I have a few pictures I want to combine.",
+                "I'd like to merge several pictures into one.",
+                "Let's build one scene out of a few of mine.",
+                "I'm going to show you some pictures to mix together.",
+                "Here's the first of my source pictures.",
+            ]
+            if k == 0
+            else [
+                "Here is picture number {n}.",
+                "And this is picture {n}.",
+                "Picture {n} coming up.",
+                "Next, picture {n}.",
+                "This one is number {n}.",
+                "One more: picture {n}.",
+            ],
+            n=k + 1,
+        )
+        c.show(
+            view, f"{lead} This one shows {names}." if c.rng.random() < 0.3 else lead, f"Picture {k + 1} has {names}."
+        )
+    return styles, sources
+
+
+def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, WorldObject]], str, str]:
+    """The user rules out a colour; user and assistant agree on two objects from the first
+    picture and one from each other (up to the third). Returns the picks (picture index,
+    object), the forbidden colour and how the assistant listed the picks."""
+    # choose two objects from the first picture and one from another
+    picks: list[tuple[int, WorldObject]] = []
+    for k, scene in enumerate(sources[:3]):  # a fourth picture only serves later references
+        take = c.rng.sample(list(scene.objects), 2 if k == 0 else 1)
+        picks.extend((k, o) for o in take)
+    forbid = [col for col in COLOURS if col not in {o.colour for _, o in picks}]
+    col = c.rng.choice(forbid)
+    c.constrain(
+        "forbid_colour",
+        col,
+        pick(
+            c.rng,
+            [
+                "For the combined scene, nothing may be {col}.",
+                "Whatever we build from these, keep {col} out of it.",
+                "One condition for the mix: no {col} at all.",
+                "No matter what we combine, {col} is not allowed.",
+            ],
+            col=col,
+        ),
+        pick(c.rng, ["Understood, no {col} in any combination.", "Noted: {col} stays out."], col=col),
+    )
+    items_desc = listing(
+        [f"the {phrase(minimal_where(o, sources[k], c.rng))} from the {ordinal(k + 1)} picture" for k, o in picks]
+    )
+    c.chat(
+        pick(
+            c.rng,
+            [
+                "Which elements would you combine?",
+                "What would make a nice combination?",
+                "What would you take from each picture?",
+                "Any suggestion for what to merge?",
+                "Which objects should make it into the combined scene?",
+            ],
+        ),
+        pick(
+            c.rng,
+            [
+                "I would take {items}, on the floor of the {nth} picture.",
+                "How about {items}, keeping the background of picture {n}?",
+            ],
+            items=items_desc,
+            nth=ordinal(1),
+            n=1,
+        ),
+        {RETRIEVAL},
+    )
+    return picks, col, items_desc
+
+
+def combine(
+    c: Composer, styles: list[str], sources: list[Scene], picks: list[tuple[int, WorldObject]], items_desc: str
+) -> int:
+    """The composite (target): the picks laid out afresh on the first picture's floor.
+    Returns its image number."""
+    assert c.view is not None
+    if len({(o.shape, o.colour, o.size, o.material) for _, o in picks}) != len(picks):
+        raise Retry("two identical objects picked")
+    for _layout in range(4):  # a greedy layout can paint itself into a corner: lay it out afresh
+        scene = Scene()
+        for i, (_, o) in enumerate(picks):
+            placed = place(scene, o.model_copy(update={"id": i, "on": None}), c.rng)
+            if placed is None:
+                break
+            scene = Scene.model_construct(objects=(*scene.objects, placed))
+        else:
+            break
+    else:
+        raise Retry("no room to compose")
+    items = [
+        {"image": k + 1, "where": minimal_where(o, sources[k], c.rng), "x": p.x, "y": p.y}
+        for (k, o), p in zip(picks, scene.objects, strict=True)
+    ]
+    op = {"op": "compose", "items": items, "style": styles[0]}
+    stateless = (
+        {"op": "compose", "items": items[: len(items) - 1], "style": styles[0]} if len(items) > 1 else {"op": "none"}
+    )
+    c.view = View(c.view.scene, c.view.azimuth, styles[0])
+    move(
+        c,
+        pick(
+            c.rng,
+            [
+                "Sounds good, go ahead with that.",
+                "Yes, let's do exactly that.",
+                "Perfect, please make it.",
+                "Agreed. Build that combination.",
+                "That works for me, let's see it.",
+            ],
+        ),
+        op,
+        pick(c.rng, ["Here is the combination: {items}.", "Done, the new scene has {items}."], items=items_desc),
+        {RETRIEVAL, COREF},
+        stateless=stateless,
+        free=[{"slot": "layout"}],  # the words pick the objects, not where each one stands
+    )
+    return len(c.images)
+
+
+def back_to_composite(c: Composer, image: int) -> None:
+    """Return to the first composite, named by its place among the pictures."""
+    user = pick(
+        c.rng,
+        [
+            "Actually, the first combination you made (picture {n}) was the best. Go back to it.",
+            "I prefer your first composite, picture {n} in our chat. Let's return to exactly that.",
+            "Compare with the first combined scene you made: I want that one back.",
+            "Let's end on your original combination from picture {n}.",
+        ],
+        n=image,
+    )
+    asst = pick(
+        c.rng,
+        ["Back to the first combination.", "Here is the first composite again, exactly as it was."],
+    )
+    move(c, user, {"op": "restore", "image": image}, asst, {RETRIEVAL, COREF}, lacking=RETRIEVAL)
+
+
+def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) -> None:
+    """Bring in another object from a source picture by naming the picture."""
+    assert c.view is not None
+    options = [
+        (k, o)
+        for k, s in enumerate(sources)
+        for o in s.objects
+        if o.colour != forbidden and not select(c.view.scene, full_where(o))
+    ]
+    if not options:
+        raise Retry("nothing left to bring in")
+    scene, new_id = c.view.scene, c.view.scene.next_id()
+    tried = (
+        (k, o, place(scene, o.model_copy(update={"id": new_id, "on": None}), c.rng, tries=600))
+        for k, o in c.rng.sample(options, min(3, len(options)))
+    )
+    found = next(((k, o, p) for k, o, p in tried if p is not None), None)  # the first that fits
+    if found is None:
+        raise Retry("no room")
+    k, o, placed = found
+    spec = {"shape": o.shape, "colour": o.colour, "size": o.size, "material": o.material, "x": placed.x, "y": placed.y}
+    wrong = c.rng.choice(colours_except(o.colour, forbidden))
+    stateless: Op = {"op": "add", "object": {**spec, "colour": wrong}}
+    op = checked(c, {"op": "add", "object": spec})
+    user = pick(
+        c.rng,
+        [
+            "Also bring in the {shape} from picture {n}.",
+            "Add the {shape} from my {nth} picture too.",
+            "And add the {shape} from picture {n} as well.",
+            "I'd like the {shape} from picture {n} in there too.",
+        ],
+        shape=phrase(minimal_where(o, sources[k], c.rng)),
+        n=k + 1,
+        nth=ordinal(k + 1),
+    )
+    asst = pick(
+        c.rng,
+        ["Added the {d} from picture {n}.", "Here it is with the {d} from picture {n}."],
+        d=phrase(full_where(o)),
+        n=k + 1,
+    )
+    w = full_where(o)
+
+    def brought(_: Scene) -> list[Check]:
+        return [c.atomic(f"There is a {phrase(w)}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE)]
+
+    free = [{"slot": "position", "accept": []}]
+    turn = move(c, user, op, asst, {RETRIEVAL, COREF}, stateless=stateless, lacking=RETRIEVAL, focus=brought, free=free)
+    c.notes["added"] = (turn, o.id, phrase(w))
+    c.notes["retrieved"] = (turn, f"{o.shape} from picture {k + 1}", o.colour, wrong)

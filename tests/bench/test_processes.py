@@ -1,0 +1,76 @@
+"""Processes of a run: the parse workers end with the `eval` that started them, even after kill -9.
+
+The processes are read from /proc (Linux).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _processes() -> dict[int, tuple[int, str, str, bytes]]:
+    """Every process: pid -> (parent pid, state, start time, command line)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()  # after "pid (comm)": state, ppid, …, starttime (field 22)
+        out[int(entry.name)] = (int(fields[1]), fields[0], fields[19], cmdline)
+    return out
+
+
+def _descendants(root: int) -> dict[int, tuple[int, str, str, bytes]]:
+    procs = _processes()
+    found: dict[int, tuple[int, str, str, bytes]] = {}
+    frontier = {root}
+    while frontier:
+        children = {pid for pid, p in procs.items() if p[0] in frontier and pid not in found}
+        found |= {pid: procs[pid] for pid in children}
+        frontier = children
+    return found
+
+
+def _alive(seen: dict[int, tuple[int, str, str, bytes]]) -> list[int]:
+    """The processes of ``seen`` that still run (the same process: same start time; zombies are dead)."""
+    now = _processes()
+    return [pid for pid, p in seen.items() if pid in now and now[pid][2] == p[2] and now[pid][1] != "Z"]
+
+
+def test_parse_workers_die_with_a_killed_eval(world_bench, tmp_path) -> None:
+    cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
+    cmd += ["--out", str(tmp_path / "run"), "--history", "self", "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: dict[int, tuple[int, str, str, bytes]] = {}
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = _descendants(proc.pid)
+            forkservers = {pid for pid, p in seen.items() if b"forkserver" in p[3] and p[0] == proc.pid}
+            workers = [pid for pid, p in seen.items() if p[0] in forkservers]  # forked by the forkserver
+            if len(workers) >= 2:
+                break
+            time.sleep(0.02)
+        assert len(workers) >= 2, "the eval never started its parse workers"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 60
+        while _alive(seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(seen) == []  # the workers, and with them the forkserver and resource tracker
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _alive(seen):  # never leave a process behind, whatever the outcome
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,169 @@
+"""The one chat client: the refusal rule, redaction, the stop after 401/403, and a cache that keeps
+only what passed validation; the model registry and the light contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from yanami.errors import UserError
+from yanami.models import (
+    Fatal,
+    InputMessage,
+    InputText,
+    Malformed,
+    ModelConfig,
+    Refused,
+    Request,
+    ResponseCache,
+    load_config,
+    load_model,
+    redact,
+    refusal,
+)
+from yanami.models._fake import FakeServer, plain_png
+from yanami.models._infer import InferHTTPModel
+from yanami.models._openai import OpenAIModel
+
+
+def _request(text: str = "Make the cube red.") -> Request:
+    return Request("d/t1", (InputMessage("user", (InputText(text),)),), seed=3, size=(64, 48))
+
+
+def _openai(srv: FakeServer, cache: ResponseCache | None = None, **kw: object) -> OpenAIModel:
+    settings = {"kind": "openai", "name": "m", "base_url": srv.url + "/v1", "chat_model": "chat-model",
+                "image_model": "image-model", "backoff_s": 0.01, "timeout_s": 2.0, **kw}  # fmt: skip
+    return OpenAIModel(ModelConfig.model_validate(settings), cache)
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("I'm sorry, but I can't help with that.", True),
+        ("I’m sorry, but I can’t help with that.".replace("’", "'"), True),
+        ("Sorry, I cannot assist with this request.", True),
+        ("I can't help with generating that image.", True),
+        ("I am unable to comply with this request.", True),
+        ("B", False),
+        ("Sorry, the answer is B.", False),
+        ("I can't tell for sure, but it is B.", False),
+        ("The sphere is red; I cannot see anything else.", False),
+        ("", False),
+        ("I'm sorry, but I can't help with that. " + "x" * 500, False),
+    ],
+)
+def test_one_refusal_rule(text: str, refused: bool) -> None:
+    assert refusal(text) is refused
+
+
+def test_a_plain_text_refusal_is_refused_and_never_cached(tmp_path: Path) -> None:
+    replies = iter(["I'm sorry, but I can't help with that.", "B"])
+    with FakeServer(brain=lambda path, body: next(replies)) as srv:
+        model = _openai(srv, ResponseCache(tmp_path / "cache.sqlite"))
+        with pytest.raises(Refused):
+            model.answer(_request())
+        assert model.answer(_request()) == "B"  # asked again: the refusal was not kept
+        assert model.answer(_request()) == "B"  # now from the cache
+        assert srv.count("/chat") == 2
+
+
+@pytest.mark.parametrize("bad", [b"this is not an image", "huge"])
+def test_an_invalid_image_is_never_cached(tmp_path: Path, bad: bytes | str) -> None:
+    """A non-image (or an over-limit image) where an image was asked fails now and is asked again later."""
+    from PIL import Image
+
+    if bad == "huge":  # 13,000 x 13,000 of one colour: a small file over the 40-megapixel limit
+        import io
+
+        buf = io.BytesIO()
+        Image.new("L", (13_000, 13_000), 0).save(buf, format="PNG")
+        bad = buf.getvalue()
+    replies = iter([bad, plain_png((64, 48))])
+    with FakeServer(brain=lambda path, body: next(replies)) as srv:
+        model = _openai(srv, ResponseCache(tmp_path / "cache.sqlite"))
+        with pytest.raises(Malformed):
+            model.generate(_request())
+        good = model.generate(_request())
+        assert model.generate(_request()) == good
+        assert srv.count("/images") == 2
+
+
+def test_the_infer_adapter_validates_before_caching_too(tmp_path: Path) -> None:
+    import base64
+
+    replies = iter([b"garbage", plain_png((64, 48))])
+
+    def brain(path: str, body: dict) -> object:
+        return next(replies)
+
+    with FakeServer(brain=brain) as srv:
+        config = ModelConfig(kind="infer-http", name="i", base_url=srv.url, backoff_s=0.01)
+        model = InferHTTPModel(config, ResponseCache(tmp_path / "cache.sqlite"))
+        with pytest.raises(Malformed):
+            model.generate(_request())
+        assert base64.b64encode(model.generate(_request()))
+        assert srv.count("/infer") == 2
+
+
+def test_secrets_are_redacted_and_401_stops_all_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-live-0123456789abcdefghij"
+    monkeypatch.setenv("TEST_KEY", key)
+
+    def brain(path: str, body: dict) -> object:
+        return None
+
+    with FakeServer(faults=[("/chat", "echo-key"), ("/chat", "401")], brain=brain) as srv:
+        model = _openai(srv, api_key_env="TEST_KEY")
+        with pytest.raises(RuntimeError) as info:
+            model.answer(_request())
+        assert key not in str(info.value) and "[redacted]" in str(info.value)
+        with pytest.raises(Fatal) as fatal:
+            model.answer(_request())
+        assert key not in str(fatal.value) and "HTTP 401" in str(fatal.value) and "TEST_KEY" in str(fatal.value)
+        with pytest.raises(Fatal):  # nothing more reaches the server
+            model.answer(_request("another question"))
+        assert srv.count("/chat") == 2
+
+
+def test_redact_hides_key_shapes() -> None:
+    text = 'bad key sk-abcdefghijklmnop; Authorization: Bearer abc.def-ghijklmn; {"api_key": "s3cr3t-value"}'
+    out = redact(text, ["s3cr3t-value"])
+    assert "sk-abc" not in out and "abc.def" not in out and "s3cr3t" not in out and out.count("[redacted]") == 3
+
+
+def test_model_specs_and_their_errors(tmp_path: Path) -> None:
+    assert load_model("reference:stateful").name == "reference:stateful"
+    with pytest.raises(UserError, match=r"--model reference: name one, as reference:NAME"):
+        load_model("reference")
+    with pytest.raises(UserError, match="no such reference agent"):
+        load_model("reference:nosuch")
+    with pytest.raises(UserError, match="no such config file"):
+        load_model("my-model")
+    with pytest.raises(UserError, match=r"registered kinds: reference.*config file"):
+        load_model("nosuch:thing")
+    with pytest.raises(UserError, match="cannot read"):
+        load_model(str(tmp_path / "missing.yaml"))
+
+
+def test_a_config_that_neither_answers_nor_generates_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "idle.yaml"
+    path.write_text("kind: openai\nbase_url: http://127.0.0.1:9/v1\n")
+    with pytest.raises(UserError, match=r"idle.yaml:1: chat_model, image_model: give at least one"):
+        load_config(path)
+    path.write_bytes(b"\xff\xfe\x00kind")
+    with pytest.raises(UserError, match="not a text file"):
+        load_config(path)
+
+
+def test_importing_the_contract_loads_nothing_heavy() -> None:
+    code = (
+        "import sys, json, yanami.models; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'PIL', 'pydantic', 'yaml', 'openai') or m.startswith(('yanami.world', 'yanami.schema')))))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
+    assert loaded == []

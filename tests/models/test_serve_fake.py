@@ -1,0 +1,43 @@
+"""``yanami serve-fake``: the scripted server as a command, on loopback, stopped by Ctrl-C without a traceback."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from yanami.models import InputMessage, InputText, ModelConfig, Request
+from yanami.models._openai import OpenAIModel
+
+
+def test_serve_fake_answers_and_stops_cleanly() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "yanami", "serve-fake", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        base = line.split()[0]
+        assert base.startswith("http://127.0.0.1:") and base.endswith("/v1")
+        model = OpenAIModel(ModelConfig(kind="openai", name="fake", base_url=base, chat_model="c"))
+        request = Request("d/q1", (InputMessage("user", (InputText("Which one?"),)),), seed=1, size=(64, 64))
+        assert model.answer is not None and model.answer(request) == "A"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert "Traceback" not in stderr and "stopped" in stderr
+
+
+def test_serve_fake_on_a_port_in_use_is_one_line(cli) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = cli("serve-fake", "--port", port)
+    assert r.code == 2 and r.err.count("\n") == 1 and f"--port {port}: cannot listen" in r.err

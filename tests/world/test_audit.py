@@ -1,0 +1,194 @@
+"""Decidable checks, a measured floor and balanced answer letters: what `yanami audit` proves."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yanami.schema import CHOICE_LETTERS, Check, CheckHidden, CheckKind, Scenario
+from yanami.store import Dataset
+from yanami.world import build_world
+from yanami.world._audit import audit, audit_dialogue
+from yanami.world._free import loose, realize
+from yanami.world._hidden import turn_intent, turn_state
+from yanami.world._language import lint
+from yanami.world._ops import View, apply_op
+from yanami.world._place import valid
+from yanami.world._predicates import evaluate, map_relation
+from yanami.world._scenarios import compose_dialogue
+from yanami.world._scenarios.world_modeling import ORBIT_WORDS
+from yanami.world._scene import Scene, WorldObject, relation
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("audit") / "small"
+    build_world(out, per_scenario=4, seed=11)
+    return out
+
+
+def _obj(oid: int, x: float, y: float, **kw: Any) -> WorldObject:
+    attrs: dict[str, Any] = {"shape": "cube", "colour": "red", "size": "large", "material": "matte"} | kw
+    return WorldObject(id=oid, x=x, y=y, **attrs)
+
+
+def test_every_check_is_decidable_and_every_target_turn_irreducible(small: Path) -> None:
+    report = audit(Dataset(small), draws=8)
+    figures = report.summary()
+    assert figures["undecidable_checks"] == 0, report.undecidable[:5]
+    assert figures["irreducible_share"] == 1.0
+    assert figures["turns_with_free_choices"] > 10 and figures["realizations_drawn"] > 50
+    # a copy of the latest image passes at most half of any target image's atomic checks
+    assert report.copy_majority == []
+    assert figures["copy_share"] <= 0.5
+
+
+def test_every_atomic_check_says_what_it_tests(small: Path) -> None:
+    for d in Dataset(small):
+        for t in d.turns:
+            for c in t.checks:
+                pred = c.hidden.predicate
+                assert isinstance(pred, dict)
+                if c.kind is CheckKind.ATOMIC:
+                    assert pred["effect"] in ("change", "preservation"), (d.id, t.index, c.text)
+            effects = Counter(
+                c.hidden.predicate["effect"]  # type: ignore[index,call-overload]
+                for c in t.checks
+                if c.kind is CheckKind.ATOMIC
+            )
+            assert effects["change"] >= effects["preservation"], (d.id, t.index)
+
+
+def test_the_audit_finds_a_check_on_a_choice_the_words_leave_open() -> None:
+    """A check on the world's own substitute colour (what 0.2.0 wrote) is undecidable."""
+    for i in range(20):
+        d, _ = compose_dialogue(Scenario.EDITING, f"world-editing-{i:06d}", 5)
+        turn = next((t for t in d.turns if any(s["slot"] == "value" for s in turn_intent(t).free)), None)
+        if turn is not None:
+            break
+    else:
+        pytest.fail("no turn with a free colour")
+    assert audit_dialogue(d).undecidable == []
+    op = turn_intent(turn).op
+    assert isinstance(op, dict)
+    exact = Check(
+        id="c999",
+        kind=CheckKind.ATOMIC,
+        text=f"The object is {op['value']}.",
+        hidden=CheckHidden(predicate={"op": "exists", "where": {"colour": op["value"]}}),
+    )
+    turn.checks.append(exact)
+    found = audit_dialogue(d, draws=12).undecidable
+    assert [(u.turn, u.check) for u in found] == [(turn.index, "c999")]
+
+
+def test_the_answer_letters_are_balanced(small: Path) -> None:
+    letters: Counter[str] = Counter()
+    per_type: dict[str, Counter[str]] = {}
+    for d in Dataset(small):
+        for q in d.questions:
+            assert q.choices and len(q.choices) == 4
+            letter = CHOICE_LETTERS[q.choices.index(q.answer)]
+            assert q.answer_letters == [letter]
+            letters[letter] += 1
+            per_type.setdefault(q.type.value, Counter())[letter] += 1
+    assert set(letters.values()) == {sum(letters.values()) // 4}  # each letter a quarter exactly
+
+
+def test_free_choices_are_realized_other_ways() -> None:
+    scene = Scene(objects=(_obj(0, -2.0, -1.0), _obj(1, 2.0, 1.0, colour="blue", shape="sphere", size="small")))
+    assert valid(scene)
+    view = View(scene, 45.0, "studio")
+    op = {"op": "set", "where": {"shape": "cube"}, "attr": "colour", "value": "green"}
+    free = [{"slot": "value", "choices": ["green", "gray", "purple"]}]
+    values = {realize(op, free, view, [view], random.Random(k))["value"] for k in range(30)}  # type: ignore[index]
+    assert values == {"green", "gray", "purple"}
+    assert loose(op, free, view, apply_op(op, view, []).scene) == (set(), {0: {"colour"}})
+    push = {"op": "move", "where": {"shape": "sphere"}, "x": 2.0, "y": 1.0}
+    rule = {"push": "left", "from": [2.0, 1.0], "azimuth": 45.0, "least": 0.5}
+    moved = {"op": "moved", "where": {"shape": "sphere"}, "from": [2.0, 1.0], "direction": "left", "margin": 0.45}
+    for k in range(10):
+        alt = realize(push, [{"slot": "position", "accept": [rule]}], view, [view], random.Random(k))
+        assert alt is not None
+        after = apply_op(alt, view, [])
+        assert evaluate(moved, after.scene, 45.0)
+        assert not evaluate({**moved, "direction": "right"}, after.scene, 45.0)
+    assert not evaluate(moved, scene, 45.0)  # not moved at all
+
+
+def test_new_predicates() -> None:
+    scene = Scene(objects=(_obj(0, 0.0, 0.0, colour="gray"), _obj(1, 2.0, 2.0, shape="sphere")))
+    pred = {"op": "not_attribute", "where": {"shape": "cube"}, "attr": "colour", "values": ["red", "brown"]}
+    assert evaluate(pred, scene, 45.0)
+    assert not evaluate({**pred, "values": ["gray"]}, scene, 45.0)
+    assert not evaluate({**pred, "where": {"size": "large"}}, scene, 45.0)  # not one object
+    # A sideways slide is not a push that way; a push that goes far enough is.
+    moved = {"op": "moved", "where": {"shape": "cube"}, "direction": "right", "margin": 0.45}
+    right = (0.7071, -0.7071)  # the camera's right at azimuth 45
+    assert evaluate({**moved, "from": [-right[0] * 0.6, -right[1] * 0.6]}, scene, 45.0)
+    assert not evaluate({**moved, "from": [-right[0] * 0.3, -right[1] * 0.3]}, scene, 45.0)
+    assert not evaluate({**moved, "from": [right[0] * 0.6, right[1] * 0.6]}, scene, 45.0)
+
+
+@pytest.mark.parametrize("quarters", [1, 2, 3])
+def test_a_walk_around_the_table_reads_one_way(quarters: int) -> None:
+    """A positive azimuth turns the camera clockwise seen from above, to its own left: what
+    was on our left then faces us (is in front)."""
+    a, b = _obj(0, 0.0, 0.0), _obj(1, 1.0, 0.5, colour="blue")
+    before, after = 45.0, 45.0 + 90 * quarters
+    left_one, right_one = (a, b) if relation(a, b, before)[0] == "left" else (b, a)
+    words = " ".join(ORBIT_WORDS[quarters])
+    if quarters == 1:
+        assert "clockwise" in words and "counter-clockwise" not in words and "our left" in words
+        assert relation(left_one, right_one, after)[1] == "front"
+    elif quarters == 3:
+        assert "counter-clockwise" in words and "our right" in words
+        assert relation(right_one, left_one, after)[1] == "front"
+    else:
+        assert "opposite side" in words
+        assert relation(left_one, right_one, after)[0] == "right"
+    assert map_relation("left", before, after) == {1: "front", 2: "right", 3: "behind"}[quarters]
+
+
+def test_audit_cli(cli: Callable[..., Any], small: Path) -> None:
+    r = cli("audit", small, "--draws", "4", "--json")
+    assert r.code == 0, r.err
+    figures = json.loads(r.out)
+    assert figures["undecidable_checks"] == 0 and figures["irreducible_share"] == 1.0
+    assert set(figures["answer_letter_shares"].values()) == {0.25}
+
+
+def test_no_message_a_reviewer_would_flag(small: Path) -> None:
+    findings = []
+    for d in Dataset(small):
+        kinds = frozenset(k.kind for t in d.turns for k in turn_state(t).constraints)
+        for t in d.turns:
+            for m in (t.user, t.assistant):
+                findings += lint(m.text(), kinds)
+    assert findings == []
+
+
+@pytest.mark.parametrize(
+    ("text", "kinds", "flagged"),
+    [
+        ("Alright. scratch what I said in my fourth message.", set(), True),
+        ("Sure. Sure, the cube is red now.", set(), True),
+        ("So, and add the cylinder from picture 1 as well.", set(), True),
+        ("This is the scene seen from to the opposite side of where we were.", set(), True),
+        ("Got it, the cylinder goes behind the cylinder instead.", set(), True),
+        ("Make the the cube red.", set(), True),
+        ("The goal: no cubes left, except what my rule protects.", {"forbid_colour"}, True),
+        ("The goal: no cubes left, except what my rule protects.", {"protect"}, False),
+        ("I can see 4 objects. What would you like to do? Over to you.", set(), True),
+        ("Here is the combination: the cube from the first picture and the cube from picture 2.", set(), False),
+        ("Okay, put the large cube to the left of the small cube. :)", set(), False),
+    ],
+)
+def test_the_language_lint(text: str, kinds: set[str], flagged: bool) -> None:
+    assert bool(lint(text, kinds)) is flagged
