@@ -1,6 +1,6 @@
-"""Throughput against a loopback server that answers after 100 ms (issue 5).
+"""Throughput against a loopback server that answers after 100 ms (issues 5 and 10), and import time.
 
-    python benchmarks/bench_api.py
+    python benchmarks/bench_api.py [--only import|adapter|runner]
 
 Ideal with concurrency 16 and 100 ms per request: 160 requests/s. Target: >= 80 % of it
 (128 requests/s) for text requests, so the harness is never the bottleneck of a real run.
@@ -10,6 +10,7 @@ Ideal with concurrency 16 and 100 ms per request: 160 requests/s. Target: >= 80 
            (each request carries the dialogue's 512-px images as base64), exact judge
   images   `yanami eval` with --concurrency 16: target turns through the images API (512-px
            images in and out), the judge replaced by an instant one to time the harness alone
+  import   `import yanami.models` in a fresh interpreter (target <= 150 ms)
 """
 
 from __future__ import annotations
@@ -111,16 +112,33 @@ def bench_runner(bench: Path, tmp: Path) -> None:
         )
 
 
+def bench_import(runs: int = 10) -> None:
+    """``import yanami.models`` in fresh interpreters (cold: nothing of yanami loaded), median and best."""
+    code = "import time; t = time.perf_counter(); import yanami.models; print(time.perf_counter() - t)"
+    base = "import time; t = time.perf_counter(); import json, threading, re; print(time.perf_counter() - t)"
+    times = sorted(float(subprocess.check_output([sys.executable, "-c", code])) * 1000 for _ in range(runs))
+    floor = sorted(float(subprocess.check_output([sys.executable, "-c", base])) * 1000 for _ in range(runs))
+    print(
+        f"import yanami.models, fresh interpreter: median {times[runs // 2]:.0f} ms, best {times[0]:.0f} ms"
+        f" ({runs} runs; json+threading+re alone: {floor[runs // 2]:.0f} ms)   target <= 150 ms"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=800)
     ap.add_argument("--per-scenario", type=int, default=50)
+    ap.add_argument("--only", choices=("import", "adapter", "runner"))
     args = ap.parse_args()
-    bench_adapter(args.requests)
-    with tempfile.TemporaryDirectory() as tmp:
-        bench = Path(tmp) / "bench"
-        build_world(bench, per_scenario=args.per_scenario, seed=5, workers=2)
-        bench_runner(bench, Path(tmp))
+    if args.only in (None, "import"):
+        bench_import()
+    if args.only in (None, "adapter"):
+        bench_adapter(args.requests)
+    if args.only in (None, "runner"):
+        with tempfile.TemporaryDirectory() as tmp:
+            bench = Path(tmp) / "bench"
+            build_world(bench, per_scenario=args.per_scenario, seed=5, workers=2)
+            bench_runner(bench, Path(tmp))
 
 
 if __name__ == "__main__":

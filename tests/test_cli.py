@@ -98,3 +98,20 @@ def test_an_interrupted_eval_says_how_to_resume(world_bench: Path, tmp_path: Pat
     if proc.returncode != 0:  # (it may have finished before the signal arrived)
         assert proc.returncode == 130
         assert "the same command resumes" in stderr and "Traceback" not in stderr
+
+
+def test_help_names_arguments_plainly_and_shows_choices(cli) -> None:
+    """Every command's help: plain argument names, no typer type labels, and the choices of enum options."""
+    import re
+
+    from yanami.cli import app
+
+    names = [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
+    assert {"eval", "score", "report", "build", "serve-fake", "demo"} <= set(names)
+    for name in names:
+        r = cli(name, "--help")
+        assert r.code == 0, name
+        assert not re.search(r"\{\w+\}|<list\[|<path>|<str>|<int", r.out), (name, r.out)
+    assert "RUN..." in cli("score", "--help").out
+    assert "<html|md|latex>" in cli("report", "--help").out
+    assert "<bench|train|tiny>" in cli("build", "--help").out

@@ -36,6 +36,8 @@ DEMO_RUNS: tuple[tuple[str, History], ...] = (
     ("reference:stateful", "self"),
 )
 """(model, history) of every demo run, floor first."""
+FLOOR_MODELS = ("reference:copy-input", "reference:random", "reference:stateless")
+"""The demo runs that do not track the dialogue state: the floor any model should clear."""
 
 Counter = Callable[[str, int | None], AbstractContextManager[Callable[[], None]]]
 """(label, total) -> a context that yields ``advance()``: a progress display that counts."""

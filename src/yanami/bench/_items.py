@@ -16,8 +16,8 @@ from typing import Literal
 
 from PIL import Image, ImageDraw
 
-from yanami.models._protocol import InputImage, InputMessage, InputText, Request, output_frame
-from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, Question, TextPart
+from yanami.models import InputImage, InputMessage, InputText, Request, options_text, output_frame
+from yanami.schema import Dialogue, ImagePart, Question, TextPart
 
 GLOBAL_SEED = 42
 History = Literal["gt", "self"]
@@ -68,8 +68,7 @@ def question_prompt(q: Question) -> str:
     """The user message that asks a DSU question (options lettered A, B, ...)."""
     if not q.choices:
         return f"{q.text}\n\nAnswer briefly."
-    options = "\n".join(f"{CHOICE_LETTERS[i]}. {c}" for i, c in enumerate(q.choices))
-    return f"{q.text}\n\nOptions:\n{options}\n\nReply with the letter of the correct option only."
+    return f"{q.text}\n\nOptions:\n{options_text(q.choices)}\n\nReply with the letter of the correct option only."
 
 
 ImageBytes = Callable[[int, str, int, ImagePart], bytes]
