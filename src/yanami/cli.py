@@ -212,7 +212,8 @@ def stats(
     if as_json:
         out.print(s.model_dump_json(indent=2), markup=False)
         return
-    for table in stats_tables(s, str(directory)):
+    out.print(f"{directory}:", markup=False)
+    for table in stats_tables(s):
         out.print(table)
 
 

@@ -98,7 +98,7 @@ def test_every_table_fits_80_columns_without_losing_a_digit() -> None:
         }
     )
     console = Console(width=80, record=True, file=io.StringIO())
-    for table in stats_tables(s, "a-long-directory-name"):
+    for table in stats_tables(s):
         console.print(table)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
@@ -115,6 +115,8 @@ def test_cli_stats_fits_80_columns(world_bench: Path) -> None:
         [sys.executable, "-m", "yanami", "stats", str(world_bench)], capture_output=True, text=True, env=env
     )
     assert proc.returncode == 0, proc.stderr
-    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    path_line, *table_lines = proc.stdout.splitlines()
+    assert path_line == f"{world_bench}:"  # the path alone on the first line: it may be longer than 80
+    assert max(len(line) for line in table_lines) <= 80
     assert "…" not in proc.stdout
     assert "By scenario" in proc.stdout

@@ -151,8 +151,9 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
     )
 
 
-def stats_tables(s: DatasetStats, title: str) -> list[Table]:
-    """The statistics as Rich tables, each narrow enough for an 80-column terminal.
+def stats_tables(s: DatasetStats) -> list[Table]:
+    """The statistics as Rich tables, each narrow enough for an 80-column terminal (print the
+    dataset's path on a line of its own: a long path would widen a title).
 
     No table has more than five columns and every column is short, so even counts in
     the billions fit in 80 columns whole (a number is never cut to fit).
@@ -167,7 +168,7 @@ def stats_tables(s: DatasetStats, title: str) -> list[Table]:
             t.add_column(col, justify="right", no_wrap=True)
         return t
 
-    t = table(f"{title}: corpus and sequence statistics", "Value", first="Statistic")
+    t = table("Corpus and sequence statistics", "Value", first="Statistic")
     for label, value in [
         ("Total dialogues", f"{s.dialogues:,}"),
         ("Total images", f"{s.images:,}"),

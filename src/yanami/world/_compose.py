@@ -7,6 +7,10 @@ target turn it also derives what a *stateless* reading would produce (the curren
 instruction applied to the latest image, without constraints, corrections or history)
 and insists that at least one of the turn's checks fails on it: that is the rule that
 makes every target turn irreducible to single-turn, enforced when the dialogue is built.
+Two more rules are enforced the same way: every check is *decidable* (it holds on every
+realization of the choices the words leave open, drawn again from the turn's free slots,
+see `yanami.world._free`), and at least half of a target image's atomic checks test what
+the turn changes (a copy of the latest image fails them).
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ class _Draft:
     intent: dict[str, Any]
 
 
-CHANGE_CHECKS = 3
+CHANGE_CHECKS = 4
 """Atomic checks on what a target turn changes that the composer aims for (it keeps at most as
 many checks on what stays the same, so a copy of the latest image passes at most half)."""
 

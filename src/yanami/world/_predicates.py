@@ -19,12 +19,15 @@ camera frame of the azimuth the image was rendered from, as the parser reports t
                                                           exactly one object matches where,
                                                           and its attr is none of values (a
                                                           refused colour; the value it had before)
-    {"op": "moved", "where": {...}, "from": [x, y], "direction": "left", "margin": 0.45}
-                                                          exactly one object matches where, and
+    {"op": "moved", "where": {...}, "from": [x, y], "direction": "left", "margin": 0.45,
+     "tolerance": 0.1}                                    exactly one object matches where, and
                                                           from its earlier ground position (shown
                                                           in the previous image) it went at least
                                                           margin in direction, in the camera frame,
-                                                          and further that way than sideways
+                                                          and further that way than sideways, both
+                                                          up to tolerance (the parser's error on a
+                                                          position, so that a push just at the
+                                                          limit is not judged by noise)
 
 Where the user leaves a choice open (a substitute for a refused colour, a spot on a side,
 how far "a bit" is), a check states the requirement with these, never the world's own pick.
@@ -81,7 +84,8 @@ def evaluate(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
         if o is None:
             return False
         along, sideways = displacement(o.x, o.y, predicate["from"], predicate["direction"], azimuth)
-        return along >= predicate["margin"] and abs(sideways) < along
+        slack = float(predicate.get("tolerance", 0.0))
+        return bool(along >= predicate["margin"] - slack and abs(sideways) < along + slack)
     if op == "on_ground":
         a = _one(scene, predicate["a"])
         return a is not None and a.on is None

@@ -174,13 +174,17 @@ def move(
     )
 
 
-def plain_edit(c: Composer, op: Op, user: str, asst: str) -> None:
+def plain_edit(c: Composer, op: Op, user: str, asst: str, free: list[Slot] | None = None) -> None:
     """An edit that a history-free reading gets right too: the change is shown, but the
-    turn is not a target turn (it has no checks)."""
+    turn is not a target turn (it has no checks). ``free``: the choices its words leave
+    open (recorded, so the audit can tell which later checks name them)."""
     assert c.view is not None
     c.view = apply_op(op, c.view, c.images)
     part = c.picture(c.view, ImageSource.ASSISTANT)
-    c.turn_with_image(user, asst, part, {Capability.CONSISTENCY}, {"op": op})
+    intent: dict[str, Any] = {"op": op}
+    if free:
+        intent["free"] = free
+    c.turn_with_image(user, asst, part, {Capability.CONSISTENCY}, intent)
 
 
 # The opening -------------------------------------------------------------------------------

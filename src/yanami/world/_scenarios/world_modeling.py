@@ -52,6 +52,8 @@ ORBIT_SHORT = {
     2: "on the opposite side",
     3: "a quarter turn counter-clockwise seen from above",
 }
+MOVE_TOLERANCE = 0.1
+"""How far a push check lets a parsed position err, in world units (well above the parser's error)."""
 PUSH_WORDS = {"left": "to the left", "right": "to the right", "front": "toward us", "behind": "further back"}
 PUSH_CHECK_WORDS = {
     "left": "to the left",
@@ -142,7 +144,8 @@ def relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, floa
         a=aref,
     )
     azimuth = c.view.azimuth
-    plain_edit(c, op, user, asst)
+    slots = [{"slot": "position", "accept": [{"side": rel, "of": full_where(anchor), "azimuth": c.view.azimuth}]}]
+    plain_edit(c, op, user, asst, slots)
     return mover, anchor, rel, len(c.turns) - 1, azimuth
 
 
@@ -251,7 +254,14 @@ def push_it(c: Composer, mover: WorldObject, keep: tuple[WorldObject, str, float
             c.atomic(
                 f"Seen from this viewpoint, the {phrase(w)} has moved {PUSH_CHECK_WORDS[direction]},"
                 " more that way than sideways.",
-                {"op": "moved", "where": w, "from": start, "direction": direction, "margin": MARGIN},
+                {
+                    "op": "moved",
+                    "where": w,
+                    "from": start,
+                    "direction": direction,
+                    "margin": MARGIN,
+                    "tolerance": MOVE_TOLERANCE,
+                },
                 CheckCategory.RELATION,
             )
         ]
