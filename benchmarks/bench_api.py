@@ -83,32 +83,50 @@ class _InstantJudge:
         return ImageVerdict({c.id: True for c in turn.checks}, 10.0)  # type: ignore[attr-defined]
 
 
+class _Steady:
+    """Completions over time, for the rate once the run is going (set-up excluded)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, int]] = []
+
+    def __call__(self, done: int, total: int) -> None:
+        if done:
+            self.marks.append((time.perf_counter(), done))
+
+    def rate(self) -> float:
+        (t0, n0), (t1, n1) = self.marks[0], self.marks[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
+
+
 def bench_runner(bench: Path, tmp: Path) -> None:
     import yaml
 
     with server() as url:
         answers = tmp / "answers.yaml"
         answers.write_text(yaml.safe_dump(_config(url, chat_model="c")))
+        steady = _Steady()
         t = time.perf_counter()
-        s = _run.evaluate(bench, str(answers), tmp / "run-answers", concurrency=CONCURRENCY)
+        s = _run.evaluate(bench, str(answers), tmp / "run-answers", concurrency=CONCURRENCY, on_progress=steady)
         rate = s.written / (time.perf_counter() - t)
         print(
             f"runner, DSU questions with 512-px images: {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of ideal"
-            f" ({s.written} requests)"
+            f" ({s.written} requests; the whole command, set-up included); once running"
+            f" {steady.rate():.1f}/s = {100 * steady.rate() / IDEAL:.0f} %   target >= 80 %"
         )
         images = tmp / "images.yaml"
         images.write_text(yaml.safe_dump(_config(url, image_model="i")))
         real_judge = _run.load_judge
         _run.load_judge = lambda *a: _InstantJudge()  # type: ignore[assignment]
+        steady = _Steady()
         try:
             t = time.perf_counter()
-            s = _run.evaluate(bench, str(images), tmp / "run-images", concurrency=CONCURRENCY)
+            s = _run.evaluate(bench, str(images), tmp / "run-images", concurrency=CONCURRENCY, on_progress=steady)
             rate = s.written / (time.perf_counter() - t)
         finally:
             _run.load_judge = real_judge
         print(
             f"runner, image edits (512-px images in and out): {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of"
-            f" ideal ({s.written} requests)"
+            f" ideal ({s.written} requests); once running {steady.rate():.1f}/s = {100 * steady.rate() / IDEAL:.0f} %"
         )
 
 

@@ -167,3 +167,30 @@ def test_importing_the_contract_loads_nothing_heavy() -> None:
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
     assert loaded == []
+
+
+def test_the_chat_body_is_the_chat_messages_as_json() -> None:
+    """The body spliced from cached image parts parses to exactly the readable message list."""
+    from yanami.models import InputImage, chat_body, chat_messages
+
+    data = plain_png((8, 8))
+    import hashlib
+
+    image = InputImage(data, hashlib.sha256(data).hexdigest(), 8, 8)
+    request = Request(
+        "d/t1",
+        (
+            InputMessage("user", (InputText('Say "hi" — naïvely,\nthen stop.'), image, image)),
+            InputMessage("assistant", (InputText("Done."), image)),
+            InputMessage("assistant", ()),
+            InputMessage("user", ()),
+            InputMessage("user", (InputText("And now?"),)),
+        ),
+        seed=3,
+        size=(64, 48),
+    )
+    params = {"model": "m", "temperature": 0.0, "seed": 3, "max_tokens": 512}
+    assert json.loads(chat_body(request, params)) == {**params, "messages": chat_messages(request)}
+    assert json.loads(chat_body(request, {})) == {"messages": chat_messages(request)}
+    assert chat_messages(request)[1] == {"role": "assistant", "content": "Done."}  # its image follows as a user part
+    assert chat_messages(request)[2]["content"][0] == {"type": "text", "text": "(the image you produced)"}

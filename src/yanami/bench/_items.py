@@ -71,8 +71,9 @@ def question_prompt(q: Question) -> str:
     return f"{q.text}\n\nOptions:\n{options_text(q.choices)}\n\nReply with the letter of the correct option only."
 
 
-ImageBytes = Callable[[int, str, int, ImagePart], bytes]
-"""(turn, side, position, part) -> the bytes to show for that image part."""
+ImageBytes = Callable[[int, str, int, ImagePart], bytes | InputImage]
+"""(turn, side, position, part) -> the image to show for that part: its bytes, or the `InputImage`
+when the caller already knows its hash and size (a verified bench image)."""
 
 
 def build_request(d: Dialogue, item: Item, layout: Layout, image_bytes: ImageBytes) -> Request:
@@ -98,6 +99,8 @@ def _resolve(p: TextPart | ImagePart, turn: int, side: str, j: int, image_bytes:
     if isinstance(p, TextPart):
         return p
     data = image_bytes(turn, side, j, p)
+    if isinstance(data, InputImage):
+        return data
     sha = hashlib.sha256(data).hexdigest()
     if sha == p.sha256:
         return InputImage(data, sha, p.width, p.height)

@@ -47,6 +47,7 @@ from yanami.bench._results import Results
 from yanami.errors import UserError
 from yanami.judges import Judge, JudgeError, judge_settings, load_judge
 from yanami.models import (
+    InputImage,
     Model,
     ReadsBench,
     Refused,
@@ -387,18 +388,20 @@ class _Runner:
     ) -> None:
         self.dataset, self.by_id, self.model, self.judge = dataset, by_id, model, judge
         self.manifest, self.store, self.earlier = manifest, store, earlier
-        self._bytes: dict[str, bytes] = {}
+        self._images: dict[str, InputImage] = {}
         self._lock = threading.Lock()
 
-    def bench_image(self, part: ImagePart) -> bytes:
-        data = self._bytes.get(part.sha256)
-        if data is None:
+    def bench_image(self, part: ImagePart) -> InputImage:
+        """A bench image as a model receives it, read (and verified) once for every request that shows it."""
+        image = self._images.get(part.sha256)
+        if image is None:
             data = self.dataset.image_bytes(part)  # checked: hash and pixel limit (one line if not)
+            image = InputImage(data, part.sha256, part.width, part.height)
             with self._lock:
-                if len(self._bytes) > 512:
-                    self._bytes.clear()
-                self._bytes[part.sha256] = data
-        return data
+                if len(self._images) > 512:
+                    self._images.clear()
+                self._images[part.sha256] = image
+        return image
 
     def run_item(self, item: Item, own: dict[int, str | None]) -> tuple[Prediction, Verdict | None]:
         """Run one item; ``own`` maps this dialogue's earlier target turns to the model's image (Self-History)."""
@@ -407,7 +410,7 @@ class _Runner:
         fallbacks = 0
         selfh = self.manifest.history == "self"
 
-        def image_bytes(turn: int, side: str, j: int, part: ImagePart) -> bytes:
+        def image_bytes(turn: int, side: str, j: int, part: ImagePart) -> bytes | InputImage:
             nonlocal fallbacks
             if selfh and side == "assistant" and turn in targets:
                 sha = own.get(turn) if turn in own else self._earlier_image(d, turn)

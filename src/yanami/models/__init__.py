@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from yanami.models._client import (
     Client,
+    chat_body,
     chat_messages,
     conversation_text,
     data_url,
@@ -86,6 +87,7 @@ __all__ = [
     "RetryPolicy",
     "Transient",
     "call_with_retries",
+    "chat_body",
     "chat_messages",
     "conversation_text",
     "data_url",

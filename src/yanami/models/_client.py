@@ -16,6 +16,7 @@ reply means, and what may be kept.
 from __future__ import annotations
 
 import base64
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -121,49 +122,98 @@ def data_url(data: bytes) -> str:
     return f"data:{mime_of(data)};base64,{base64.b64encode(data).decode()}"
 
 
-_URLS: OrderedDict[str, str] = OrderedDict()
-_URLS_LOCK = threading.Lock()
+_FRAGMENTS: OrderedDict[str, bytes] = OrderedDict()
+_FRAGMENTS_LOCK = threading.Lock()
+
+
+def _image_fragment(image: InputImage) -> bytes:
+    """An image's chat content part as JSON bytes, made once per image hash.
+
+    A dialogue's images recur in every request about it; base64 needs no JSON escaping, so
+    the encoded part can be spliced into any body as it is.
+    """
+    with _FRAGMENTS_LOCK:
+        fragment = _FRAGMENTS.get(image.sha256)
+    if fragment is None:
+        fragment = b'{"type":"image_url","image_url":{"url":"' + data_url(image.data).encode("ascii") + b'"}}'
+        with _FRAGMENTS_LOCK:
+            _FRAGMENTS[image.sha256] = fragment
+            if len(_FRAGMENTS) > 256:
+                _FRAGMENTS.popitem(last=False)
+    return fragment
 
 
 def image_url(image: InputImage) -> str:
-    """`data_url` of an input image, remembered by its hash: a dialogue's images recur in every request."""
-    with _URLS_LOCK:
-        url = _URLS.get(image.sha256)
-    if url is None:
-        url = data_url(image.data)
-        with _URLS_LOCK:
-            _URLS[image.sha256] = url
-            if len(_URLS) > 256:
-                _URLS.popitem(last=False)
-    return url
+    """`data_url` of an input image (from the cached content part)."""
+    return _image_fragment(image)[len(b'{"type":"image_url","image_url":{"url":"') : -3].decode("ascii")
 
 
 ASSISTANT_IMAGE_NOTE = "(the image you produced)"
 
+Content = str | list[InputText | InputImage]
+"""A chat message's content: a string, or interleaved parts."""
 
-def chat_messages(request: Request) -> list[dict[str, Any]]:
-    """The request as OpenAI chat messages with interleaved text and image parts.
+
+def _chat_layout(request: Request) -> list[tuple[str, Content]]:
+    """The request's messages as chat messages (role, content).
 
     Chat APIs take no images in assistant messages, so an assistant's images follow in a user
     message of their own, introduced by `ASSISTANT_IMAGE_NOTE`.
     """
-    out: list[dict[str, Any]] = []
+    out: list[tuple[str, Content]] = []
     for m in request.messages:
-        content: list[dict[str, Any]] = []
-        for p in m.parts:
-            if isinstance(p, InputText):
-                content.append({"type": "text", "text": p.text})
-            else:
-                content.append({"type": "image_url", "image_url": {"url": image_url(p)}})
         if m.role == "assistant":
-            text = " ".join(c["text"] for c in content if c["type"] == "text")
-            images = [c for c in content if c["type"] == "image_url"]
-            out.append({"role": "assistant", "content": text or "(an image)"})
+            text = " ".join(p.text for p in m.parts if isinstance(p, InputText))
+            images: list[InputText | InputImage] = [p for p in m.parts if isinstance(p, InputImage)]
+            out.append(("assistant", text or "(an image)"))
             if images:
-                out.append({"role": "user", "content": [{"type": "text", "text": ASSISTANT_IMAGE_NOTE}, *images]})
+                out.append(("user", [InputText(ASSISTANT_IMAGE_NOTE), *images]))
         else:
-            out.append({"role": "user", "content": content})
+            out.append(("user", list(m.parts)))
     return out
+
+
+def chat_messages(request: Request) -> list[dict[str, Any]]:
+    """The request as OpenAI chat messages with interleaved text and image parts (data URLs)."""
+    return [
+        {
+            "role": role,
+            "content": content
+            if isinstance(content, str)
+            else [
+                {"type": "text", "text": p.text}
+                if isinstance(p, InputText)
+                else {"type": "image_url", "image_url": {"url": image_url(p)}}
+                for p in content
+            ],
+        }
+        for role, content in _chat_layout(request)
+    ]
+
+
+def chat_body(request: Request, params: dict[str, Any]) -> bytes:
+    """A chat completion's JSON body: ``params`` plus ``messages``, equal to
+    ``json.dumps({**params, "messages": chat_messages(request)})`` once parsed, but with each
+    image's part encoded once per image instead of once per request."""
+    dumps = json.dumps
+    head = dumps(params).encode()
+    out = [head[:-1], b',"messages":[' if params else b'"messages":[']
+    for k, (role, content) in enumerate(_chat_layout(request)):
+        out += [b',{"role":' if k else b'{"role":', dumps(role).encode(), b',"content":']
+        if isinstance(content, str):
+            out.append(dumps(content).encode())
+        else:
+            for j, p in enumerate(content):
+                out.append(b"," if j else b"[")
+                out += (
+                    [b'{"type":"text","text":', dumps(p.text).encode(), b"}"]
+                    if isinstance(p, InputText)
+                    else [_image_fragment(p)]
+                )
+            out.append(b"]" if content else b"[]")
+        out.append(b"}")
+    out.append(b"]}")
+    return b"".join(out)
 
 
 Turn = tuple[str, Sequence[str | None]]
