@@ -742,7 +742,7 @@ def calibrate(
     from yanami.store import Dataset
 
     dataset = Dataset(bench)
-    dialogues = select_dialogues(list(dataset), limit)
+    dialogues = select_dialogues(dataset.read_all(), limit)
     responses = ResponseCache(cache) if cache else None
     the_judge = load_judge(judge, dataset, responses)
     with progress("calibrating", None) as advance:

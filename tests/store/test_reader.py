@@ -198,3 +198,18 @@ def test_pixel_limit_is_applied_to_the_header_before_decoding(dataset: Path, mon
     with pytest.raises(UserError, match=r"13000x13000 = 169000000 pixels is over the limit of 40000000") as exc:
         Dataset(dataset).image_bytes(part)
     assert image_relpath(part.sha256, "png") in str(exc.value)
+
+
+def test_read_all_reads_every_dialogue_and_restores_the_collector(built: Path) -> None:
+    import gc
+
+    ds = Dataset(built)
+    assert gc.isenabled()
+    assert [d.id for d in ds.read_all()] == [d.id for d in ds]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        ds.read_all()
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()

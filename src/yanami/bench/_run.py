@@ -233,7 +233,7 @@ def evaluate(
 
 def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
     dataset = Dataset(bench)
-    return dataset, list(dataset)
+    return dataset, dataset.read_all()
 
 
 def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> tuple[RunManifest, RunLock]:
@@ -543,7 +543,7 @@ def rejudge(
     run = Path(run)
     manifest = read_manifest(run)
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
-    by_id = index_dialogues(dataset, list(dataset))
+    by_id = index_dialogues(dataset, dataset.read_all())
     responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
     the_judge = load_judge(judge, dataset, responses)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache

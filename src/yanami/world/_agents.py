@@ -20,7 +20,7 @@ Two trivial agents measure the floor, and read nothing hidden (they never see th
 
 - ``copy-input`` returns the latest image of its request unchanged and answers the first
   option;
-- ``random`` answers a random option and draws a random valid scene, from its own seed.
+- ``random`` answers a random option and shows a random valid scene (one of 64), from its own seed.
 """
 
 from __future__ import annotations
@@ -35,25 +35,21 @@ from typing import Any
 
 from yanami.errors import UserError
 from yanami.models import InputText, Request
-from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, QuestionType
+from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart
 from yanami.store import MANIFEST, Dataset, sha256_hex
-from yanami.world._hidden import question_intent, turn_intent
+from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._parse import parse_cached
 from yanami.world._place import VIEWS, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
 
-AGENTS = ("oracle", "stateful", "stateless", "no-constraints", "no-corrections", "no-coreference", "no-retrieval")
+AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
 TRIVIAL = ("copy-input", "random")
 """The floor: agents that read nothing but their request."""
 _OPTION = re.compile(r"^([A-G])\. ", re.MULTILINE)
-ABLATION_OF_TYPE = {
-    QuestionType.RR: "no-coreference",
-    QuestionType.CR: "no-retrieval",
-    QuestionType.CT: "no-constraints",
-    QuestionType.CU: "no-corrections",
-}
+ABLATION_OF_TYPE = {qtype: ABLATIONS[cap] for qtype, cap in QUESTION_CAPABILITY.items()}
+"""The ablation that lacks what each type of DSU question tests."""
 
 
 def see(data: bytes, sha: str, azimuth: float) -> View:
@@ -120,7 +116,7 @@ class _Seen(Sequence[View]):
 def _read_bench(root: Path, manifest_sha256: str) -> tuple[Dataset, dict[str, Dialogue]]:
     """A bench's dialogues by id, read once per process (the demo runs seven agents on one bench)."""
     dataset = Dataset(root)
-    return dataset, {d.id: d for d in dataset}
+    return dataset, {d.id: d for d in dataset.read_all()}
 
 
 def reference_agent(spec: str) -> ReferenceAgent | TrivialAgent:
@@ -128,6 +124,15 @@ def reference_agent(spec: str) -> ReferenceAgent | TrivialAgent:
     if spec in TRIVIAL:
         return TrivialAgent(spec)
     return ReferenceAgent(spec)
+
+
+RANDOM_SCENES = 64
+"""``random`` draws among this many valid scenes: as uninformed as any draw, and each is parsed once."""
+
+
+@lru_cache(maxsize=RANDOM_SCENES)
+def _random_picture(k: int) -> bytes:
+    return draw(View(random_scene(random.Random(f"reference:random/scene/{k}")), VIEWS[0], DEFAULT_STYLE))
 
 
 class TrivialAgent:
@@ -148,7 +153,7 @@ class TrivialAgent:
         images = request.images()
         if self.kind == "copy-input" and images:
             return images[-1].data
-        return draw(View(random_scene(self._rng(request)), VIEWS[0], DEFAULT_STYLE))
+        return _random_picture(self._rng(request).randrange(RANDOM_SCENES))
 
     def _answer(self, request: Request) -> str:
         last = request.messages[-1]

@@ -13,8 +13,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from yanami.schema import Question, Turn
+from yanami.schema import Capability, Question, QuestionType, Turn
 from yanami.world._scene import BASE_AZIMUTH
+
+ABLATIONS: dict[Capability, str] = {
+    Capability.COREFERENCE: "no-coreference",
+    Capability.RETRIEVAL: "no-retrieval",
+    Capability.CONSTRAINT: "no-constraints",
+    Capability.CORRECTION: "no-corrections",
+}
+"""The reference agent that lacks a capability: the key of its entry in an intent's ``alternatives``."""
+
+QUESTION_CAPABILITY: dict[QuestionType, Capability] = {
+    QuestionType.RR: Capability.COREFERENCE,
+    QuestionType.CR: Capability.RETRIEVAL,
+    QuestionType.CT: Capability.CONSTRAINT,
+    QuestionType.CU: Capability.CORRECTION,
+}
+"""The capability each type of DSU question tests."""
 
 
 class _Hidden(BaseModel):

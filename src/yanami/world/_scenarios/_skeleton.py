@@ -30,6 +30,7 @@ from typing import Any
 from yanami.schema import Capability, Check, ImageSource, QuestionType
 from yanami.world._compose import Composer, Constraint
 from yanami.world._free import Slot
+from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY
 from yanami.world._language import full_where, listing, minimal_where, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import VIEWS, place, random_scene, side_mask, valid
@@ -46,16 +47,8 @@ CORRECTION = Capability.CORRECTION
 Op = dict[str, Any]
 """An operation (see `yanami.world._ops`): what a turn does to the scene."""
 
-LACKING: dict[Capability, str] = {
-    COREF: "no-coreference",
-    RETRIEVAL: "no-retrieval",
-    CONSTRAINT: "no-constraints",
-    CORRECTION: "no-corrections",
-}
+LACKING = ABLATIONS
 """The reference agent without a capability: where a turn needs it, the agent reads the turn alone."""
-
-QUESTION_CAPABILITY = {QuestionType.RR: COREF, QuestionType.CR: RETRIEVAL, QuestionType.CU: CORRECTION}
-"""The capability a DSU question tests (CT's, constraint adherence, is asked by `ask_constraint_question`)."""
 
 
 class Retry(Exception):
