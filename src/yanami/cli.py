@@ -376,12 +376,19 @@ def audit(
 
     ds = Dataset(bench)
     report = Audit()
+    others = 0
     with progress("auditing", len(ds)) as advance:
         for d in ds:
             if d.meta.generator == "world":
                 report.add(audit_dialogue(d, draws))
+            else:
+                others += 1
             advance()
     figures = report.summary()
+    if not figures["dialogues"]:
+        raise UserError(f"{bench}: no world dialogues to audit (yanami audit replays dialogues made by yanami build)")
+    if others:
+        err.print(f"warning: {others} dialogue(s) not made by the world were skipped", markup=False)
     if as_json:
         out.print(json.dumps(figures, indent=2), markup=False)
     else:

@@ -194,3 +194,8 @@ def test_no_message_a_reviewer_would_flag(small: Path) -> None:
 )
 def test_the_language_lint(text: str, kinds: set[str], flagged: bool) -> None:
     assert bool(lint(text, kinds)) is flagged
+
+
+def test_audit_of_a_dataset_without_world_dialogues_is_one_line(cli, built) -> None:
+    r = cli("audit", built)
+    assert r.code == 2 and r.err.count("\n") == 1 and "no world dialogues to audit" in r.err
