@@ -199,3 +199,24 @@ def test_the_language_lint(text: str, kinds: set[str], flagged: bool) -> None:
 def test_audit_of_a_dataset_without_world_dialogues_is_one_line(cli, built) -> None:
     r = cli("audit", built)
     assert r.code == 2 and r.err.count("\n") == 1 and "no world dialogues to audit" in r.err
+
+
+def test_the_stateful_agent_makes_its_own_free_choices_and_still_passes_every_check(world_bench, tmp_path) -> None:
+    """It draws what the words leave open from its own seed (never the world's pick), and every check holds."""
+    from yanami.bench import evaluate, read_rows
+    from yanami.schema import ImagePart
+    from yanami.store import Dataset
+
+    evaluate(world_bench, "reference:stateful", tmp_path / "run")
+    rows = read_rows(tmp_path / "run")
+    by_id = {d.id: d for d in Dataset(world_bench)}
+    own = 0
+    for item, p in rows.predictions.items():
+        if p.kind != "turn":
+            continue
+        v = rows.verdicts[item]
+        assert p.status == "ok" and v.checks and all(c.passed for c in v.checks), item
+        turn = by_id[p.dialogue].turns[p.turn]
+        truth = next(x for x in turn.assistant.parts if isinstance(x, ImagePart)).sha256
+        own += bool(isinstance(turn.hidden.intent, dict) and turn.hidden.intent.get("free")) and p.image != truth
+    assert own > 0  # some free choices were its own, and unlike the ground truth's

@@ -9,7 +9,8 @@ user's hidden *intent* for the turn (what the words mean, as data), never the di
 state, and draws its answer with the world's renderer:
 
 - ``oracle`` returns the ground-truth target image and the reference answer;
-- ``stateful`` applies what the user meant, given the whole dialogue, to the latest image;
+- ``stateful`` applies what the user meant, given the whole dialogue, to the latest image,
+  making its own free choices (from its own seed) where the words leave one open;
 - ``stateless`` applies the current instruction read alone to the latest image (no
   constraints, no corrections, no history) and guesses on questions about the state;
 - ``no-constraints``, ``no-corrections``, ``no-coreference``, ``no-retrieval`` are the
@@ -37,6 +38,7 @@ from yanami.errors import UserError
 from yanami.models import InputText, Request
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart
 from yanami.store import MANIFEST, Dataset, sha256_hex
+from yanami.world._free import realize
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._parse import parse_cached
@@ -195,9 +197,15 @@ class ReferenceAgent:
             assert self.bench is not None
             target = next(p for p in turn.assistant.parts if isinstance(p, ImagePart))
             return self.bench.image_bytes(target)
-        op = turn_intent(turn).operation(self.kind)
+        intent = turn_intent(turn)
+        op = intent.operation(self.kind)
         images = _Seen(request, image_azimuths(d, turn.index))
         latest = images[len(images) - 1]
+        if op is intent.op and intent.free and isinstance(op, dict):
+            # Where the words leave a choice open, the agent makes its own, from its own seed:
+            # it never copies a pick of the world's that the model could not know.
+            rng = random.Random(f"{self.name}/{request.seed}/{request.item}")
+            op = realize(op, intent.free, latest, images, rng) or op  # type: ignore[arg-type]
         try:
             new = apply_op(op, latest, images)  # type: ignore[arg-type]
         except (OpError, IndexError):
