@@ -800,7 +800,7 @@ def demo(
         err.print(f"warning: {line}", markup=False)
     _print_scores(scores)
     for t in tables(runs, scores):
-        if t.key == "table3":
+        if t.key in ("table3", "sc_effects"):
             out.print(markdown(t), markup=False)
     # The gap is computed on the dialogues every model understood; agents that guess would
     # shrink that subset to nothing, so the demo prints it over the agents that track state.

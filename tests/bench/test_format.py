@@ -129,3 +129,16 @@ def test_the_doc_lists_exactly_the_fields_and_columns(small_run) -> None:
     finally:
         db.close()
     assert f"`yanami-run`, {RunManifest.model_fields['version'].default}" in DOC.read_text(encoding="utf-8")
+
+
+def test_a_checks_effect_is_stored_and_older_rows_without_it_still_read() -> None:
+    from yanami.bench._results import _dump_checks, _load_checks
+
+    checks = [
+        CheckResult(id="c1", kind="atomic", capability=None, passed=True, effect="change"),
+        CheckResult(id="c2", kind="capability", capability="constraint_adherence", passed=False),
+    ]
+    assert _load_checks(_dump_checks(checks)) == checks
+    assert _load_checks('[["c1", "atomic", null, true]]') == [
+        CheckResult(id="c1", kind="atomic", capability=None, passed=True, effect=None)
+    ]

@@ -220,3 +220,20 @@ def test_the_stateful_agent_makes_its_own_free_choices_and_still_passes_every_ch
         truth = next(x for x in turn.assistant.parts if isinstance(x, ImagePart)).sha256
         own += bool(isinstance(turn.hidden.intent, dict) and turn.hidden.intent.get("free")) and p.image != truth
     assert own > 0  # some free choices were its own, and unlike the ground truth's
+
+
+def test_sc_splits_into_change_and_preservation_and_copying_earns_no_change(world_bench, tmp_path, cli) -> None:
+    from yanami.bench import evaluate
+    from yanami.scoring import load_runs, tables
+
+    for agent in ("copy-input", "stateful"):
+        evaluate(world_bench, f"reference:{agent}", tmp_path / agent)
+    loaded = load_runs([tmp_path / "copy-input", tmp_path / "stateful"])
+    copy, stateful = (s.average for s in loaded.scores)
+    assert stateful["sc_change"] == stateful["sc_preservation"] == 100.0
+    assert copy["sc_preservation"] is not None and copy["sc_change"] is not None
+    assert copy["sc_change"] < 20.0 < copy["sc_preservation"]  # a copy satisfies what stays, not what changes
+    table = next(t for t in tables(loaded.runs, loaded.scores) if t.key == "sc_effects")
+    assert [row[0] for row in table.rows] == ["reference:copy-input", "reference:stateful"]
+    r = cli("score", tmp_path / "copy-input", "--format", "md")
+    assert "SC preservation" in r.out

@@ -89,6 +89,10 @@ class CheckResult(BaseModel):
     capability: str | None
     """The capability a capability-specific check isolates (None for atomic checks)."""
     passed: bool
+    effect: str | None = None
+    """For an atomic check, what it tests: ``change`` (what the turn changes or the history
+    requires, which copying the latest image cannot satisfy) or ``preservation``; None when
+    the data does not say."""
 
 
 class Prediction(BaseModel):

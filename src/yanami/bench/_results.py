@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     status TEXT NOT NULL,          -- ok | error (the judge failed: the item is not scored)
     score REAL,                    -- questions: 0..1
     vq REAL,                       -- turns: 0..10
-    checks TEXT,                   -- turns: JSON [[check id, kind, capability, passed], ...]
+    checks TEXT,                   -- turns: JSON [[check id, kind, capability, passed(, effect)], ...]
     aligned TEXT,                  -- questions: JSON list of aligned capability-check ids
     reason TEXT,
     PRIMARY KEY (item, judge)
@@ -66,8 +66,11 @@ _INSERT_VERDICT = _insert("verdicts", _VERDICT_COLUMNS)
 
 
 def _dump_checks(checks: list[CheckResult] | None) -> str | None:
-    """A verdict's checks as stored: a JSON list of ``[id, kind, capability, passed]``."""
-    return None if checks is None else json.dumps([[c.id, c.kind, c.capability, c.passed] for c in checks])
+    """A verdict's checks as stored: a JSON list of ``[id, kind, capability, passed]``, with the
+    check's ``effect`` as a fifth element when it has one."""
+    if checks is None:
+        return None
+    return json.dumps([[c.id, c.kind, c.capability, c.passed, *([c.effect] if c.effect else [])] for c in checks])
 
 
 def _load_checks(text: str | None) -> list[CheckResult] | None:
@@ -75,7 +78,10 @@ def _load_checks(text: str | None) -> list[CheckResult] | None:
     if text is None:
         return None
     rows = json.loads(text)
-    return [CheckResult(id=cid, kind=kind, capability=cap, passed=passed) for cid, kind, cap, passed in rows]
+    return [
+        CheckResult(id=cid, kind=kind, capability=cap, passed=passed, effect=rest[0] if rest else None)
+        for cid, kind, cap, passed, *rest in rows
+    ]
 
 
 class RunRows(NamedTuple):

@@ -475,6 +475,12 @@ class _Runner:
         return p.image if p is not None and p.status == "ok" else None
 
 
+def _effect(predicate: object) -> str | None:
+    """What an atomic check tests, where its data says (world checks: ``"effect"`` in the predicate)."""
+    effect = predicate.get("effect") if isinstance(predicate, dict) else None
+    return effect if effect in ("change", "preservation") else None
+
+
 def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data: bytes | None = None) -> Verdict | None:
     """The verdict on an ok prediction (None otherwise: nothing to grade).
 
@@ -508,6 +514,7 @@ def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data:
             kind=c.kind.value,
             capability=c.capability.value if c.capability else None,
             passed=bool(iv.checks[c.id]),
+            effect=_effect(c.hidden.predicate),
         )
         for c in turn.checks
     ]

@@ -25,6 +25,8 @@ from yanami.scoring._weights import generation_score, image_generation_score, im
 SCENARIOS = tuple(s.value for s in FACTS)
 SCENARIO_TITLES = {s.value: f.title for s, f in FACTS.items()}
 QTYPES = ("RR", "CR", "CT", "CU")
+EFFECTS = ("change", "preservation")
+"""What an atomic check tests: what the turn changes (or the history requires), or what stays."""
 GAP_CAPABILITIES = {"CT": "constraint_adherence", "CU": "correction_updating"}
 """Understanding question type -> the capability-specific checks aligned with it."""
 BOOTSTRAP = 1000
@@ -46,6 +48,8 @@ class DialogueRecord:
     """Target turn -> (SC 0..1, VQ 0..10); None where the image has no atomic check (SC) or no VQ."""
     checks: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
     """Check id -> (capability, passed), over every judged image."""
+    effects: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Target turn -> {``change`` | ``preservation``: passed share of its atomic checks of that effect}."""
     failed_turns: int = 0
     """Target turns with at least one failed check (atomic or capability-specific)."""
 
@@ -242,6 +246,10 @@ def build_run(
             checks = v.checks or []
             atomic = [c.passed for c in checks if c.kind == "atomic"]
             rec.images[p.turn] = (image_sc(atomic), None if v.vq is None else float(v.vq))
+            for effect in EFFECTS:
+                share = image_sc([c.passed for c in checks if c.kind == "atomic" and c.effect == effect])
+                if share is not None:
+                    rec.effects.setdefault(p.turn, {})[effect] = share
             for c in checks:
                 rec.checks[c.id] = (c.capability, c.passed)
             rec.failed_turns += any(not c.passed for c in checks)
@@ -267,6 +275,10 @@ class ScenarioScores:
     constraint_keeping: float | None
     correction_updating: float | None
     dialogues: int
+    sc_change: float | None = None
+    """SC over the change checks alone (what copying the latest image cannot satisfy)."""
+    sc_preservation: float | None = None
+    """SC over the preservation checks alone."""
 
 
 def scenario_scores(records: list[DialogueRecord], answers: bool) -> ScenarioScores:
@@ -289,6 +301,9 @@ def scenario_scores(records: list[DialogueRecord], answers: bool) -> ScenarioSco
     def cap_rate(cap: str) -> float | None:
         return _mean([100.0 * p for r in records for c, p in r.checks.values() if c == cap])
 
+    def effect_sc(effect: str) -> float | None:
+        return _mean([100.0 * e[effect] for r in records for e in r.effects.values() if effect in e])
+
     return ScenarioScores(
         dsu,
         understanding,
@@ -298,6 +313,8 @@ def scenario_scores(records: list[DialogueRecord], answers: bool) -> ScenarioSco
         cap_rate("constraint_adherence"),
         cap_rate("correction_updating"),
         len(records),
+        effect_sc("change"),
+        effect_sc("preservation"),
     )
 
 
@@ -353,7 +370,8 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
     by = {s: [r for r in run.dialogues.values() if r.scenario == s] for s in SCENARIOS}
     present = [s for s in SCENARIOS if by[s]]
     per = {s: scenario_scores(by[s], run.answers) for s in present}
-    keys = ("understanding", "sc", "vq", "scene", "constraint_keeping", "correction_updating")
+    keys = ("understanding", "sc", "vq", "scene", "constraint_keeping", "correction_updating", "sc_change",
+            "sc_preservation")  # fmt: skip
     average: dict[str, float | None] = {k: _macro([getattr(per[s], k) for s in present]) for k in keys}
     for t in QTYPES:
         average[t] = _macro([per[s].dsu[t] for s in present])

@@ -228,6 +228,17 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             ],
         )
     )
+    split = [s for s in scores if any(s.average.get(k) is not None for k in ("sc_change", "sc_preservation"))]
+    if split:
+        out.append(
+            Table(
+                "sc_effects",
+                "State consistency by what a check tests: change (what the turn changes or the history requires,"
+                " which a copy of the latest image cannot satisfy) and preservation (what must stay), 0-100",
+                ["Model", "SC", "SC change", "SC preservation"],
+                [[s.label, s.average["sc"], s.average["sc_change"], s.average["sc_preservation"]] for s in split],
+            )
+        )
     out.append(
         Table(
             "coverage",
