@@ -120,3 +120,26 @@ def test_cli_stats_fits_80_columns(world_bench: Path) -> None:
     assert max(len(line) for line in table_lines) <= 80
     assert "…" not in proc.stdout
     assert "By scenario" in proc.stdout
+
+
+def test_lexical_variety_counts_distinct_ngrams_per_thousand_words(built: Path) -> None:
+    import itertools
+    import re
+
+    from yanami.schema import TextPart
+
+    dialogues = list(Dataset(built))
+    s = dataset_stats(dialogues)
+    messages = [
+        re.findall(r"[a-z0-9]+(?:'[a-z]+)?", " ".join(p.text for p in m.parts if isinstance(p, TextPart)).lower())
+        for d in dialogues
+        for t in d.turns
+        for m in (t.user, t.assistant)
+    ]
+    words = sum(map(len, messages))
+    unigrams = {w for m in messages for w in m}
+    bigrams = {pair for m in messages for pair in itertools.pairwise(m)}
+    assert s.lexical_words == words > 0
+    assert s.lexical_variety["1"] == round(1000 * len(unigrams) / words, 1)
+    assert s.lexical_variety["2"] == round(1000 * len(bigrams) / words, 1)  # n-grams never cross messages
+    assert 0 < s.lexical_variety["1"] <= s.lexical_variety["2"]

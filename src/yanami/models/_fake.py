@@ -161,6 +161,7 @@ class FakeServer:
                 pass
 
             def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+                self._finished()  # before the reply leaves: the client may send its next request at once
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -174,9 +175,16 @@ class FakeServer:
                     server.arrivals.append(time.monotonic())
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self._counted = True
                 try:
                     self._post()
                 finally:
+                    self._finished()
+
+            def _finished(self) -> None:
+                """This request no longer counts as in flight (once, however the handler ends)."""
+                if getattr(self, "_counted", False):
+                    self._counted = False
                     with server._lock:
                         server.in_flight -= 1
 

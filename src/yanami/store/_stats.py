@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from yanami.schema import Capability, CheckKind, Dialogue, QuestionType, Scenario
+from yanami.schema import Capability, CheckKind, Dialogue, QuestionType, Scenario, TextPart
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -67,6 +68,38 @@ class DatasetStats(BaseModel):
     atomic_checks_per_dialogue: float
     target_turns: int
     by_scenario: dict[str, ScenarioStats]
+    lexical_variety: dict[str, float] = {}
+    """Distinct n-grams per 1,000 words of message text (``1``, ``2``, ``3``), over the first
+    `LEXICAL_SAMPLE` dialogues (a fixed sample: the ratio falls as a corpus grows)."""
+    lexical_words: int = 0
+    """The words that ratio counts."""
+
+
+LEXICAL_SAMPLE = 2000
+"""Dialogues whose messages the lexical variety is measured on."""
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+PAPER_CORPUS = {
+    "Total dialogues": 402_639,
+    "Total images": 2_047_236,
+    "Total dialogue turns": 2_643_291,
+    "Average images / dialogue": 5.08,
+    "Average turns / dialogue": 6.56,
+    "Maximum turns / dialogue": 43,
+}
+"""YANAMI-400K's shape (the paper's Table 7), shown beside a dataset's own."""
+
+
+def _count_grams(d: Dialogue, grams: dict[int, set[str]]) -> int:
+    """Add a dialogue's message n-grams (within a message) to ``grams``; returns its word count."""
+    total = 0
+    for t in d.turns:
+        for m in (t.user, t.assistant):
+            tokens = _WORD.findall(" ".join(p.text for p in m.parts if isinstance(p, TextPart)).lower())
+            total += len(tokens)
+            for k, seen in grams.items():
+                seen.update(" ".join(tokens[i : i + k]) for i in range(len(tokens) - k + 1))
+    return total
 
 
 def _div(a: float, b: float) -> float:
@@ -82,8 +115,12 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
     four = 0
     questions: Counter[str] = Counter()
     per: dict[str, Counter[str]] = {s.value: Counter() for s in Scenario}
+    grams: dict[int, set[str]] = {1: set(), 2: set(), 3: set()}
+    words = 0
     for d in dialogues:
         n += 1
+        if n <= LEXICAL_SAMPLE:
+            words += _count_grams(d, grams)
         k = len({p.sha256 for p in d.images()})
         images += k
         nt = len(d.turns)
@@ -135,6 +172,8 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
         capability_checks=capability,
         atomic_checks_per_dialogue=_div(atomic, n),
         target_turns=target,
+        lexical_variety={str(k): round(1000 * _div(len(g), words), 1) for k, g in grams.items()} if words else {},
+        lexical_words=words,
         by_scenario={
             s: ScenarioStats(
                 dialogues=row["dialogues"],
@@ -168,7 +207,7 @@ def stats_tables(s: DatasetStats) -> list[Table]:
             t.add_column(col, justify="right", no_wrap=True)
         return t
 
-    t = table("Corpus and sequence statistics", "Value", first="Statistic")
+    t = table("Corpus and sequence statistics", "Value", "YANAMI-400K", first="Statistic")
     for label, value in [
         ("Total dialogues", f"{s.dialogues:,}"),
         ("Total images", f"{s.images:,}"),
@@ -189,8 +228,16 @@ def stats_tables(s: DatasetStats) -> list[Table]:
         ("Atomic checks / dialogue", f"{s.atomic_checks_per_dialogue:.2f}"),
         ("Capability-specific checks", f"{s.capability_checks:,}"),
     ]:
-        t.add_row(label, value)
+        paper = PAPER_CORPUS.get(label)
+        t.add_row(label, value, "" if paper is None else f"{paper:,}")
     tables = [t]
+    if s.lexical_words:
+        sample = min(s.dialogues, LEXICAL_SAMPLE)
+        t = table(f"Lexical variety (messages of the first {sample:,} dialogues)", "Value", first="Statistic")
+        t.add_row("Words", f"{s.lexical_words:,}")
+        for k, per_thousand in s.lexical_variety.items():
+            t.add_row(f"Distinct {k}-grams / 1,000 words", f"{per_thousand:,.1f}")
+        tables.append(t)
 
     t = table("Images per dialogue", "Images", "Dialogues", "Share")
     for bucket, n in s.images_per_dialogue_distribution.items():
