@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from yanami.bench._items import GLOBAL_SEED, History, Layout
 from yanami.errors import UserError
+from yanami.models import OUTPUT_LONG_EDGE
 from yanami.store import MANIFEST, Dataset
 
 RUN_FORMAT = "yanami-run"
@@ -67,7 +68,7 @@ class RunManifest(BaseModel):
     items: int
     """How many items the run has in all."""
     global_seed: int = GLOBAL_SEED
-    output_long_edge: int = 512
+    output_long_edge: int = OUTPUT_LONG_EDGE
     max_tokens: int = 512
     temperature: float = 0.0
     yanami_version: str

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yanami.errors import UserError
 from yanami.models import (
+    OUTPUT_LONG_EDGE,
     AnswerVerdict,
     ImageVerdict,
     InputImage,
@@ -124,8 +125,12 @@ class VLMJudge:
 
     def _ask(self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel]) -> Any:
         messages = [InputMessage("user", tuple(parts))]
+
+        def ask() -> str:  # temperature 0 and seed 0: the same grading for the same input
+            return self._answer(Request(item, tuple(messages), seed=0, size=(OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)))
+
         try:
-            reply = self._answer(Request(item, tuple(messages), seed=0, size=(512, 512)))
+            reply = ask()
             try:
                 return parse_reply(reply, schema)
             except ValueError as first:
@@ -135,7 +140,7 @@ class VLMJudge:
                         "user", (InputText(f"That reply is invalid ({first}). Reply again with the JSON only."),)
                     ),
                 ]
-                again = self._answer(Request(item, tuple(messages), seed=0, size=(512, 512)))
+                again = ask()
                 return self._validated(again, schema)
         except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
             raise JudgeError(f"{self.name}: {exc}") from None
