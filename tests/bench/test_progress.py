@@ -51,7 +51,8 @@ def test_eval_off_a_terminal_prints_lines_of_progress(cli, world_bench, tmp_path
     assert {m["label"] for m in lines if m} == {"evaluating reference:oracle"}
     done = [int(m["done"]) for m in lines if m]
     total = int(lines[-1]["total"])  # type: ignore[index]
-    assert done == list(range(total + 1))  # from the start (0 done) to the last item
+    # from the start (0 done) to the last item, rising (items finished together are counted together)
+    assert done[0] == 0 and done[-1] == total and done == sorted(set(done)) and len(done) > 2
     # resumed: the count starts at what was done, and the rate counts only what this call did
     again = cli("eval", world_bench, "--model", "reference:oracle", "--out", tmp_path / "run", "--limit", "2")
     assert again.code == 0, again.err

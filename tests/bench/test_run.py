@@ -212,3 +212,32 @@ def test_parse_worker_processes_never_change_a_result(world_bench, tmp_path) -> 
     _parse._PARSES.clear()  # so that the second run really parses in the workers
     evaluate(world_bench, "reference:stateless", tmp_path / "two", history="self", workers=2, concurrency=4)
     assert _rows(tmp_path / "one") == _rows(tmp_path / "two")
+
+
+def test_a_bench_image_is_read_once_while_it_is_kept(world_bench, monkeypatch) -> None:
+    """The questions of a dialogue start together: one of them reads (and verifies) an image, the
+    others take it; the least recently shown image is dropped first when the cache is full."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    dataset = Dataset(world_bench)
+    parts = list({p.sha256: p for d in dataset for t in d.turns for p in t.user.parts if p.type == "image"}.values())
+    reads: list[str] = []
+    real = Dataset.image_bytes
+
+    def counting(self: Dataset, part: object) -> bytes:
+        reads.append(part.sha256)  # type: ignore[attr-defined]
+        time.sleep(0.01)  # long enough for the other threads to ask meanwhile
+        return real(self, part)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Dataset, "image_bytes", counting)
+    monkeypatch.setattr(_run, "_IMAGES_KEPT", 2)
+    runner = _run._Runner(dataset, {}, None, None, None, None, {})  # type: ignore[arg-type]
+    with ThreadPoolExecutor(8) as pool:
+        shown = list(pool.map(runner.bench_image, [parts[0]] * 8))
+    assert reads == [parts[0].sha256] and all(s is shown[0] for s in shown)
+    runner.bench_image(parts[1])
+    runner.bench_image(parts[0])  # shown again: now the most recent
+    runner.bench_image(parts[2])  # the cache is full: parts[1] goes
+    runner.bench_image(parts[0])
+    runner.bench_image(parts[1])
+    assert reads == [p.sha256 for p in (parts[0], parts[1], parts[2], parts[1])]

@@ -1,7 +1,8 @@
 """The results store of a run: ``RUN/results.sqlite`` and content-addressed ``RUN/outputs/``.
 
-One row per prediction and one per verdict, each item written in one transaction, so a
-run killed at any moment keeps every finished item whole and nothing twice. Output
+One row per prediction and one per verdict, each item written whole in one transaction
+(with the other items finished at the same moment), so a run killed at any moment keeps
+every finished item whole and nothing twice. Output
 images are written (temporary file, then rename) before the row that names them. The
 store owns its connection and its transactions: callers use its methods, never SQL.
 Rows are read by column name into the typed records of `yanami.bench._format`.
@@ -140,10 +141,15 @@ class Results:
 
     def write(self, prediction: Prediction, verdict: Verdict | None) -> None:
         """Record one item, its prediction and its verdict (if any), in one transaction."""
+        self.write_items([(prediction, verdict)])
+
+    def write_items(self, items: list[tuple[Prediction, Verdict | None]]) -> None:
+        """Record several finished items in one transaction (each whole: its prediction and its verdict)."""
         with self._transaction():
-            self._db.execute(_INSERT_PREDICTION, prediction.model_dump())
-            if verdict is not None:
-                self._db.execute(_INSERT_VERDICT, self._verdict_row(verdict))
+            for prediction, verdict in items:
+                self._db.execute(_INSERT_PREDICTION, prediction.model_dump())
+                if verdict is not None:
+                    self._db.execute(_INSERT_VERDICT, self._verdict_row(verdict))
 
     def write_verdict(self, verdict: Verdict) -> None:
         """Record (or replace) one verdict, in its own transaction."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from yanami._files import atomic_write
 from yanami.bench._format import (
@@ -345,17 +345,18 @@ def _execute(
         pending = sum(len(c) for c in todo)
         try:
             while pending:
-                got = results.get()
-                if isinstance(got, BaseException):
-                    raise got
-                prediction, verdict = got
-                store.write(prediction, verdict)
-                summary.written += 1
-                summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
-                if prediction.status == "error" and summary.first_error is None:
-                    summary.first_error = f"{prediction.item}: {prediction.error}"
-                pending -= 1
-                done += 1
+                batch = _ready(results)  # what finished meanwhile, recorded in one transaction
+                store.write_items([got for got in batch if not isinstance(got, BaseException)])
+                for got in batch:
+                    if isinstance(got, BaseException):
+                        raise got
+                    prediction = got[0]
+                    summary.written += 1
+                    summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
+                    if prediction.status == "error" and summary.first_error is None:
+                        summary.first_error = f"{prediction.item}: {prediction.error}"
+                    pending -= 1
+                    done += 1
                 if on_progress:
                     on_progress(done, total)
         finally:
@@ -365,12 +366,28 @@ def _execute(
     return summary
 
 
+_T = TypeVar("_T")
+
+
+def _ready(results: queue.Queue[_T]) -> list[_T]:
+    """The next finished result (waiting for it) and every other one already waiting."""
+    batch = [results.get()]
+    with contextlib.suppress(queue.Empty):
+        while len(batch) < 256:
+            batch.append(results.get_nowait())
+    return batch
+
+
 def _unless(stop: threading.Event, fn: Callable[[list[Item]], None]) -> Callable[[list[Item]], None]:
     def run(chain: list[Item]) -> None:
         if not stop.is_set():
             fn(chain)
 
     return run
+
+
+_IMAGES_KEPT = 512
+"""Bench images kept in memory (with their encoded form), the least recently shown dropped first."""
 
 
 class _Runner:
@@ -393,14 +410,14 @@ class _Runner:
 
     def bench_image(self, part: ImagePart) -> InputImage:
         """A bench image as a model receives it, read (and verified) once for every request that shows it."""
-        image = self._images.get(part.sha256)
-        if image is None:
-            data = self.dataset.image_bytes(part)  # checked: hash and pixel limit (one line if not)
-            image = InputImage(data, part.sha256, part.width, part.height)
-            with self._lock:
-                if len(self._images) > 512:
-                    self._images.clear()
-                self._images[part.sha256] = image
+        with self._lock:  # one reader per image: the questions of a dialogue start together
+            image = self._images.pop(part.sha256, None)
+            if image is None:
+                data = self.dataset.image_bytes(part)  # checked: hash and pixel limit (one line if not)
+                image = InputImage(data, part.sha256, part.width, part.height)
+                if len(self._images) >= _IMAGES_KEPT:
+                    del self._images[next(iter(self._images))]  # the least recently shown
+            self._images[part.sha256] = image
         return image
 
     def run_item(self, item: Item, own: dict[int, str | None]) -> tuple[Prediction, Verdict | None]:
