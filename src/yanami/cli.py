@@ -368,8 +368,9 @@ def audit(
 
     For each target turn, the turn's free choices (a substitute colour, a spot, how far)
     are drawn again DRAWS times; every check must hold on each realization. The stateless
-    reading (the request applied to the latest image alone) must fail some check. Exit 1
-    if any check is undecidable.
+    reading (the request applied to the latest image alone) must fail some check. Under
+    Self-History, rollouts that make their own free choices must pass every check as the
+    judge rebases it on their own earlier images. Exit 1 if any check is undecidable.
     """
     from yanami.store import Dataset
     from yanami.world._audit import Audit, audit_dialogue
@@ -408,14 +409,21 @@ def audit(
             f" images, {figures['per_dialogue']['atomic_checks']:.2f} atomic checks\n"
             f"answer letters (four options): {letters}\n"
             f"Self-History exposure: {figures['self_history_exposed_checks']} checks in "
-            f"{figures['self_history_exposed_turns']} turns name a value an earlier free choice set",
+            f"{figures['self_history_exposed_turns']} turns name a value an earlier free choice set "
+            "(judged against the model's own earlier image)\n"
+            f"Self-History decidable: {figures['self_history_checks'] - figures['self_history_undecidable_checks']}"
+            f"/{figures['self_history_checks']} checks over {figures['self_history_rollouts']} rollouts per dialogue"
+            f" with their own free choices ({figures['self_history_rollouts_cut_short']} rollouts cut short:"
+            " their own choices left no room or two identical objects)",
             markup=False,
         )
     for u in report.undecidable[:MAX_PROBLEMS_SHOWN]:
         out.print(f"undecidable {u.dialogue} t{u.turn} {u.check}: {u.text} (fails {u.failed})", markup=False)
+    for u in report.self_undecidable[:MAX_PROBLEMS_SHOWN]:
+        out.print(f"undecidable under Self-History {u.dialogue} t{u.turn} {u.check}: {u.text}", markup=False)
     for dialogue_id, turn in report.reducible[:MAX_PROBLEMS_SHOWN]:
         out.print(f"reducible {dialogue_id} t{turn}: the stateless reading passes every check", markup=False)
-    if report.undecidable:
+    if report.undecidable or report.self_undecidable:
         raise typer.Exit(1)
 
 

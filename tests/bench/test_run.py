@@ -36,7 +36,7 @@ def test_oracle_scores_full_marks_and_the_manifest_records_everything(world_benc
     m = json.loads((tmp_path / "run" / "manifest.json").read_text())
     for key in ("bench_sha256", "model", "history", "layout", "judge", "yanami_version", "global_seed", "items"):
         assert key in m
-    assert m["judge"] == {"name": "exact", "version": "2"} and m["global_seed"] == 42
+    assert m["judge"] == {"name": "exact", "version": "3"} and m["global_seed"] == 42
     scores = run_scores(load_run(tmp_path / "run"))
     assert scores.average["scene"] == pytest.approx(100)
     for part in ("understanding", "sc", "vq", "constraint_keeping", "correction_updating"):

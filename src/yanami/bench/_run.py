@@ -48,6 +48,7 @@ from yanami.errors import UserError
 from yanami.judges import Judge, JudgeError, judge_settings, load_judge
 from yanami.models import (
     InputImage,
+    JudgesOwnHistory,
     Model,
     ReadsBench,
     Refused,
@@ -321,7 +322,8 @@ def _execute(
         if item_id in finished and p.status == "ok" and item_id not in judged:
             d = by_id.get(p.dialogue)
             if d is not None:
-                store.write(p, _judge(judge, d, p, store))
+                history = _stored_history(d, p, predictions) if manifest.history == "self" else None
+                store.write(p, _judge(judge, d, p, store, own=history))
     todo = [[i for i in c if i.id not in finished] for c in chains]
     todo = [c for c in todo if c]
     summary = Summary(store.run, total, total - sum(len(c) for c in todo))
@@ -484,7 +486,10 @@ class _Runner:
             seed=item_seed(item.id, self.manifest.global_seed),
             history_fallbacks=fallbacks,
         )
-        verdict = _judge(self.judge, d, prediction, self.store, image_data=data if image else None)
+        history = None
+        if selfh and item.kind == "turn":
+            history = _own_history(d, item.turn, lambda t: own.get(t) if t in own else self._earlier_image(d, t))
+        verdict = _judge(self.judge, d, prediction, self.store, image_data=data if image else None, own=history)
         return prediction, verdict
 
     def _earlier_image(self, d: Dialogue, turn: int) -> str | None:
@@ -498,8 +503,38 @@ def _effect(predicate: object) -> str | None:
     return effect if effect in ("change", "preservation") else None
 
 
-def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data: bytes | None = None) -> Verdict | None:
+def _own_history(d: Dialogue, turn: int, image_of: Callable[[int], str | None]) -> dict[int, str]:
+    """The model's own images (sha256) of a dialogue's target turns before ``turn``, by turn."""
+    out: dict[int, str] = {}
+    for t in generation_turns(d):
+        sha = image_of(t) if t < turn else None
+        if sha is not None:
+            out[t] = sha
+    return out
+
+
+def _stored_history(d: Dialogue, p: Prediction, predictions: dict[str, Prediction]) -> dict[int, str]:
+    """`_own_history` of a stored Self-History prediction, from the run's other predictions."""
+
+    def image_of(t: int) -> str | None:
+        earlier = predictions.get(f"{d.id}/t{t}")
+        return earlier.image if earlier is not None and earlier.status == "ok" else None
+
+    return _own_history(d, p.turn, image_of) if p.kind == "turn" else {}
+
+
+def _judge(
+    judge: Judge,
+    d: Dialogue,
+    p: Prediction,
+    store: Results,
+    image_data: bytes | None = None,
+    own: dict[int, str] | None = None,
+) -> Verdict | None:
     """The verdict on an ok prediction (None otherwise: nothing to grade).
+
+    ``own`` (Self-History) names the model's own images of the earlier target turns: a judge
+    that implements `JudgesOwnHistory` grades against them where an earlier free choice matters.
 
     A judge that fails (an unreachable server, output that stays invalid after its repair
     retry) gives a verdict with status ``error``: the item is then not scored, and the next
@@ -522,7 +557,11 @@ def _judge(judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data:
             )
         turn = d.turns[p.turn]
         assert p.image is not None
-        iv = judge.judge_image(d, turn, image_data if image_data is not None else store.image(p.image))
+        data = image_data if image_data is not None else store.image(p.image)
+        if own is not None and isinstance(judge, JudgesOwnHistory):
+            iv = judge.judge_image_in_history(d, turn, data, {t: store.image(sha) for t, sha in own.items()})
+        else:
+            iv = judge.judge_image(d, turn, data)
     except JudgeError as exc:
         return Verdict(item=p.item, judge=judge.name, judge_version=judge.version, status="error", reason=str(exc))
     checks = [
@@ -580,10 +619,22 @@ def rejudge(
             for k, v in store.verdicts(the_judge.name).items()
             if v.status == "ok" and v.judge_version == the_judge.version
         }
-        todo = [p for p in store.predictions().values() if p.status == "ok" and p.item not in done]
+        predictions = store.predictions()
+        todo = [p for p in predictions.values() if p.status == "ok" and p.item not in done]
         summary = Summary(run, len(todo) + len(done), len(done))
+        selfh = manifest.history == "self"
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            futures = [pool.submit(_judge, the_judge, by_id[p.dialogue], p, store) for p in todo]
+            futures = [
+                pool.submit(
+                    _judge,
+                    the_judge,
+                    by_id[p.dialogue],
+                    p,
+                    store,
+                    own=_stored_history(by_id[p.dialogue], p, predictions) if selfh else None,
+                )
+                for p in todo
+            ]
             for n, f in enumerate(futures, 1):
                 v = f.result()
                 if v is not None:

@@ -8,14 +8,19 @@ world scene (see `world_quality`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from yanami.errors import UserError
 from yanami.judges._choice import choice_score, value_score
 from yanami.models import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
-from yanami.world import Parse, evaluate, parse_cached, turn_state
+from yanami.world import Parse, evaluate, parse_cached, rebase_checks, turn_state
 
-VERSION = "2"
-"""2: a stack hidden inside its support's outline is told from a lone object by colour."""
+VERSION = "3"
+"""2: a stack hidden inside its support's outline is told from a lone object by colour.
+3: under Self-History, a check on a value an earlier free choice set is judged against the
+model's own earlier image (`yanami.world.rebase_checks`)."""
 
 
 def world_quality(parse: Parse) -> int:
@@ -50,10 +55,19 @@ class ExactJudge:
 
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
         """Every check of the turn evaluated on the parsed candidate, and the world Visual Quality."""
+        return self._grade(turn, image, {c.id: c.hidden.predicate for c in turn.checks})  # type: ignore[misc]
+
+    def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
+        """As `judge_image`, with each check on a value an earlier free choice set rebased on the
+        model's own earlier image of that turn (read by the same parser)."""
+        seen = {t: parse_cached(data, turn_state(d.turns[t]).azimuth).to_scene() for t, data in own.items()}
+        return self._grade(turn, image, rebase_checks(d, turn, seen))
+
+    def _grade(self, turn: Turn, image: bytes, predicates: dict[str, dict[str, Any]]) -> ImageVerdict:
         azimuth = turn_state(turn).azimuth
         parse = parse_cached(image, azimuth)  # identical candidates (across runs too) are parsed once
         scene = parse.to_scene()
-        checks = {c.id: evaluate(c.hidden.predicate, scene, azimuth) for c in turn.checks}  # type: ignore[arg-type]
+        checks = {cid: evaluate(p, scene, azimuth) for cid, p in predicates.items()}
         objects = "; ".join(f"{o.size} {o.colour} {o.material} {o.shape}" for o in parse.objects)
         return ImageVerdict(checks, float(world_quality(parse)), f"parsed {len(parse.objects)} objects: {objects}")
 

@@ -15,7 +15,7 @@ that implements the contract loads in milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -146,6 +146,21 @@ class Judge(Protocol):
 
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
         """Grade a candidate image for target turn ``turn`` of dialogue ``d``."""
+        ...
+
+
+@runtime_checkable
+class JudgesOwnHistory(Protocol):
+    """A judge that can grade a Self-History image against the model's own earlier images.
+
+    Where the words left a choice open earlier ("not brown, then"), the model's own earlier
+    image may show another admissible pick than the ground truth's; a later check on that
+    value is then fair only against the model's own. The runner calls this instead of
+    `Judge.judge_image` under Self-History.
+    """
+
+    def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
+        """Grade ``image`` for ``turn``; ``own`` holds the model's images of the earlier target turns, by turn."""
         ...
 
 

@@ -23,6 +23,7 @@ from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
+from yanami.world._selfhistory import rebase_checks
 
 __all__ = [
     "AGENTS",
@@ -58,6 +59,7 @@ __all__ = [
     "plan",
     "question_intent",
     "random_scene",
+    "rebase_checks",
     "reference_agent",
     "relation",
     "render",

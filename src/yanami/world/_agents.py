@@ -44,6 +44,8 @@ from yanami.world._ops import OpError, View, apply_op
 from yanami.world._parse import parse_cached
 from yanami.world._place import VIEWS, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
+from yanami.world._scene import Scene
+from yanami.world._selfhistory import read_in_history
 
 AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
@@ -164,6 +166,19 @@ class TrivialAgent:
         return letters[0] if self.kind == "copy-input" else self._rng(request).choice(letters)
 
 
+REDRAWS = 8
+"""How many of its own free choices the stateful agent tries before it keeps one that reads back badly."""
+
+
+def _reads_back(png: bytes, view: View) -> bool:
+    """Whether the picture parses as the scene drawn (the same objects, the same stacks)."""
+
+    def key(scene: Scene) -> list[tuple[str, ...]]:
+        return sorted((o.shape, o.colour, o.size, o.material, str(o.on is not None)) for o in scene.objects)
+
+    return key(see(png, sha256_hex(png), view.azimuth).scene) == key(view.scene)
+
+
 class ReferenceAgent:
     """One of the reference agents (see the module docstring)."""
 
@@ -201,11 +216,24 @@ class ReferenceAgent:
         op = intent.operation(self.kind)
         images = _Seen(request, image_azimuths(d, turn.index))
         latest = images[len(images) - 1]
-        if op is intent.op and intent.free and isinstance(op, dict):
+        # The user's references read against the images the agent was shown: under Self-History
+        # its own, where its earlier free choices may differ from the ground truth's.
+        free = list(intent.free) if op is intent.op else []
+        op, free = read_in_history(d, turn, op, free, images)
+        if free and isinstance(op, dict):
             # Where the words leave a choice open, the agent makes its own, from its own seed:
-            # it never copies a pick of the world's that the model could not know.
+            # it never copies a pick of the world's that the model could not know. Like a careful
+            # painter it looks at what it drew, and draws another choice if the picture does not
+            # read back as the scene it meant (two objects of one colour touching on screen).
             rng = random.Random(f"{self.name}/{request.seed}/{request.item}")
-            op = realize(op, intent.free, latest, images, rng) or op  # type: ignore[arg-type]
+            for _ in range(REDRAWS):
+                mine = realize(op, free, latest, images, rng)  # type: ignore[arg-type]
+                if mine is None:
+                    break
+                new = apply_op(mine, latest, images)  # type: ignore[arg-type]
+                png = draw(new)
+                if _reads_back(png, new):
+                    return png
         try:
             new = apply_op(op, latest, images)  # type: ignore[arg-type]
         except (OpError, IndexError):

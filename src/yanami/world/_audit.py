@@ -11,9 +11,17 @@ For each target turn, replayed from the hidden states (the ground-truth history)
 - *floor*: how many of the turn's checks a copy of the latest image already passes; the
   rest test what the turn changes or what the history requires.
 - *Self-History exposure*: how many checks name a value that an *earlier* turn's free
-  choice set (an object's substitute colour, a spot chosen freely): decidable under
-  GT-History, where the history image shows the ground truth's pick, but not under
-  Self-History, where the model's own earlier image may show another admissible pick.
+  choice set (an object's substitute colour, a spot chosen freely). Under GT-History the
+  history image shows the ground truth's pick; under Self-History the model's own earlier
+  image may show another admissible pick, and the exact judge rebases such a check on it
+  (`yanami.world._selfhistory`).
+- *Self-History decidability*: `SELF_ROLLOUTS` rollouts of the dialogue as a model that
+  follows every instruction but makes its *own* free choices would play it under
+  Self-History (each target turn applied to its own previous image, the user's references
+  read against its own images); every check, rebased on its own earlier images as the
+  judge does, must hold on each. A rollout whose own choices leave no valid realization
+  later (no free spot for a new object) or make two objects identical (words no longer
+  single one out) stops there, and is counted apart.
 
 It also counts, over the questions with four options, how often each letter is the answer.
 """
@@ -25,12 +33,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue
-from yanami.world._free import AUDIT_DRAWS, loose, realizations
+from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, Turn
+from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize
 from yanami.world._hidden import turn_intent
-from yanami.world._ops import View, apply_op
-from yanami.world._predicates import evaluate, select
-from yanami.world._scene import Scene, WorldObject
+from yanami.world._ops import OpError, View, apply_op
+from yanami.world._place import valid
+from yanami.world._predicates import evaluate
+from yanami.world._scene import Scene
+from yanami.world._selfhistory import exposed, read_in_history, rebase_checks, track, view_of
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,13 @@ class Audit:
     letters: Counter[str] = field(default_factory=Counter)
     exposed: list[tuple[str, int, str]] = field(default_factory=list)
     """(dialogue, turn, check) of checks that name a value an earlier free choice set."""
+    self_checks: int = 0
+    """Checks evaluated in the Self-History rollouts (each rollout counts each check once)."""
+    self_undecidable: list[Undecidable] = field(default_factory=list)
+    """Checks that fail in a Self-History rollout, once rebased on the rollout's own images."""
+    self_void: int = 0
+    """Rollouts cut short where their own earlier choices left no valid realization (no free spot
+    for a new object) or made two objects identical (so that words no longer single one out)."""
 
     def add(self, other: Audit) -> None:
         """Merge another audit into this one."""
@@ -81,12 +98,15 @@ class Audit:
             "copy_passed",
             "turns",
             "images",
+            "self_checks",
+            "self_void",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.undecidable += other.undecidable
         self.reducible += other.reducible
         self.copy_majority += other.copy_majority
         self.exposed += other.exposed
+        self.self_undecidable += other.self_undecidable
         self.letters += other.letters
 
     @property
@@ -113,6 +133,11 @@ class Audit:
             "turns_a_copy_mostly_passes": len(self.copy_majority),
             "self_history_exposed_checks": len(self.exposed),
             "self_history_exposed_turns": len({(d, t) for d, t, _ in self.exposed}),
+            "self_history_rollouts": SELF_ROLLOUTS,
+            "self_history_checks": self.self_checks,
+            "self_history_undecidable_checks": len(self.self_undecidable),
+            "self_history_undecidable_turns": len({(u.dialogue, u.turn) for u in self.self_undecidable}),
+            "self_history_rollouts_cut_short": self.self_void,
             "per_dialogue": {
                 "turns": self.turns / self.dialogues if self.dialogues else 0.0,
                 "images": self.images / self.dialogues if self.dialogues else 0.0,
@@ -123,144 +148,113 @@ class Audit:
         }
 
 
-def _view(state: Any) -> View:
-    objs = tuple(WorldObject.model_validate(o) for o in state["scene"])
-    return View(Scene.model_construct(objects=objs), float(state["azimuth"]), str(state["style"]))
-
-
-Open = tuple[set[int], dict[int, set[str]]]
-"""Values earlier free choices set: ids of objects whose spot is open, and per id the open attributes."""
-
-
-def _carry(op: Any, before: View, opened: Open, images: list[Open]) -> Open:
-    """What stays open after a fixed operation ``op`` (it fixes what it sets)."""
-    spots, attrs = set(opened[0]), {k: set(v) for k, v in opened[1].items()}
-    if not isinstance(op, dict):
-        return spots, attrs
-    kind = op.get("op")
-    scene = before.scene
-    if kind == "batch":
-        view, out = before, (spots, attrs)
-        for step in op["ops"]:
-            out = _carry(step, view, out, images)
-            view = apply_op(step, view, [])
-        return out
-    if kind == "restore":
-        k = int(op["image"]) - 1
-        return images[k] if k < len(images) else (spots, attrs)
-    if kind == "compose":
-        return set(), {}
-    found = select(scene, op["where"]) if "where" in op else []
-    if kind == "set" and found:
-        attrs.get(found[0].id, set()).discard(op["attr"])
-    elif kind == "move" and found:
-        spots.discard(found[0].id)
-        spots -= {o.id for o in scene.objects if o.on == found[0].id}
-    elif kind == "remove" and found:
-        spots.discard(found[0].id)
-        attrs.pop(found[0].id, None)
-    elif kind == "swap":
-        a, b = select(scene, op["a"]), select(scene, op["b"])
-        if a and b and (a[0].id in spots or b[0].id in spots):
-            spots |= {a[0].id, b[0].id}
-    elif kind == "stack" and found:
-        support = select(scene, op["on"])
-        if support and support[0].id in spots:
-            spots.add(found[0].id)
-        else:
-            spots.discard(found[0].id)
-    return spots, attrs
-
-
-def _exposed(pred: dict[str, Any], scene: Scene, opened: Open) -> bool:
-    """Whether a check names a value that an earlier free choice set."""
-    spots, attrs = opened
-    kind = pred["op"]
-    named = [pred[k] for k in ("where", "a", "b") if isinstance(pred.get(k), dict)]
-    if kind == "moved":
-        named = named[:1]
-    for where in named:
-        for o in select(scene, where):
-            if set(where) & attrs.get(o.id, set()):
-                return True
-            if kind in ("relation", "on", "moved") and o.id in spots:
-                return True
-    return False
-
-
 def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
     """Audit one world dialogue (see the module docstring)."""
     report = Audit(dialogues=1, turns=len(d.turns), images=len(d.images()))
     seed = d.meta.seed if d.meta.seed is not None else 0
+    tracks = track(d)
     shown: list[View] = []
     before: View | None = None
-    opened: Open = (set(), {})
-    opened_at: list[Open] = []
     for t in d.turns:
-        state = t.hidden.state
-        if not isinstance(state, dict):
+        after = view_of(t)
+        if after is None:
             continue
-        after = _view(state)
-        intent = turn_intent(t)
-        if before is not None and isinstance(intent.op, dict):
-            # what this turn sets itself no longer depends on an earlier choice (but where a
-            # moved object started does)
-            carried = _carry(intent.op, before, opened, opened_at)
+        if before is not None and isinstance(turn_intent(t).op, dict) and tracks[t.index]:
             for c in t.checks:
                 pred = c.hidden.predicate
-                if isinstance(pred, dict) and _exposed(pred, after.scene, opened if pred["op"] == "moved" else carried):
+                if isinstance(pred, dict) and exposed(pred, after.scene, tracks[t.index]):
                     report.exposed.append((d.id, t.index, c.id))
-            free_now: list[dict[str, Any]] = list(intent.free)
-            opened = carried
-            spots, attrs = loose(intent.op, free_now, before, after.scene)
-            opened = (
-                opened[0] | spots,
-                {k: opened[1].get(k, set()) | attrs.get(k, set()) for k in {*opened[1], *attrs}},
-            )
-        elif t.user.images():
-            opened = (set(), {})  # a picture the user shares fixes everything in it
         if t.checks and before is not None and shown:
-            intent = turn_intent(t)
-            op = intent.op
-            assert isinstance(op, dict)
-            free: list[dict[str, Any]] = list(intent.free)
-            variants = [after]
-            if free:
-                report.turns_with_free += 1
-                extra = realizations(op, free, before, shown, seed, d.id, t.index, draws)
-                report.realizations += len(extra)
-                variants += extra
-            stateless = intent.stateless
-            naive = apply_op(stateless, shown[-1], shown) if isinstance(stateless, dict) else shown[-1]
-            copy = shown[-1]
-            report.targets += 1
-            fails_naive = False
-            copy_passes = atomic = 0
-            for c in t.checks:
-                pred = c.hidden.predicate
-                assert isinstance(pred, dict)
-                report.checks += 1
-                failed = sum(not evaluate(pred, v.scene, v.azimuth) for v in variants)
-                if failed:
-                    report.undecidable.append(Undecidable(d.id, t.index, c.id, c.text, failed))
-                fails_naive |= not evaluate(pred, naive.scene, naive.azimuth)
-                if c.kind is CheckKind.ATOMIC:
-                    atomic += 1
-                    copy_passes += evaluate(pred, copy.scene, copy.azimuth)
-            report.atomic += atomic
-            report.copy_passed += copy_passes
-            if 2 * copy_passes > atomic:
-                report.copy_majority.append((d.id, t.index))
-            if not fails_naive:
-                report.reducible.append((d.id, t.index))
+            _audit_target(report, d, t, after, before, shown, seed, draws)
         if t.user.images() or t.assistant.images():
             shown.append(after)
-            opened_at.append(opened)
         before = after
+    for k in range(SELF_ROLLOUTS):
+        _self_rollout(report, d, seed, k)
     for q in d.questions:
         if q.choices and len(q.choices) == 4:
             report.letters[CHOICE_LETTERS[q.choices.index(q.answer)]] += 1
     return report
+
+
+def _audit_target(
+    report: Audit, d: Dialogue, t: Turn, after: View, before: View, shown: list[View], seed: int, draws: int
+) -> None:
+    """Decidability, irreducibility and the copy floor of one target turn (GT-History)."""
+    intent = turn_intent(t)
+    op = intent.op
+    assert isinstance(op, dict)
+    free: list[dict[str, Any]] = list(intent.free)
+    variants = [after]
+    if free:
+        report.turns_with_free += 1
+        extra = realizations(op, free, before, shown, seed, d.id, t.index, draws)
+        report.realizations += len(extra)
+        variants += extra
+    stateless = intent.stateless
+    naive = apply_op(stateless, shown[-1], shown) if isinstance(stateless, dict) else shown[-1]
+    copy = shown[-1]
+    report.targets += 1
+    fails_naive = False
+    copy_passes = atomic = 0
+    for c in t.checks:
+        pred = c.hidden.predicate
+        assert isinstance(pred, dict)
+        report.checks += 1
+        failed = sum(not evaluate(pred, v.scene, v.azimuth) for v in variants)
+        if failed:
+            report.undecidable.append(Undecidable(d.id, t.index, c.id, c.text, failed))
+        fails_naive |= not evaluate(pred, naive.scene, naive.azimuth)
+        if c.kind is CheckKind.ATOMIC:
+            atomic += 1
+            copy_passes += evaluate(pred, copy.scene, copy.azimuth)
+    report.atomic += atomic
+    report.copy_passed += copy_passes
+    if 2 * copy_passes > atomic:
+        report.copy_majority.append((d.id, t.index))
+    if not fails_naive:
+        report.reducible.append((d.id, t.index))
+
+
+SELF_ROLLOUTS = 4
+"""Self-History rollouts per dialogue, each with its own free choices."""
+
+
+def _self_rollout(report: Audit, d: Dialogue, seed: int, k: int) -> None:
+    """One Self-History rollout of a model that follows every instruction with its own free
+    choices (draw ``k``, never the ground truth's): every rebased check must hold on it."""
+    shown: list[View] = []
+    mine: dict[int, Scene] = {}
+    for t in d.turns:
+        gt = view_of(t)
+        if gt is None:
+            continue
+        if t.checks and shown:
+            intent = turn_intent(t)
+            op, free = read_in_history(d, t, intent.op, list(intent.free), shown)
+            latest = shown[-1]
+            if free:
+                drawn = realize(op, free, latest, shown, draw_rng(seed, d.id, t.index, 1000 + k))
+                if drawn is None:  # its own earlier choices left no valid realization
+                    report.self_void += 1
+                    return
+                op = drawn
+            try:
+                new = apply_op(op, latest, shown)
+            except (OpError, IndexError):
+                new = latest
+            if not valid(new.scene):  # its own choices made two objects the same: words no longer single one out
+                report.self_void += 1
+                return
+            for cid, pred in rebase_checks(d, t, mine).items():
+                report.self_checks += 1
+                if not evaluate(pred, new.scene, new.azimuth):
+                    text = next(c.text for c in t.checks if c.id == cid)
+                    report.self_undecidable.append(Undecidable(d.id, t.index, cid, text, 1))
+            mine[t.index] = new.scene
+            shown.append(new)
+        elif t.user.images() or t.assistant.images():
+            shown.append(gt)
 
 
 def audit(dialogues: Iterable[Dialogue], draws: int = AUDIT_DRAWS) -> Audit:
