@@ -241,3 +241,23 @@ def test_a_bench_image_is_read_once_while_it_is_kept(world_bench, monkeypatch) -
     runner.bench_image(parts[0])
     runner.bench_image(parts[1])
     assert reads == [p.sha256 for p in (parts[0], parts[1], parts[2], parts[1])]
+
+
+def test_a_run_resumed_under_a_newer_judge_version_is_graded_again(world_bench, tmp_path) -> None:
+    """An upgrade that changes the judge keeps the model's predictions and regrades them."""
+    from yanami.judges._exact import VERSION
+
+    evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=2)
+    predictions, verdicts = _rows(tmp_path / "run")
+    manifest = tmp_path / "run" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["judge"]["version"] = "1"
+    manifest.write_text(json.dumps(m))
+    db = sqlite3.connect(tmp_path / "run" / "results.sqlite")
+    with db:
+        db.execute("UPDATE verdicts SET judge_version = '1', score = 0.0, vq = 0.0, reason = 'old'")
+    db.close()
+    s = evaluate(world_bench, "reference:stateless", tmp_path / "run", limit=2)
+    assert s.written == 0 and s.skipped == s.items  # the model is not asked again
+    assert _rows(tmp_path / "run") == (predictions, verdicts)
+    assert json.loads(manifest.read_text())["judge"]["version"] == VERSION

@@ -259,7 +259,8 @@ def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -
 
 
 _MAY_CHANGE = ("bench", "limit", "items")
-"""Manifest fields a resumed run may change: the bench may have moved; a limit may grow."""
+"""Manifest fields a resumed run may change: the bench may have moved; a limit may grow (and
+the judge's version may be newer: what an older version graded is graded again)."""
 
 
 def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> RunManifest:
@@ -271,7 +272,14 @@ def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> 
         raise UserError(f"{exc}; choose another --out") from None
     mine, theirs = manifest.model_dump(), old.model_dump()
     same_limit = manifest.limit == old.limit
-    changed = [k for k in mine if mine[k] != theirs[k] and (k not in _MAY_CHANGE or (k == "items" and same_limit))]
+    newer_judge = manifest.judge.name == old.judge.name
+    changed = [
+        k
+        for k in mine
+        if mine[k] != theirs[k]
+        and (k not in _MAY_CHANGE or (k == "items" and same_limit))
+        and not (k == "judge" and newer_judge)
+    ]
     if changed:
         k = changed[0]
         raise UserError(
@@ -316,7 +324,7 @@ def _execute(
     total = sum(len(c) for c in chains)
     finished = store.done() - (store.failed() if retry_errors else set())
     predictions = store.predictions()
-    judged = {k for k, v in store.verdicts(judge.name).items() if v.status == "ok"}
+    judged = {k for k, v in store.verdicts(judge.name).items() if v.status == "ok" and v.judge_version == judge.version}
     # Items predicted before a kill but not yet judged are judged now, without asking the model again.
     for item_id, p in predictions.items():
         if item_id in finished and p.status == "ok" and item_id not in judged:
