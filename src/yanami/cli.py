@@ -408,6 +408,7 @@ def audit(
             f"per dialogue: {figures['per_dialogue']['turns']:.2f} turns, {figures['per_dialogue']['images']:.2f}"
             f" images, {figures['per_dialogue']['atomic_checks']:.2f} atomic checks\n"
             f"answer letters (four options): {letters}\n"
+            f"language lint: {figures['language_findings']} findings in {figures['messages_linted']} messages\n"
             f"Self-History exposure: {figures['self_history_exposed_checks']} checks in "
             f"{figures['self_history_exposed_turns']} turns name a value an earlier free choice set "
             "(judged against the model's own earlier image)\n"
@@ -421,6 +422,8 @@ def audit(
         out.print(f"undecidable {u.dialogue} t{u.turn} {u.check}: {u.text} (fails {u.failed})", markup=False)
     for u in report.self_undecidable[:MAX_PROBLEMS_SHOWN]:
         out.print(f"undecidable under Self-History {u.dialogue} t{u.turn} {u.check}: {u.text}", markup=False)
+    for dialogue_id, turn, finding in report.language[:MAX_PROBLEMS_SHOWN]:
+        out.print(f"language {dialogue_id} t{turn}: {finding}", markup=False)
     for dialogue_id, turn in report.reducible[:MAX_PROBLEMS_SHOWN]:
         out.print(f"reducible {dialogue_id} t{turn}: the stateless reading passes every check", markup=False)
     if report.undecidable or report.self_undecidable:

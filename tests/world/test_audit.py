@@ -164,6 +164,10 @@ def test_audit_cli(cli: Callable[..., Any], small: Path) -> None:
     figures = json.loads(r.out)
     assert figures["undecidable_checks"] == 0 and figures["irreducible_share"] == 1.0
     assert set(figures["answer_letter_shares"].values()) == {0.25}
+    assert figures["self_history_undecidable_checks"] == 0 and figures["self_history_checks"] > 0
+    assert figures["language_findings"] == 0 and figures["messages_linted"] == 2 * sum(
+        len(d.turns) for d in Dataset(small)
+    )
 
 
 def test_no_message_a_reviewer_would_flag(small: Path) -> None:

@@ -23,7 +23,8 @@ For each target turn, replayed from the hidden states (the ground-truth history)
   later (no free spot for a new object) or make two objects identical (words no longer
   single one out) stops there, and is counted apart.
 
-It also counts, over the questions with four options, how often each letter is the answer.
+It also counts, over the questions with four options, how often each letter is the answer,
+and runs the language lint (`yanami.world._language.lint`) over every message.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from typing import Any
 
 from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, Turn
 from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize
-from yanami.world._hidden import turn_intent
+from yanami.world._hidden import turn_intent, turn_state
+from yanami.world._language import lint
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import valid
 from yanami.world._predicates import evaluate
@@ -82,6 +84,9 @@ class Audit:
     """Checks evaluated in the Self-History rollouts (each rollout counts each check once)."""
     self_undecidable: list[Undecidable] = field(default_factory=list)
     """Checks that fail in a Self-History rollout, once rebased on the rollout's own images."""
+    language: list[tuple[str, int, str]] = field(default_factory=list)
+    """(dialogue, turn, finding) of what the language lint flags in a message."""
+    messages: int = 0
     self_void: int = 0
     """Rollouts cut short where their own earlier choices left no valid realization (no free spot
     for a new object) or made two objects identical (so that words no longer single one out)."""
@@ -100,6 +105,7 @@ class Audit:
             "images",
             "self_checks",
             "self_void",
+            "messages",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.undecidable += other.undecidable
@@ -107,6 +113,7 @@ class Audit:
         self.copy_majority += other.copy_majority
         self.exposed += other.exposed
         self.self_undecidable += other.self_undecidable
+        self.language += other.language
         self.letters += other.letters
 
     @property
@@ -143,6 +150,8 @@ class Audit:
                 "images": self.images / self.dialogues if self.dialogues else 0.0,
                 "atomic_checks": self.atomic / self.dialogues if self.dialogues else 0.0,
             },
+            "messages_linted": self.messages,
+            "language_findings": len(self.language),
             "answer_letters": {k: self.letters[k] for k in sorted(self.letters)},
             "answer_letter_shares": {k: self.letters[k] / four for k in sorted(self.letters)} if four else {},
         }
@@ -171,6 +180,11 @@ def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
         before = after
     for k in range(SELF_ROLLOUTS):
         _self_rollout(report, d, seed, k)
+    kinds = frozenset(k.kind for t in d.turns for k in turn_state(t).constraints)
+    for t in d.turns:
+        for m in (t.user, t.assistant):
+            report.messages += 1
+            report.language += [(d.id, t.index, finding) for finding in lint(m.text(), kinds)]
     for q in d.questions:
         if q.choices and len(q.choices) == 4:
             report.letters[CHOICE_LETTERS[q.choices.index(q.answer)]] += 1
