@@ -38,7 +38,7 @@ from yanami.errors import UserError
 from yanami.models import InputText, Request
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart
 from yanami.store import MANIFEST, Dataset, sha256_hex
-from yanami.world._free import realize
+from yanami.world._free import realize, realize_anywhere
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._parse import parse_cached
@@ -167,7 +167,8 @@ class TrivialAgent:
 
 
 REDRAWS = 8
-"""How many of its own free choices the stateful agent tries before it keeps one that reads back badly."""
+"""How many of its own free choices the stateful agent tries in each of two ways (the world's
+placement, then anywhere legible) before it gives up on one that reads back."""
 
 
 def _reads_back(png: bytes, view: View) -> bool:
@@ -226,10 +227,13 @@ class ReferenceAgent:
             # painter it looks at what it drew, and draws another choice if the picture does not
             # read back as the scene it meant (two objects of one colour touching on screen).
             rng = random.Random(f"{self.name}/{request.seed}/{request.item}")
-            for _ in range(REDRAWS):
-                mine = realize(op, free, latest, images, rng)  # type: ignore[arg-type]
+            for k in range(2 * REDRAWS):
+                # the world's own placement first; where its own earlier choices left that no room
+                # (or no picture that reads back), anywhere the picture stays legible
+                choose = realize if k < REDRAWS else realize_anywhere
+                mine = choose(op, free, latest, images, rng)  # type: ignore[arg-type]
                 if mine is None:
-                    break
+                    continue
                 new = apply_op(mine, latest, images)  # type: ignore[arg-type]
                 png = draw(new)
                 if _reads_back(png, new):

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, Turn
-from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize
+from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize, realize_anywhere
 from yanami.world._hidden import turn_intent, turn_state
 from yanami.world._language import lint
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._place import valid
+from yanami.world._place import distinct
 from yanami.world._predicates import evaluate
 from yanami.world._scene import Scene
 from yanami.world._selfhistory import exposed, read_in_history, rebase_checks, track, view_of
@@ -248,8 +248,10 @@ def _self_rollout(report: Audit, d: Dialogue, seed: int, k: int) -> None:
             op, free = read_in_history(d, t, intent.op, list(intent.free), shown)
             latest = shown[-1]
             if free:
-                drawn = realize(op, free, latest, shown, draw_rng(seed, d.id, t.index, 1000 + k))
-                if drawn is None:  # its own earlier choices left no valid realization
+                rng = draw_rng(seed, d.id, t.index, 1000 + k)
+                # where its own earlier choices crowded the scene, anywhere the picture stays legible
+                drawn = realize(op, free, latest, shown, rng) or realize_anywhere(op, free, latest, shown, rng)
+                if drawn is None:  # no room at all
                     report.self_void += 1
                     return
                 op = drawn
@@ -257,7 +259,7 @@ def _self_rollout(report: Audit, d: Dialogue, seed: int, k: int) -> None:
                 new = apply_op(op, latest, shown)
             except (OpError, IndexError):
                 new = latest
-            if not valid(new.scene):  # its own choices made two objects the same: words no longer single one out
+            if not distinct(new.scene):  # its own choices made two objects the same: words no longer single one out
                 report.self_void += 1
                 return
             for cid, pred in rebase_checks(d, t, mine).items():

@@ -192,11 +192,13 @@ class Composer:
         """A turn whose assistant shows an image that is not judged."""
         return self._turn([TextPart(text=user_text)], [TextPart(text=assistant_text), part], caps, [], intent)
 
-    def constrain(self, kind: str, value: Any, user_text: str, assistant_text: str) -> Constraint:
-        """The user sets a standing constraint."""
+    def constrain(
+        self, kind: str, value: Any, user_text: str, assistant_text: str, also: frozenset[Capability] = frozenset()
+    ) -> Constraint:
+        """The user sets a standing constraint (in a turn that may also exercise ``also``)."""
         c = Constraint(f"k{len(self.constraints)}", kind, value, user_text, len(self.turns))
         self.constraints.append(c)
-        self.chat(user_text, assistant_text, {Capability.CONSTRAINT}, {"op": "none", "constraint": c.id})
+        self.chat(user_text, assistant_text, {Capability.CONSTRAINT, *also}, {"op": "none", "constraint": c.id})
         return c
 
     def target(

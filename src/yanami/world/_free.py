@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._place import place, side_mask, valid
+from yanami.world._place import legible, place, side_mask, valid
 from yanami.world._predicates import displacement, select
-from yanami.world._scene import Scene, WorldObject
+from yanami.world._scene import EXTENT, Scene, WorldObject
 
 Op = dict[str, Any]
 Slot = dict[str, Any]
@@ -134,6 +134,36 @@ def realize(op: Op, free: list[Slot], view: View, images: list[View], rng: rando
         except (OpError, ValueError):
             continue
         if valid(new.scene):
+            return out
+    return None
+
+
+def realize_anywhere(op: Op, free: list[Slot], view: View, images: list[View], rng: random.Random) -> Op | None:
+    """``op`` with its free choices drawn as a model may make them where `realize` finds no room
+    (its own earlier choices crowded the scene): the spot anywhere that keeps the picture
+    `legible` in the current view and follows the position rules; None when none is found."""
+    position = next((s for s in free if s["slot"] == "position"), None)
+    if position is None or op.get("op") not in ("add", "move"):
+        return None
+    accept = accept_rule(position.get("accept", []), view.scene)
+    oid = _object_of(op, view.scene).id
+    for _ in range(400):
+        x, y = round(rng.uniform(-EXTENT, EXTENT), 2), round(rng.uniform(-EXTENT, EXTENT), 2)
+        if accept is not None and not accept(np.array([[x, y]]))[0]:
+            continue
+        out = copy.deepcopy(op)
+        for slot in free:
+            if slot["slot"] == "value":
+                out["value"] = rng.choice(slot["choices"])
+            elif slot["slot"] == "material":
+                out["object"]["material"] = rng.choice(slot["choices"])
+        target = out["object"] if out["op"] == "add" else out
+        target["x"], target["y"] = x, y
+        try:
+            new = apply_op(out, view, images)
+        except (OpError, ValueError):
+            continue
+        if legible(new.scene, new.azimuth, oid):
             return out
     return None
 

@@ -78,9 +78,8 @@ def stack_box(scene: Scene, root: WorldObject, azimuth: float) -> tuple[float, f
 def valid(scene: Scene) -> bool:
     """Whether the scene is valid (see the module's docstring)."""
     ground = scene.ground_objects()
-    kinds = {(o.shape, o.colour, o.size, o.material) for o in scene.objects}
-    if len(kinds) != len(scene.objects):
-        return False  # two identical objects could not be told apart by words
+    if not distinct(scene):
+        return False
     for o in scene.objects:
         if o.on is not None:
             support = scene.by_id(o.on)
@@ -106,6 +105,33 @@ def valid(scene: Scene) -> bool:
     apart = (a[..., 2] + GAP <= b[..., 0]) | (b[..., 2] + GAP <= a[..., 0])
     apart |= (a[..., 3] + GAP <= b[..., 1]) | (b[..., 3] + GAP <= a[..., 1])
     return bool((apart | np.eye(len(ground), dtype=bool)[None]).all())
+
+
+def distinct(scene: Scene) -> bool:
+    """Whether no two objects are identical in all four attributes (words can single each one out)."""
+    return len({(o.shape, o.colour, o.size, o.material) for o in scene.objects}) == len(scene.objects)
+
+
+def legible(scene: Scene, azimuth: float, oid: int) -> bool:
+    """Whether a picture of ``scene`` from ``azimuth`` shows object ``oid`` (with what rests on it)
+    readably, a looser test than `valid`: no two identical objects, its stack inside the
+    image and apart from every other stack on screen. The relation margin and the other
+    three views are not required, as a model placing an object where the world's own
+    placement finds no room would not require them."""
+    if not distinct(scene):
+        return False
+    root = next(o for o in scene.objects if o.id == oid)
+    while root.on is not None:
+        root = scene.by_id(root.on)
+    x0, y0, x1, y1 = stack_box(scene, root, azimuth)
+    if x0 < GAP or y0 < GAP or x1 > WIDTH - GAP or y1 > HEIGHT - GAP:
+        return False
+    for o in scene.ground_objects():
+        if o.id != root.id:
+            u0, v0, u1, v1 = stack_box(scene, o, azimuth)
+            if not (x1 + GAP <= u0 or u1 + GAP <= x0 or y1 + GAP <= v0 or v1 + GAP <= y0):
+                return False
+    return True
 
 
 def side_mask(xy: np.ndarray, anchor: WorldObject, rel: str, azimuth: float) -> np.ndarray:

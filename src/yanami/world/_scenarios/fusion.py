@@ -41,9 +41,9 @@ def compose(c: Composer) -> None:
 
 
 def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
-    """The user shows 2-4 source pictures, each in its own style; returns the styles and scenes."""
+    """The user shows 2 or 3 source pictures, each in its own style; returns the styles and scenes."""
     styles = c.rng.sample(list(STYLES), 4)
-    n_sources = c.rng.choice([2, 2, 2, 3, 4])
+    n_sources = c.rng.choice([2, 2, 2, 3])
     sources = [random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0) for _ in range(n_sources)]
     for k, scene in enumerate(sources):
         view = View(scene, VIEWS[0], styles[k % len(styles)])
@@ -75,57 +75,52 @@ def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
 
 
 def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, WorldObject]], str, str]:
-    """The user rules out a colour; user and assistant agree on two objects from the first
-    picture and one from each other (up to the third). Returns the picks (picture index,
+    """In one message the user rules out a colour and asks what to combine; the assistant
+    agrees and suggests two objects from the first picture and one from each other. Returns the picks (picture index,
     object), the forbidden colour and how the assistant listed the picks."""
     # choose two objects from the first picture and one from another
     picks: list[tuple[int, WorldObject]] = []
-    for k, scene in enumerate(sources[:3]):  # a fourth picture only serves later references
+    for k, scene in enumerate(sources):
         take = c.rng.sample(list(scene.objects), 2 if k == 0 else 1)
         picks.extend((k, o) for o in take)
     forbid = [col for col in COLOURS if col not in {o.colour for _, o in picks}]
     col = c.rng.choice(forbid)
-    c.constrain(
-        "forbid_colour",
-        col,
-        pick(
-            c.rng,
-            [
-                "For the combined scene, nothing may be {col}.",
-                "Whatever we build from these, keep {col} out of it.",
-                "One condition for the mix: no {col} at all.",
-                "No matter what we combine, {col} is not allowed.",
-            ],
-            col=col,
-        ),
-        pick(c.rng, ["Understood, no {col} in any combination.", "Noted: {col} stays out."], col=col),
-    )
     items_desc = listing(
         [f"the {phrase(minimal_where(o, sources[k], c.rng))} from the {ordinal(k + 1)} picture" for k, o in picks]
     )
-    c.chat(
-        pick(
-            c.rng,
-            [
-                "Which elements would you combine?",
-                "What would make a nice combination?",
-                "What would you take from each picture?",
-                "Any suggestion for what to merge?",
-                "Which objects should make it into the combined scene?",
-            ],
-        ),
-        pick(
-            c.rng,
-            [
-                "I would take {items}, on the floor of the {nth} picture.",
-                "How about {items}, keeping the background of picture {n}?",
-            ],
-            items=items_desc,
-            nth=ordinal(1),
-            n=1,
-        ),
-        {RETRIEVAL},
+    # The rule and the question of what to combine come in one message.
+    rule = pick(
+        c.rng,
+        [
+            "For the combined scene, nothing may be {col}.",
+            "Whatever we build from these, keep {col} out of it.",
+            "One condition for the mix: no {col} at all.",
+            "No matter what we combine, {col} is not allowed.",
+        ],
+        col=col,
     )
+    question = pick(
+        c.rng,
+        [
+            "Which elements would you combine?",
+            "What would make a nice combination?",
+            "What would you take from each picture?",
+            "Any suggestion for what to merge?",
+            "Which objects should make it into the combined scene?",
+        ],
+    )
+    noted = pick(c.rng, ["Understood, no {col} in any combination.", "Noted: {col} stays out."], col=col)
+    suggestion = pick(
+        c.rng,
+        [
+            "I would take {items}, on the floor of the {nth} picture.",
+            "How about {items}, keeping the background of picture {n}?",
+        ],
+        items=items_desc,
+        nth=ordinal(1),
+        n=1,
+    )
+    c.constrain("forbid_colour", col, f"{rule} {question}", f"{noted} {suggestion}", also=frozenset({RETRIEVAL}))
     return picks, col, items_desc
 
 
