@@ -415,7 +415,7 @@ def audit(
             f"Self-History decidable: {figures['self_history_checks'] - figures['self_history_undecidable_checks']}"
             f"/{figures['self_history_checks']} checks over {figures['self_history_rollouts']} rollouts per dialogue"
             f" with their own free choices ({figures['self_history_rollouts_cut_short']} rollouts cut short:"
-            " their own choices left no room or two identical objects)",
+            " their own choices made two objects identical)",
             markup=False,
         )
     for u in report.undecidable[:MAX_PROBLEMS_SHOWN]:

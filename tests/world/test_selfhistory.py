@@ -121,3 +121,29 @@ def test_the_exact_judge_grades_a_self_history_run_against_the_models_own_images
     run_eval(small, "reference:stateful", tmp_path / "plain", history="self")
     mine, plain = failed(tmp_path / "own"), failed(tmp_path / "plain")
     assert plain >= 10 and mine * 4 <= plain, (mine, plain)
+
+
+def test_where_the_worlds_placement_finds_no_room_a_model_may_place_anywhere_legible() -> None:
+    """A new object goes anywhere that keeps the picture readable in the current view and
+    follows the words (here: left of the cube); an object drawn over another is not legible."""
+    import random
+
+    from yanami.world._free import realize_anywhere
+    from yanami.world._ops import View, apply_op
+    from yanami.world._place import legible
+    from yanami.world._scene import WorldObject, relation
+
+    cube = WorldObject(id=0, shape="cube", colour="red", size="large", material="matte", x=0.0, y=0.0)
+    sphere = WorldObject(id=1, shape="sphere", colour="gray", size="small", material="metal", x=1.5, y=1.5)
+    view = View(Scene(objects=(cube, sphere)), 45.0, "studio")
+    new = {"shape": "cylinder", "colour": "blue", "size": "small", "material": "metal", "x": 0.0, "y": 0.0}
+    op = {"op": "add", "object": new}
+    assert not legible(apply_op(op, view, [view]).scene, 45.0, 2)  # on top of the cube
+    free = [{"slot": "position", "accept": [{"side": "left", "of": {"shape": "cube"}, "azimuth": 45.0}]}]
+    for seed in range(5):
+        mine = realize_anywhere(op, free, view, [view], random.Random(seed))
+        assert mine is not None
+        after = apply_op(mine, view, [view]).scene
+        assert legible(after, 45.0, 2)
+        added = next(o for o in after.objects if o.id == 2)
+        assert relation(added, cube, 45.0)[0] == "left"

@@ -19,9 +19,10 @@ For each target turn, replayed from the hidden states (the ground-truth history)
   follows every instruction but makes its *own* free choices would play it under
   Self-History (each target turn applied to its own previous image, the user's references
   read against its own images); every check, rebased on its own earlier images as the
-  judge does, must hold on each. A rollout whose own choices leave no valid realization
-  later (no free spot for a new object) or make two objects identical (words no longer
-  single one out) stops there, and is counted apart.
+  judge does, must hold on each. Where its own choices crowded the scene, a new object
+  goes anywhere the picture stays legible (`realize_anywhere`); a rollout whose own
+  choices make two objects identical (words no longer single one out), or leave no
+  legible spot at all, stops there and is counted apart.
 
 It also counts, over the questions with four options, how often each letter is the answer,
 and runs the language lint (`yanami.world._language.lint`) over every message.
@@ -88,8 +89,8 @@ class Audit:
     """(dialogue, turn, finding) of what the language lint flags in a message."""
     messages: int = 0
     self_void: int = 0
-    """Rollouts cut short where their own earlier choices left no valid realization (no free spot
-    for a new object) or made two objects identical (so that words no longer single one out)."""
+    """Rollouts cut short where their own earlier choices made two objects identical (so that
+    words no longer single one out) or left no legible spot for a new object."""
 
     def add(self, other: Audit) -> None:
         """Merge another audit into this one."""
