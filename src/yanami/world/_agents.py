@@ -45,7 +45,7 @@ from yanami.world._parse import parse_cached
 from yanami.world._place import VIEWS, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
 from yanami.world._scene import Scene
-from yanami.world._selfhistory import read_in_history
+from yanami.world._selfhistory import read_in_history, view_of
 
 AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
@@ -98,11 +98,17 @@ def _azimuth_after(op: dict[str, Any], current: float, azimuths: list[float]) ->
 
 
 class _Seen(Sequence[View]):
-    """The request's images as views, parsed only when an operation looks at them."""
+    """The request's images as views, parsed only when an operation looks at them.
 
-    def __init__(self, request: Request, azimuths: list[float]) -> None:
+    An image that is the bench's own picture of that point in the dialogue (GT-History, the
+    user's pictures) is read from the scene it was rendered from: the parser reads world
+    renders exactly, so this only saves the parse. Any other (the model's own, under
+    Self-History) goes through the parser."""
+
+    def __init__(self, request: Request, azimuths: list[float], truth: list[tuple[str, View | None]]) -> None:
         self.images = request.images()
         self.azimuths = azimuths
+        self.truth = truth
         if len(self.images) != len(azimuths):
             raise UserError(
                 f"{request.item}: reference agents read images one by one; use --layout yes-first or yes-front"
@@ -113,7 +119,20 @@ class _Seen(Sequence[View]):
 
     def __getitem__(self, k: int) -> View:  # type: ignore[override]
         im = self.images[k]
+        if k < len(self.truth) and self.truth[k][0] == im.sha256 and (known := self.truth[k][1]) is not None:
+            return known
         return see(im.data, im.sha256, self.azimuths[k])
+
+
+def _pictures(d: Dialogue, before_turn: int) -> list[tuple[str, View | None]]:
+    """The bench's image (sha256) of each turn before ``before_turn`` that shows one, with its scene."""
+    return [
+        (p.sha256, view_of(t))
+        for t in d.turns[:before_turn]
+        for m in (t.user, t.assistant)
+        for p in m.parts
+        if isinstance(p, ImagePart)
+    ]
 
 
 @lru_cache(maxsize=4)
@@ -215,7 +234,7 @@ class ReferenceAgent:
             return self.bench.image_bytes(target)
         intent = turn_intent(turn)
         op = intent.operation(self.kind)
-        images = _Seen(request, image_azimuths(d, turn.index))
+        images = _Seen(request, image_azimuths(d, turn.index), _pictures(d, turn.index))
         latest = images[len(images) - 1]
         # The user's references read against the images the agent was shown: under Self-History
         # its own, where its earlier free choices may differ from the ground truth's.
