@@ -193,12 +193,26 @@ class Composer:
         return self._turn([TextPart(text=user_text)], [TextPart(text=assistant_text), part], caps, [], intent)
 
     def constrain(
-        self, kind: str, value: Any, user_text: str, assistant_text: str, also: frozenset[Capability] = frozenset()
+        self,
+        kind: str,
+        value: Any,
+        user_text: str,
+        assistant_text: str,
+        also: frozenset[Capability] = frozenset(),
+        picture: View | None = None,
     ) -> Constraint:
-        """The user sets a standing constraint (in a turn that may also exercise ``also``)."""
+        """The user sets a standing constraint, in a turn that may also exercise ``also`` and
+        may share the user's ``picture`` (the opening of a one-picture scenario)."""
         c = Constraint(f"k{len(self.constraints)}", kind, value, user_text, len(self.turns))
         self.constraints.append(c)
-        self.chat(user_text, assistant_text, {Capability.CONSTRAINT, *also}, {"op": "none", "constraint": c.id})
+        caps = {Capability.CONSTRAINT, *also}
+        if picture is None:
+            self.chat(user_text, assistant_text, caps, {"op": "none", "constraint": c.id})
+            return c
+        part = self.picture(picture, ImageSource.USER)
+        self.view = picture
+        intent = {"op": "none", "shares_image": len(self.images), "constraint": c.id}
+        self._turn([TextPart(text=user_text), part], [TextPart(text=assistant_text)], caps, [], intent)
         return c
 
     def target(

@@ -184,17 +184,18 @@ def plain_edit(c: Composer, op: Op, user: str, asst: str, free: list[Slot] | Non
 
 
 def start(c: Composer, objects: tuple[int, int], stack_chance: float, leads: list[str]) -> Scene:
-    """The opening of a one-picture scenario: the user's picture (a random scene of
-    ``objects`` (fewest, most) objects in a random style), then a standing constraint."""
+    """The opening of a one-picture scenario, in one turn: the user's picture (a random scene
+    of ``objects`` (fewest, most) objects in a random style) with a standing constraint."""
     style = c.rng.choice(list(STYLES))
     scene = random_scene(c.rng, c.rng.randint(*objects), stack_chance=stack_chance)
-    opening(c, View(scene, VIEWS[0], style), pick(c.rng, leads))
-    set_constraint(c)
+    view = View(scene, VIEWS[0], style)
+    c.view = view  # the constraint is chosen against the picture
+    set_constraint(c, (view, *opening(c, view, pick(c.rng, leads))))
     return scene
 
 
-def opening(c: Composer, view: View, lead: str) -> int:
-    """The user shares the start picture; the assistant lists what it shows."""
+def opening(c: Composer, view: View, lead: str) -> tuple[str, str]:
+    """What the user says sharing the start picture, and how the assistant lists what it shows."""
     names = [phrase(full_where(o), c.rng) for o in view.scene.objects]
     user = pick(
         c.rng,
@@ -220,13 +221,21 @@ def opening(c: Composer, view: View, lead: str) -> int:
         n=len(names),
         items=listing([("a " if n[0] not in "aeiou" else "an ") + n for n in names]),
     )
-    return c.show(view, user, asst)
+    return user, asst
 
 
-def set_constraint(c: Composer) -> Constraint:
-    """Forbid a colour that is absent, or protect an object; returns the constraint."""
+def set_constraint(c: Composer, opening: tuple[View, str, str] | None = None) -> Constraint:
+    """Forbid a colour that is absent, or protect an object; returns the constraint. With
+    ``opening`` (the picture and its words), the rule comes in the same message as the picture."""
     assert c.view is not None
     scene = c.view.scene
+
+    def constrain(kind: str, value: Any, user: str, asst: str) -> Constraint:
+        if opening is None:
+            return c.constrain(kind, value, user, asst)
+        view, shared, listed = opening
+        return c.constrain(kind, value, f"{shared} {user}", f"{asst} {listed}", picture=view)
+
     absent = [col for col in COLOURS if not select(scene, {"colour": col})]
     if absent and c.rng.random() < 0.6:
         col = c.rng.choice(absent)
@@ -251,7 +260,7 @@ def set_constraint(c: Composer) -> Constraint:
             ],
             col=col,
         )
-        return c.constrain("forbid_colour", col, user, asst)
+        return constrain("forbid_colour", col, user, asst)
     o = c.rng.choice(list(scene.objects))
     ref = "the " + phrase(minimal_where(o, scene, c.rng))
     user = pick(
@@ -266,7 +275,7 @@ def set_constraint(c: Composer) -> Constraint:
         ref=ref,
     )
     asst = pick(c.rng, ["Understood, {ref} will stay untouched.", "Okay: I won't change {ref}."], ref=ref)
-    return c.constrain("protect", full_where(o), user, asst)
+    return constrain("protect", full_where(o), user, asst)
 
 
 # The questions ---------------------------------------------------------------------------
