@@ -846,8 +846,8 @@ def serve_fake(
     except OSError as exc:
         raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror})") from None
     with server:
-        out.print(f"{server.url}/v1 (OpenAI-compatible) and {server.url}/infer; Ctrl-C stops", markup=False)
-        try:
+        try:  # entered before the URL is printed: a Ctrl-C right after it is caught too
+            out.print(f"{server.url}/v1 (OpenAI-compatible) and {server.url}/infer; Ctrl-C stops", markup=False)
             threading.Event().wait()
         except KeyboardInterrupt:
             err.print("stopped", markup=False)
