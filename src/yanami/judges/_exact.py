@@ -15,7 +15,7 @@ from yanami.errors import UserError
 from yanami.judges._choice import choice_score, value_score
 from yanami.models import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
-from yanami.world import Parse, evaluate, parse_cached, rebase_checks, turn_state
+from yanami.world import Parse, Scenes, evaluate, parse_cached, rebase_checks, turn_state
 
 VERSION = "3"
 """2: a stack hidden inside its support's outline is told from a lone object by colour.
@@ -60,7 +60,7 @@ class ExactJudge:
     def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
         """As `judge_image`, with each check on a value an earlier free choice set rebased on the
         model's own earlier image of that turn (read by the same parser)."""
-        seen = {t: parse_cached(data, turn_state(d.turns[t]).azimuth).to_scene() for t, data in own.items()}
+        seen = Scenes(own, lambda t: parse_cached(own[t], turn_state(d.turns[t]).azimuth).to_scene())
         return self._grade(turn, image, rebase_checks(d, turn, seen))
 
     def _grade(self, turn: Turn, image: bytes, predicates: dict[str, dict[str, Any]]) -> ImageVerdict:

@@ -23,7 +23,7 @@ from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
-from yanami.world._selfhistory import rebase_checks
+from yanami.world._selfhistory import Scenes, rebase_checks
 
 __all__ = [
     "AGENTS",
@@ -44,6 +44,7 @@ __all__ = [
     "QuestionIntent",
     "ReferenceAgent",
     "Scene",
+    "Scenes",
     "TrivialAgent",
     "TurnIntent",
     "TurnState",

@@ -25,7 +25,7 @@ of its request; ``yanami audit`` counts the checks that depend on an earlier cho
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -356,7 +356,8 @@ def read_in_history(d: Dialogue, turn: Turn, op: Any, free: list[Slot], seen: Se
     for t in d.turns[: turn.index]:
         if t.user.images() or t.assistant.images():
             position[t.index] = len(position)
-    mine = own_values(d, tracked.before, _Scenes(seen, position), tracks)
+    shown = {t: k for t, k in position.items() if k < len(seen)}
+    mine = own_values(d, tracked.before, Scenes(shown, lambda t: seen[shown[t]].scene), tracks)
     if not mine:
         return op, free
     rebased = _rebased(before.scene, mine)
@@ -376,17 +377,23 @@ def read_in_history(d: Dialogue, turn: Turn, op: Any, free: list[Slot], seen: Se
     return rebase_op(op, before, mine), slots
 
 
-class _Scenes(Mapping[int, Scene]):
-    """The scenes of a request's images by the turn that showed them, parsed on first use."""
+class Scenes(Mapping[int, Scene]):
+    """The scenes of the model's own images by the turn that showed them, each read (parsed)
+    on first use: a turn with nothing open needs none of them."""
 
-    def __init__(self, seen: Sequence[View], position: dict[int, int]) -> None:
-        self.seen, self.position = seen, {t: k for t, k in position.items() if k < len(seen)}
+    def __init__(self, turns: Iterable[int], read: Callable[[int], Scene]) -> None:
+        self.turns, self.read = list(turns), read
+        self.known: dict[int, Scene] = {}
 
     def __getitem__(self, turn: int) -> Scene:
-        return self.seen[self.position[turn]].scene
+        if turn not in self.turns:
+            raise KeyError(turn)
+        if turn not in self.known:
+            self.known[turn] = self.read(turn)
+        return self.known[turn]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.position)
+        return iter(self.turns)
 
     def __len__(self) -> int:
-        return len(self.position)
+        return len(self.turns)
