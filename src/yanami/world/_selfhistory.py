@@ -126,8 +126,24 @@ def carry(op: Any, before: View, opened: Open, images: list[Open]) -> Open:
     return out
 
 
+_TRACKED: dict[int, tuple[Dialogue, dict[int, Tracked]]] = {}
+"""`track` of the dialogues last asked about, by ``id()`` (the dialogue is kept with it, so the
+id cannot be reused): every item of a dialogue asks again, the judge and the agent alike."""
+
+
 def track(d: Dialogue) -> dict[int, Tracked]:
-    """What is open around each world turn of a dialogue, by turn index."""
+    """What is open around each world turn of a dialogue, by turn index (read-only: shared)."""
+    known = _TRACKED.get(id(d))
+    if known is not None and known[0] is d:
+        return known[1]
+    out = _track(d)
+    if len(_TRACKED) >= 1024:
+        _TRACKED.clear()
+    _TRACKED[id(d)] = (d, out)
+    return out
+
+
+def _track(d: Dialogue) -> dict[int, Tracked]:
     out: dict[int, Tracked] = {}
     before: View | None = None
     opened = Open()
