@@ -245,6 +245,10 @@ class Dialogue(_Model):
         """Every image part in dialogue order, the user's before the assistant's in a turn."""
         return [im for t in self.turns for m in (t.user, t.assistant) for im in m.images()]
 
+    def image_count(self) -> int:
+        """How many images the dialogue holds: distinct files, so an image shown again counts once."""
+        return len({im.sha256 for im in self.images()})
+
     def checks(self) -> list[Check]:
         """Every check of every turn, in turn order."""
         return [c for t in self.turns for c in t.checks]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from yanami.schema import CHOICE_LETTERS, Check, CheckHidden, CheckKind, Scenario
-from yanami.store import Dataset
+from yanami.store import Dataset, dataset_stats
 from yanami.world import build_world
 from yanami.world._audit import audit, audit_dialogue
 from yanami.world._free import loose, realize
@@ -49,6 +49,11 @@ def test_every_check_is_decidable_and_every_target_turn_irreducible(small: Path)
     assert figures["copy_share"] <= 0.5
     # known gap: under Self-History some checks name what an earlier free choice set
     assert 0 < figures["self_history_exposed_checks"] < figures["checks"]
+    # the bench's shape is counted the way `yanami stats` counts it (an image shown again once)
+    shape = dataset_stats(Dataset(small))
+    assert figures["per_dialogue"]["images"] == pytest.approx(shape.images_per_dialogue)
+    assert figures["per_dialogue"]["turns"] == pytest.approx(shape.turns_per_dialogue)
+    assert figures["per_dialogue"]["atomic_checks"] == pytest.approx(shape.atomic_checks_per_dialogue)
 
 
 def test_every_atomic_check_says_what_it_tests(small: Path) -> None:

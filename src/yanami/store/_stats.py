@@ -121,7 +121,7 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
         n += 1
         if n <= LEXICAL_SAMPLE:
             words += _count_grams(d, grams)
-        k = len({p.sha256 for p in d.images()})
+        k = d.image_count()
         images += k
         nt = len(d.turns)
         turns += nt

@@ -160,7 +160,7 @@ class Audit:
 
 def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
     """Audit one world dialogue (see the module docstring)."""
-    report = Audit(dialogues=1, turns=len(d.turns), images=len(d.images()))
+    report = Audit(dialogues=1, turns=len(d.turns), images=d.image_count())
     seed = d.meta.seed if d.meta.seed is not None else 0
     tracks = track(d)
     shown: list[View] = []
