@@ -447,6 +447,130 @@ class TableFormat(StrEnum):
     latex = "latex"
 
 
+class PoolFormatOpt(StrEnum):
+    auto = "auto"
+    folder = "folder"
+    parquet = "parquet"
+    webdataset = "webdataset"
+
+
+@contextmanager
+def _stages() -> Iterator[Callable[[str, int, int], None]]:
+    """Progress for a command of several stages: one bar (or plain lines) per stage; a total
+    of 0 means not known yet. Ctrl-C becomes one line saying that the same command resumes."""
+    bar = _bar() if err.is_terminal else None
+    tasks: dict[str, object] = {}
+    lines: dict[str, _Lines] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if bar is not None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total or None)
+            bar.update(tasks[stage], completed=done, total=total or None)  # type: ignore[arg-type]
+            return
+        if stage not in lines:
+            for previous in lines.values():
+                previous.finish()
+            lines[stage] = _Lines(stage, total or None, base=0)
+        lines[stage].update(done, total or None)
+
+    try:
+        if bar is None:
+            yield update
+            for previous in lines.values():
+                previous.finish()
+            return
+        with bar:
+            yield update
+    except KeyboardInterrupt:
+        raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
+
+
+@app.command()
+def prepare(
+    pool: Annotated[
+        Path,
+        typer.Argument(
+            help="A folder of images (sub-folders or groups.jsonl name groups), a Parquet export, or WebDataset tars.",
+            metavar="POOL",
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="The prepared pool (created, or continued).", metavar="POOLDIR")
+    ],
+    filter_spec: Annotated[
+        str, typer.Option("--filter", help="The filter VLM: a model config file (docs/models.md).", metavar="FILE")
+    ],
+    repair_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--repair", help="The image-edit model that repairs rejected images (a config file).", metavar="FILE"
+        ),
+    ] = None,
+    routes: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSON or YAML mapping from group to scenario (else the filter VLM routes).", metavar="FILE"
+        ),
+    ] = None,
+    rounds: Annotated[int, typer.Option(min=0, help="Repair rounds per rejected image, at most.", metavar="N")] = 2,
+    pool_format: Annotated[PoolFormatOpt, typer.Option("--format", help="How to read POOL.")] = PoolFormatOpt.auto,
+    image_column: Annotated[
+        str | None, typer.Option(help="Parquet: the image column (default: image, images or img).", metavar="NAME")
+    ] = None,
+    group_column: Annotated[
+        str | None,
+        typer.Option(help="Parquet: the group column (default: group; else a row is a group).", metavar="NAME"),
+    ] = None,
+    max_pixels: Annotated[
+        int, typer.Option(min=1, help="Images with more pixels are rejected undecoded.", metavar="N")
+    ] = 40_000_000,
+    max_bytes: Annotated[int, typer.Option(min=1, help="Files larger than this are rejected unread.", metavar="N")] = 64
+    * 1024
+    * 1024,
+    concurrency: Annotated[int, typer.Option(min=1, help="Model calls in flight at once.", metavar="N")] = 4,
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="Response cache file (default POOLDIR/cache.sqlite).", metavar="FILE"),
+    ] = None,
+) -> None:
+    """Stage a: screen a pool of images with a filter VLM, repair what may be, route groups to scenarios."""
+    from yanami.construct import prepare as run_prepare
+
+    with _stages() as update:
+        summary = run_prepare(
+            pool,
+            out_dir,
+            filter_spec=filter_spec,
+            repair_spec=repair_spec,
+            routes=routes,
+            rounds=rounds,
+            fmt=pool_format.value,  # type: ignore[arg-type]
+            image_column=image_column,
+            group_column=group_column,
+            max_pixels=max_pixels,
+            max_bytes=max_bytes,
+            concurrency=concurrency,
+            cache=cache,
+            on_progress=update,
+        )
+    c = summary.counts
+    out.print(
+        f"{out_dir}: {c['entries']} entries: {c['kept']} kept, {c['repaired']} repaired, {c['rejected']} rejected, "
+        f"{c['unreadable']} unreadable, {c['duplicate']} duplicates, {c['dropped']} dropped with their group",
+        markup=False,
+    )
+    routed = ", ".join(f"{k} {v}" for k, v in summary.by_scenario.items())
+    out.print(f"groups: {c['groups_kept']} of {c['groups']} kept ({routed}); {c['images']} images", markup=False)
+    for reason, n in sorted(summary.reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        out.print(f"  dropped: {n} group(s): {reason}", markup=False)
+    if summary.errors:
+        err.print(
+            f"warning: {summary.errors} model call(s) failed (recorded as rejections; the same command asks again)",
+            markup=False,
+        )
+
+
 @contextmanager
 def _resumable() -> Iterator[None]:
     """Ctrl-C becomes one line saying that the same command resumes (exit 130)."""

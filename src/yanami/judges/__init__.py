@@ -3,7 +3,7 @@
 from yanami.judges._choice import choice_score, format_weight, normalize, value_score
 from yanami.judges._exact import ExactJudge, exact_judge, world_quality
 from yanami.judges._registry import ENTRY_POINTS, judge_settings, load_judge
-from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, fence_code, parse_reply, prompt
+from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
 from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Judge",
     "JudgeError",
     "VLMJudge",
+    "ask_json",
     "choice_score",
     "exact_judge",
     "fence_code",

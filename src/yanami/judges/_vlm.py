@@ -20,6 +20,7 @@ own hash.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
@@ -108,6 +109,32 @@ def _image(data: bytes, sha256: str | None = None) -> InputImage:
     return InputImage(data, sha256 or hashlib.sha256(data).hexdigest(), width, height)
 
 
+def ask_json(
+    answer: Callable[[Request], str], item: str, parts: list[InputText | InputImage], schema: type[BaseModel]
+) -> Any:
+    """Ask a model for a JSON reply that ``schema`` validates, at temperature 0 and seed 0.
+
+    An invalid reply gets one repair request (the reply and what is wrong with it); a second
+    invalid reply raises ValueError naming the problem. The model's own failures (`Transient`,
+    `Malformed`, `Refused`, …) pass through. Shared by the VLM judge and the construction
+    pipeline's filter, author and verifiers.
+    """
+    messages = [InputMessage("user", tuple(parts))]
+
+    def ask() -> str:  # the same question gets the same grading
+        return answer(Request(item, tuple(messages), seed=0, size=(OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)))
+
+    reply = ask()
+    try:
+        return parse_reply(reply, schema)
+    except ValueError as first:
+        messages += [
+            InputMessage("assistant", (InputText(reply),)),
+            InputMessage("user", (InputText(f"That reply is invalid ({first}). Reply again with the JSON only."),)),
+        ]
+    return parse_reply(ask(), schema)
+
+
 class VLMJudge:
     """A VLM judge over a model that answers (see the module docstring)."""
 
@@ -124,32 +151,12 @@ class VLMJudge:
         """The judge's config file, as read (recorded with a run)."""
 
     def _ask(self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel]) -> Any:
-        messages = [InputMessage("user", tuple(parts))]
-
-        def ask() -> str:  # temperature 0 and seed 0: the same grading for the same input
-            return self._answer(Request(item, tuple(messages), seed=0, size=(OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)))
-
         try:
-            reply = ask()
-            try:
-                return parse_reply(reply, schema)
-            except ValueError as first:
-                messages += [
-                    InputMessage("assistant", (InputText(reply),)),
-                    InputMessage(
-                        "user", (InputText(f"That reply is invalid ({first}). Reply again with the JSON only."),)
-                    ),
-                ]
-                again = ask()
-                return self._validated(again, schema)
-        except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
-            raise JudgeError(f"{self.name}: {exc}") from None
-
-    def _validated(self, reply: str, schema: type[BaseModel]) -> Any:
-        try:
-            return parse_reply(reply, schema)
+            return ask_json(self._answer, item, parts, schema)
         except ValueError as exc:
             raise JudgeError(f"{self.name}: invalid judge output after a repair request ({exc})") from None
+        except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
+            raise JudgeError(f"{self.name}: {exc}") from None
 
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
         """Semantic correctness of a reply (protocol DSU)."""
