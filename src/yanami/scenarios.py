@@ -44,12 +44,14 @@ class ScenarioFacts:
     """The paper's table of understanding and visual realization for this scenario."""
     train_share: float
     """Its share of the paper's training mix."""
+    min_pool_images: int = 1
+    """How many pool images a group needs to be routed to this scenario (``yanami prepare``)."""
 
 
 FACTS: dict[Scenario, ScenarioFacts] = {
     f.scenario: f
     for f in (
-        ScenarioFacts(Scenario.FUSION, "Multi-Image Fusion", "Fusion", 18, 19, 0.36),
+        ScenarioFacts(Scenario.FUSION, "Multi-Image Fusion", "Fusion", 18, 19, 0.36, min_pool_images=2),
         ScenarioFacts(Scenario.EDITING, "Image Editing", "Editing", 14, 15, 0.25),
         ScenarioFacts(Scenario.WORLD_MODELING, "World Modeling", "Modeling", 16, 17, 0.28),
         ScenarioFacts(Scenario.REASONING, "Visual Reasoning", "Reasoning", 12, 13, 0.11),

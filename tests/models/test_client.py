@@ -194,3 +194,27 @@ def test_the_chat_body_is_the_chat_messages_as_json() -> None:
     assert json.loads(chat_body(request, {})) == {"messages": chat_messages(request)}
     assert chat_messages(request)[1] == {"role": "assistant", "content": "Done."}  # its image follows as a user part
     assert chat_messages(request)[2]["content"][0] == {"type": "text", "text": "(the image you produced)"}
+
+
+def test_structured_output_usage_and_prices() -> None:
+    from yanami.models import InputMessage, InputText, ModelConfig, Request
+    from yanami.models._config import Prices
+    from yanami.models._fake import FakeServer
+    from yanami.models._openai import OpenAIModel
+
+    schema = {"type": "object", "properties": {"keep": {"type": "boolean"}}}
+    request = Request(
+        "x/q1", (InputMessage("user", (InputText("Keep it?"),)),), seed=1, size=(64, 64), json_schema=schema
+    )
+    with FakeServer() as srv:
+        for structured in (True, False):
+            config = ModelConfig(kind="openai", base_url=f"{srv.url}/v1", chat_model="c", structured_output=structured)
+            model = OpenAIModel(config)
+            assert model.answer is not None and model.answer(request) == "A"
+            usage = model.last_usage()
+            assert usage is not None and not usage.cached and usage.images_out == 0
+        sent = [body.get("response_format") for path, body in srv.requests]
+    assert sent[0] == {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}} and sent[1] is None
+    priced = ModelConfig(kind="openai", base_url="http://h/v1", chat_model="c",
+                         prices=Prices(input_per_million=2.0, output_per_million=8.0, per_image=0.04))  # fmt: skip
+    assert priced.cost(1_000_000, 500_000, 2) == 2.0 + 4.0 + 0.08

@@ -6,7 +6,7 @@ caller's (`yanami.construct.prepare`), so every reader yields the same kind of e
 
 - **folder**: ``POOL/GROUP/…/file`` is an image of group GROUP; a file directly in POOL is a
   group of its own (named by the file). ``POOL/groups.jsonl`` instead names the groups:
-  ``{"group": "g1", "images": ["a.png", "sub/b.png"], "scenario": "fusion"}`` per line (paths
+  ``{"group": "g1", "images": ["a.png", "sub/b.png"], "scenario": <a scenario>}`` per line (paths
   relative to POOL; ``scenario`` optional). Hidden files are skipped; no path leaves POOL.
 - **parquet**: a ``.parquet`` file, or a folder of them (``data/`` included, as Hugging Face
   exports are laid out). The image column holds bytes, ``{"bytes": …}`` structs (the

@@ -49,7 +49,7 @@ from yanami.models import (
     Transient,
     load_model,
 )
-from yanami.scenarios import Scenario
+from yanami.scenarios import FACTS, Scenario
 from yanami.store import DEFAULT_MAX_PIXELS, ImageProblem, image_info, image_relpath, images_digest, sha256_hex
 
 POOL_FORMAT = "yanami-pool"
@@ -504,9 +504,10 @@ def _settle(
         by = "filter"
         if scenario is None:
             return Group(group=name, status="dropped", reason=why, images=shas)
-    if scenario is Scenario.FUSION and len(shas) < 2:
+    need = FACTS[scenario].min_pool_images
+    if len(shas) < need:
         return Group(group=name, status="dropped", scenario=scenario, routed_by=by, images=shas,
-                     reason="fusion needs at least two images, the group has one")  # fmt: skip
+                     reason=f"{scenario.value} needs at least {need} images, the group has {len(shas)}")  # fmt: skip
     return Group(group=name, status="kept", scenario=scenario, routed_by=by, reason=why, images=shas)
 
 

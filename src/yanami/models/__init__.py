@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from yanami.models._client import (
     Client,
+    Usage,
     chat_body,
     chat_messages,
     conversation_text,
@@ -88,6 +89,7 @@ __all__ = [
     "ResponseCache",
     "RetryPolicy",
     "Transient",
+    "Usage",
     "call_with_retries",
     "chat_body",
     "chat_messages",

@@ -19,8 +19,10 @@ import base64
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from yanami.models._http import (
@@ -288,6 +290,17 @@ def validate_image(value: bytes) -> None:
 # The client -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What the last request of a thread used: tokens, images made, whether the cache answered."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    images_out: int = 0
+    cached: bool = False
+    latency_s: float = 0.0
+
+
 class Client:
     """What every adapter of a remote model shares: limits, retries, translation, cache.
 
@@ -305,6 +318,16 @@ class Client:
         self.cache = cache
         key = config.api_key()
         self.secrets = (key,) if key else ()
+        self._local = threading.local()
+
+    def last_usage(self) -> Usage | None:
+        """What this thread's last request used (None before any); read by the construction pipeline."""
+        usage: Usage | None = getattr(self._local, "usage", None)
+        return usage
+
+    def note_tokens(self, tokens_in: int, tokens_out: int) -> None:
+        """Record the token counts a server reported for the current request (adapters call this)."""
+        self._local.tokens = (tokens_in, tokens_out)
 
     def translate(self, exc: Exception) -> Exception:
         """A failure of one attempt as what the runner needs (override per client library)."""
@@ -346,11 +369,18 @@ class Client:
     ) -> bytes:
         """The response stored under the request's key, or ``make()``'s once it passed ``validate``."""
         key = request_key({**payload, "prompt_version": self.PROMPT_VERSION}) if self.cache is not None else ""
+        self._local.usage = None
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
+                self._local.usage = Usage(cached=True)
                 return hit[1]
+        self._local.tokens = (0, 0)
+        start = time.perf_counter()
         value = make()
+        tokens_in, tokens_out = self._local.tokens
+        latency = time.perf_counter() - start
+        self._local.usage = Usage(tokens_in, tokens_out, int(kind in ("image", "image_only")), False, latency)
         validate(value)
         if self.cache is not None and value.strip():
             self.cache.put(key, kind, value)

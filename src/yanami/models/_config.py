@@ -14,6 +14,11 @@ timeout_s: 120
 max_concurrency: 8                # requests in flight to this endpoint, at most
 requests_per_minute: 600          # per endpoint
 max_retries: 5                    # on 429, 5xx, timeouts and connection errors
+structured_output: false          # send a reply's JSON Schema as response_format (construction)
+prices:                           # for the construction ledger and --budget (optional)
+  input_per_million: 0.5
+  output_per_million: 1.5
+  per_image: 0.04
 """
 
 from __future__ import annotations
@@ -24,6 +29,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yanami.errors import UserError
+
+
+class Prices(BaseModel):
+    """A model's price table (any one currency; the ledger adds the numbers as they are)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_million: float = Field(0.0, ge=0)
+    """Per million input (prompt) tokens."""
+    output_per_million: float = Field(0.0, ge=0)
+    """Per million output tokens."""
+    per_image: float = Field(0.0, ge=0)
+    """Per image made."""
 
 
 class ModelConfig(BaseModel):
@@ -59,6 +77,19 @@ class ModelConfig(BaseModel):
     max_retries: int = Field(5, ge=0)
     backoff_s: float = Field(0.5, ge=0)
     """First retry delay; doubles each time (with full jitter), capped at 30 s."""
+    structured_output: bool = False
+    """Send a reply's JSON Schema as ``response_format`` (vLLM, SGLang and OpenAI take it)."""
+    prices: Prices | None = None
+    """What calls cost, for the construction pipeline's ledger and ``--budget``."""
+
+    def cost(self, tokens_in: int, tokens_out: int, images_out: int) -> float:
+        """The price of one call (0 without a price table)."""
+        p = self.prices
+        if p is None:
+            return 0.0
+        return (
+            tokens_in * p.input_per_million / 1e6 + tokens_out * p.output_per_million / 1e6 + images_out * p.per_image
+        )
 
     def api_key(self) -> str:
         """The key from the named environment variable ('' when none is named)."""

@@ -101,7 +101,9 @@ class OpenAIModel(Client):
 
     # chat ------------------------------------------------------------------------------
 
-    def chat(self, request: Request, model: str, *, max_tokens: int | None = None) -> dict[str, Any]:
+    def chat(
+        self, request: Request, model: str, *, max_tokens: int | None = None, structured: bool = False
+    ) -> dict[str, Any]:
         """One chat completion for a request (retried, rate-limited; not cached): the first choice's message.
 
         The SDK sends the request and raises its errors; the reply is read as plain JSON (the
@@ -110,8 +112,12 @@ class OpenAIModel(Client):
         params: dict[str, Any] = {"model": model, "temperature": self.config.temperature, "seed": request.seed}
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
+        if structured and request.json_schema is not None:
+            schema = {"name": "reply", "schema": dict(request.json_schema)}
+            params["response_format"] = {"type": "json_schema", "json_schema": schema}
         raw = chat_body(request, params)
         reply = self.call(lambda: json.loads(self.client.post("/chat/completions", content=raw, cast_to=bytes)))
+        self._tokens(reply)
         choices = reply.get("choices") if isinstance(reply, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -122,15 +128,27 @@ class OpenAIModel(Client):
             raise Refused("the server's content filter stopped the reply")
         return message
 
+    def _tokens(self, reply: Any) -> None:
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        if isinstance(usage, dict):
+            tokens_in = usage.get("prompt_tokens", usage.get("input_tokens", 0))
+            tokens_out = usage.get("completion_tokens", usage.get("output_tokens", 0))
+            self.note_tokens(
+                tokens_in if isinstance(tokens_in, int) else 0, tokens_out if isinstance(tokens_out, int) else 0
+            )
+
     def _answer(self, request: Request) -> str:
         c = self.config
         max_tokens = min(c.max_tokens, request.max_tokens)
-        payload = {"api": "chat", "model": c.chat_model, "messages": key_messages(request),
+        structured = c.structured_output and request.json_schema is not None
+        payload: dict[str, Any] = {"api": "chat", "model": c.chat_model, "messages": key_messages(request),
                    "temperature": c.temperature, "max_tokens": max_tokens, "seed": request.seed}  # fmt: skip
+        if structured:
+            payload["json_schema"] = request.json_schema
 
         def make() -> bytes:
             assert c.chat_model is not None
-            text = self.chat(request, c.chat_model, max_tokens=max_tokens).get("content")
+            text = self.chat(request, c.chat_model, max_tokens=max_tokens, structured=structured).get("content")
             if not isinstance(text, str):
                 raise Malformed("the chat reply has no text")
             return text.encode()
@@ -166,6 +184,7 @@ class OpenAIModel(Client):
 
         def make() -> bytes:
             reply = self.call(post)
+            self._tokens(reply)
             data = reply.get("data") if isinstance(reply, dict) else None
             first = data[0] if isinstance(data, list) and data else None
             if not isinstance(first, dict):

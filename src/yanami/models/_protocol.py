@@ -67,6 +67,9 @@ class Request:
     """The requested output frame (width, height): aspect kept, long edge 512, multiples of 16."""
     max_tokens: int = 512
     temperature: float = 0.0
+    json_schema: Mapping[str, object] | None = None
+    """The JSON Schema a text reply must follow; an adapter whose server takes structured output
+    sends it (the reply is validated by the caller either way)."""
 
     def images(self) -> list[InputImage]:
         """Every image in the request, in order."""
