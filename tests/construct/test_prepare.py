@@ -287,3 +287,17 @@ def test_a_filter_that_fails_is_a_counted_rejection_and_the_next_run_asks_again(
         assert first.errors == 1 and first.counts["rejected"] == 1
         second = prepare(pool, tmp_path / "out", filter_spec=str(filt), concurrency=1)
     assert second.errors == 0 and second.counts["rejected"] == 0 and second.counts["kept"] == 4
+
+
+def test_a_world_pool_prepares_offline_with_the_stand_ins(tmp_path: Path, cli) -> None:
+    out = tmp_path / "world-pool"
+    r = cli("prepare", "world:1@7", "--out", out, "--filter", "stand-ins", "--repair", "stand-ins")
+    assert r.code == 0, r.err
+    groups = read_jsonl(out / "groups.jsonl")
+    # one world dialogue per scenario, each routed by the pool's own metadata; fusion brings two pictures
+    assert sorted(g["scenario"] for g in groups) == ["editing", "fusion", "reasoning", "world_modeling"]
+    assert all(g["status"] == "kept" and g["routed_by"] == "pool" for g in groups)
+    assert next(len(g["images"]) for g in groups if g["scenario"] == "fusion") >= 2
+    first = snapshot(out)
+    assert cli("prepare", "world:1@7", "--out", out, "--filter", "stand-ins", "--repair", "stand-ins").code == 0
+    assert snapshot(out) == first

@@ -22,9 +22,10 @@ concurrency.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -300,6 +301,33 @@ class _Preparer:
         return reply.scenario, reply.reason
 
 
+STAND_INS = "stand-ins"
+"""``--filter``/``--repair`` value for the world-backed stand-ins on a loopback server (offline)."""
+WORLD_POOL = re.compile(r"world:(\d+)(?:@(\d+))?")
+"""``world:N[@SEED]``: a pool of the world's pictures, N dialogues' worth per scenario (offline)."""
+
+
+def pool_entries(
+    pool: Path, fmt: PoolFormat, image_column: str | None, group_column: str | None, max_bytes: int
+) -> Iterator[PoolEntry]:
+    """The entries of a pool path, or of a ``world:N[@SEED]`` pool."""
+    m = WORLD_POOL.fullmatch(str(pool))
+    if m is not None:
+        from yanami.construct._standins import world_pool
+
+        return world_pool(int(m[1]), int(m[2] or 42))
+    return read_pool(pool, fmt, image_column=image_column, group_column=group_column, max_bytes=max_bytes)
+
+
+def _stand_in(kind: str, url: str, cache: ResponseCache) -> Model:
+    from yanami.models import ModelConfig, model_from_config
+
+    role = {"chat_model": "stand-in-filter"} if kind == "filter" else {"image_model": "stand-in-repair"}
+    config = ModelConfig(kind="openai", name=f"stand-in-{kind}", base_url=f"{url}/v1", max_concurrency=16,
+                         requests_per_minute=1e6, **role)  # type: ignore[arg-type]  # fmt: skip
+    return model_from_config(config, cache)
+
+
 def prepare(
     pool: Path,
     out: Path,
@@ -320,7 +348,7 @@ def prepare(
     """Prepare ``pool`` into ``out`` (see the module docstring)."""
     route_map = load_routes(routes) if routes is not None else {}
     settings: dict[str, Any] = {
-        "pool": str(pool.resolve()),
+        "pool": str(pool) if WORLD_POOL.fullmatch(str(pool)) else str(pool.resolve()),
         "format": fmt,
         "image_column": image_column,
         "group_column": group_column,
@@ -334,6 +362,21 @@ def prepare(
     }
     _open_out(out, settings)
     response_cache = ResponseCache(cache or out / "cache.sqlite")
+    if STAND_INS in (filter_spec, repair_spec):
+        from yanami.construct._standins import StandIns
+        from yanami.models._fake import FakeServer
+
+        with FakeServer(brain=StandIns().brain) as server:
+            filter_model = _stand_in("filter", server.url, response_cache)
+            repair_model = _stand_in("repair", server.url, response_cache) if repair_spec else None
+            p = _Preparer(out, filter_model, repair_model, rounds, max_pixels)
+            settings["filter_model"] = filter_model.name
+            settings["repair_model"] = repair_model.name if repair_model else None
+            try:
+                return _run(p, pool, out, settings, route_map, fmt, image_column, group_column, max_bytes,
+                            concurrency, on_progress)  # fmt: skip
+            finally:
+                response_cache.close()
     filter_model = load_model(filter_spec, response_cache)
     if filter_model.answer is None:
         raise UserError(f"--filter {filter_spec}: the filter must answer (a chat_model that takes images)")
@@ -387,7 +430,7 @@ def _run(
     decoded: dict[str, _Image] = {}
     groups: dict[str, list[int]] = {}
     pool_scenario: dict[str, str] = {}
-    for entry in read_pool(pool, fmt, image_column=image_column, group_column=group_column, max_bytes=max_bytes):
+    for entry in pool_entries(pool, fmt, image_column, group_column, max_bytes):
         groups.setdefault(entry.group, []).append(len(labels))
         if entry.scenario and entry.group not in pool_scenario:
             pool_scenario[entry.group] = entry.scenario
