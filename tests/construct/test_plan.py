@@ -99,3 +99,22 @@ def test_a_plan_that_breaks_its_own_constraint_is_refused_before_any_image() -> 
         assert clean == {"passed": True, "problems": []}
         return
     raise AssertionError("no world plan with a colour ban")
+
+
+def test_the_stand_ins_draw_what_an_instruction_says_and_the_verifier_sees_a_fault() -> None:
+    from yanami.construct._standins import REVISION_MARK, image_fault
+
+    raw, _ = _world(Scenario.WORLD_MODELING)
+    instruction = next(t["image"]["instruction"] for t in raw["turns"] if t["image"])
+    view = parse_instruction(instruction)
+    clean = StandIns().draw(instruction, "512x384")
+    assert clean == render_png(view.scene, view.azimuth, view.style)
+    ask = f'<request-ab12>\n{instruction}\n</request-ab12>\ns0: The image shows what was asked.\n"verdicts"'
+    assert json.loads(StandIns().check(ask, clean)) == {"verdicts": {"s0": True}, "reason": ""}
+    # every instruction gets a fault at rate 1; the revision request gets a clean image
+    faulty = StandIns(fault_rate=1.0)
+    assert image_fault(instruction, 1.0) in ("wrong-colour", "missing-object")
+    bad = faulty.draw(instruction, "512x384")
+    verdict = json.loads(StandIns().check(ask, bad))
+    assert verdict["verdicts"] == {"s0": False} and verdict["reason"]
+    assert faulty.draw(f"{instruction}\n\n{REVISION_MARK} by a reviewer.", "512x384") == clean

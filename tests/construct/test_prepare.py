@@ -301,3 +301,19 @@ def test_a_world_pool_prepares_offline_with_the_stand_ins(tmp_path: Path, cli) -
     first = snapshot(out)
     assert cli("prepare", "world:1@7", "--out", out, "--filter", "stand-ins", "--repair", "stand-ins").code == 0
     assert snapshot(out) == first
+
+
+def test_bad_options_leave_no_folder_and_an_unfinished_run_takes_a_corrected_one(tmp_path: Path, cli) -> None:
+    pool = make_pool(tmp_path)
+    out = tmp_path / "o"
+    for args in (("nope", "--filter", "stand-ins"), (pool, "--filter", tmp_path / "missing.yaml")):
+        r = cli("prepare", *args, "--out", out)
+        assert r.code == 2 and r.err.count("\n") == 1 and not out.exists()
+    routes = tmp_path / "routes.yaml"
+    routes.write_text("catz: editing\n")
+    r = cli("prepare", pool, "--out", out, "--filter", "stand-ins", "--routes", routes)
+    assert r.code == 2 and "--routes: no group named 'catz'" in r.err and not (out / "manifest.json").exists()
+    routes.write_text("cats: editing\n")
+    r = cli("prepare", pool, "--out", out, "--filter", "stand-ins", "--routes", routes)
+    assert r.code == 0, r.err
+    assert {g["group"]: g["scenario"] for g in read_jsonl(out / "groups.jsonl")}["cats"] == "editing"

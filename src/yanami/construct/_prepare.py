@@ -21,6 +21,7 @@ concurrency.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -35,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from yanami._files import atomic_write
-from yanami.construct._pool import DEFAULT_MAX_BYTES, PoolEntry, PoolFormat, read_pool
+from yanami.construct._pool import DEFAULT_MAX_BYTES, PoolEntry, PoolFormat, pool_format, read_pool
 from yanami.errors import UserError
 from yanami.judges import ask_json, fence_code
 from yanami.models import (
@@ -60,7 +61,7 @@ MANIFEST = "manifest.json"
 LABELS = "labels.jsonl"
 GROUPS = "groups.jsonl"
 SETTINGS = "settings.json"
-"""What the preparation in OUT was started with (a different command cannot continue it)."""
+"""What the preparation in OUT was started with (a different command cannot redo a finished one)."""
 DEFAULT_ROUNDS = 2
 """Repair rounds per rejected image, at most."""
 ROUTE_IMAGES = 4
@@ -347,6 +348,8 @@ def prepare(
 ) -> PrepareSummary:
     """Prepare ``pool`` into ``out`` (see the module docstring)."""
     route_map = load_routes(routes) if routes is not None else {}
+    if not WORLD_POOL.fullmatch(str(pool)):
+        fmt = pool_format(pool, fmt)  # a missing or unreadable kind of pool stops here, before OUT exists
     settings: dict[str, Any] = {
         "pool": str(pool) if WORLD_POOL.fullmatch(str(pool)) else str(pool.resolve()),
         "format": fmt,
@@ -360,41 +363,35 @@ def prepare(
         "max_bytes": max_bytes,
         "prompt_version": PROMPT_VERSION,
     }
-    _open_out(out, settings)
-    response_cache = ResponseCache(cache or out / "cache.sqlite")
-    if STAND_INS in (filter_spec, repair_spec):
-        from yanami.construct._standins import StandIns
-        from yanami.models._fake import FakeServer
+    response_cache = ResponseCache(cache or out / "cache.sqlite")  # opened on first use
+    with contextlib.ExitStack() as stack:
+        stack.callback(response_cache.close)
+        if STAND_INS in (filter_spec, repair_spec):
+            from yanami.construct._standins import StandIns
+            from yanami.models._fake import FakeServer
 
-        with FakeServer(brain=StandIns().brain) as server:
+            server = stack.enter_context(FakeServer(brain=StandIns().brain))
             filter_model = _stand_in("filter", server.url, response_cache)
             repair_model = _stand_in("repair", server.url, response_cache) if repair_spec else None
-            p = _Preparer(out, filter_model, repair_model, rounds, max_pixels)
-            settings["filter_model"] = filter_model.name
-            settings["repair_model"] = repair_model.name if repair_model else None
-            try:
-                return _run(p, pool, out, settings, route_map, fmt, image_column, group_column, max_bytes,
-                            concurrency, on_progress)  # fmt: skip
-            finally:
-                response_cache.close()
-    filter_model = load_model(filter_spec, response_cache)
-    if filter_model.answer is None:
-        raise UserError(f"--filter {filter_spec}: the filter must answer (a chat_model that takes images)")
-    repair_model = load_model(repair_spec, response_cache) if repair_spec else None
-    if repair_model is not None and repair_model.generate is None:
-        raise UserError(f"--repair {repair_spec}: the repair model must make images (an image_model)")
-    settings["filter_model"] = filter_model.name
-    settings["repair_model"] = repair_model.name if repair_model else None
-    p = _Preparer(out, filter_model, repair_model, rounds, max_pixels)
-    try:
+        else:
+            filter_model = load_model(filter_spec, response_cache)
+            repair_model = load_model(repair_spec, response_cache) if repair_spec else None
+        if filter_model.answer is None:
+            raise UserError(f"--filter {filter_spec}: the filter must answer (a chat_model that takes images)")
+        if repair_model is not None and repair_model.generate is None:
+            raise UserError(f"--repair {repair_spec}: the repair model must make images (an image_model)")
+        _open_out(out, settings)  # only once every option has been checked
+        settings["filter_model"] = filter_model.name
+        settings["repair_model"] = repair_model.name if repair_model else None
+        p = _Preparer(out, filter_model, repair_model, rounds, max_pixels)
         return _run(p, pool, out, settings, route_map, fmt, image_column, group_column, max_bytes, concurrency,
                     on_progress)  # fmt: skip
-    finally:
-        response_cache.close()
 
 
 def _open_out(out: Path, settings: dict[str, Any]) -> None:
-    """Create OUT, or check that it holds a preparation of the same command."""
+    """Create OUT, or check that it holds a preparation: a finished one (with its manifest) only
+    of the same command; an unfinished one may continue with other settings (what it wrote is
+    recomputed, and its answers are cached per request)."""
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     if out.exists():
         if not out.is_dir():
@@ -403,7 +400,7 @@ def _open_out(out: Path, settings: dict[str, Any]) -> None:
         if not mine.is_file():
             if any(out.iterdir()):
                 raise UserError(f"{out}: exists and is not a prepared pool; refusing to write into it")
-        elif mine.read_text(encoding="utf-8") != text:
+        elif (out / MANIFEST).is_file() and mine.read_text(encoding="utf-8") != text:
             raise UserError(f"{out}: was prepared with other settings ({mine}); choose another --out")
     else:
         if not out.parent.is_dir():

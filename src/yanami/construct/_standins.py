@@ -27,7 +27,6 @@ repair loop demonstrably catches and fixes each one.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import json
@@ -41,6 +40,7 @@ import numpy as np
 from PIL import Image
 
 from yanami.construct._pool import PoolEntry
+from yanami.models._fake import chat_images, chat_text
 
 BLANK_STD = 4.0
 """Pixel standard deviation (0–255) below which the filter stand-in sees a blank canvas."""
@@ -56,25 +56,6 @@ _VIEW = re.compile(
 )
 REVISION_MARK = "An earlier attempt at this image was rejected"
 PLAN_REVISION_MARK = "cannot be used yet"
-
-
-def _text(body: dict[str, Any]) -> str:
-    return " ".join(
-        part.get("text", "")
-        for m in body.get("messages", [])
-        for part in (m["content"] if isinstance(m.get("content"), list) else [{"text": m.get("content") or ""}])
-        if isinstance(part, dict)
-    )
-
-
-def _images(body: dict[str, Any]) -> list[bytes]:
-    found = []
-    for m in body.get("messages", []):
-        content = m.get("content")
-        for part in content if isinstance(content, list) else []:
-            if isinstance(part, dict) and part.get("type") == "image_url":
-                found.append(base64.b64decode(part["image_url"]["url"].split(",", 1)[1]))
-    return found
 
 
 def _between(text: str, tag: str) -> str | None:
@@ -197,17 +178,17 @@ class StandIns:
             return self.repair(body)
         if "/chat/completions" not in path:
             return None
-        text = _text(body)
+        text = chat_text(body)
         if "<pool-notes-" in text:
             return self.author(body, text)
         if "<plan-" in text and '"passed"' in text:
             return self.review(text)
         if "<request-" in text and '"verdicts"' in text:
-            return self.check(text, _images(body)[-1])
+            return self.check(text, chat_images(body)[-1])
         if '"keep"' in text:
-            return self.screen(_images(body)[-1])
+            return self.screen(chat_images(body)[-1])
         if '"scenario"' in text and "<pool-notes-" not in text:
-            return self.route(_images(body))
+            return self.route(chat_images(body))
         return None
 
     # prepare ---------------------------------------------------------------------------------
@@ -251,7 +232,7 @@ class StandIns:
         m = WORLD_GROUP.search(notes)
         if m is None:
             return json.dumps({"error": "these pictures are not the world's"})
-        plan = world_plan(m["scenario"], m["id"], int(m["seed"]), _images(body))
+        plan = world_plan(m["scenario"], m["id"], int(m["seed"]), chat_images(body))
         revising = PLAN_REVISION_MARK in text
         fault = None if revising else author_fault(m.group(0), self.fault_rate)
         if fault == "malformed-json":

@@ -39,14 +39,29 @@ def plain_png(size: tuple[int, int] = (512, 384), colour: tuple[int, int, int] =
     return buf.getvalue()
 
 
-def default_text(body: dict[str, Any]) -> str:
-    """How the fake answers a chat request: as a judge when asked to judge, else option A."""
-    text = " ".join(
+def chat_text(body: dict[str, Any]) -> str:
+    """Every text of a chat request's messages, joined by spaces."""
+    return " ".join(
         part.get("text", "")
         for m in body.get("messages", [])
         for part in (m["content"] if isinstance(m.get("content"), list) else [{"text": m.get("content") or ""}])
         if isinstance(part, dict)
     )
+
+
+def chat_images(body: dict[str, Any]) -> list[bytes]:
+    """Every image of a chat request's messages, in order."""
+    return [
+        base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+        for m in body.get("messages", [])
+        for part in (m.get("content") if isinstance(m.get("content"), list) else [])
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    ]
+
+
+def default_text(body: dict[str, Any]) -> str:
+    """How the fake answers a chat request: as a judge when asked to judge, else option A."""
+    text = chat_text(body)
     if '"verdicts"' in text:
         return json.dumps({"verdicts": {cid: True for cid in _CHECK_LINE.findall(text)}})
     if '"score"' in text and "visual quality" in text:
