@@ -20,6 +20,7 @@ from yanami.errors import UserError
 from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
 if TYPE_CHECKING:
+    from yanami.construct import ConstructSummary
     from yanami.scoring import RunScores
 
 T = TypeVar("T")
@@ -569,6 +570,152 @@ def prepare(
             f"warning: {summary.errors} model call(s) failed (recorded as rejections; the same command asks again)",
             markup=False,
         )
+
+
+@app.command()
+def construct(
+    pooldir: Annotated[Path, typer.Argument(help="A pool prepared by yanami prepare.", metavar="POOLDIR")],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="The dataset (written when the run ends; the store is OUT.construct).", metavar="DIR"
+        ),
+    ],
+    author: Annotated[
+        str, typer.Option(help="The author LLM: a config file (docs/models.md), or stand-ins.", metavar="FILE")
+    ],
+    image_model: Annotated[
+        str, typer.Option(help="The image model that generates and edits: a config file, or stand-ins.", metavar="FILE")
+    ],
+    verifier: Annotated[
+        str,
+        typer.Option(help="The VLM that reviews plans and checks images: a config file, or stand-ins.", metavar="FILE"),
+    ],
+    preset: Annotated[str, typer.Option(help="bench (questions and checks) or train.", metavar="NAME")] = "bench",
+    per_scenario: Annotated[int | None, typer.Option(min=1, help="Dialogues per scenario.", metavar="N")] = None,
+    dialogues: Annotated[
+        int | None, typer.Option(min=1, help="Dialogues in all, in the training mix.", metavar="N")
+    ] = None,
+    scenarios: Annotated[
+        str, typer.Option(metavar="<name,...>", help=f"Comma-separated, any of: {', '.join(Scenario)}.")
+    ] = ",".join(Scenario),
+    seed: Annotated[
+        int, typer.Option(help="Draws the groups and the capabilities; seeds the image model.", metavar="N")
+    ] = 42,
+    rounds: Annotated[
+        int, typer.Option(min=0, help="Revisions per plan and new attempts per image, at most.", metavar="N")
+    ] = 2,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="Stop cleanly before the construction's spending would pass this amount.", metavar="AMOUNT"
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Make a small sample and estimate the cost and time of the whole.")
+    ] = False,
+    sample: Annotated[int, typer.Option(min=1, help="With --dry-run: the dialogues to make.", metavar="N")] = 8,
+    concurrency: Annotated[int, typer.Option(min=1, help="Dialogues in the making at once.", metavar="N")] = 4,
+    templates: Annotated[
+        Path | None, typer.Option(help="A folder of templates that replace the package's.", metavar="DIR")
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option("--irreducibility-probe", help="Keep a target turn only if a history-free attempt fails it."),
+    ] = False,
+    faults: Annotated[
+        float,
+        typer.Option(
+            min=0, max=1, help="Stand-ins only: the share of plans and images given a known fault.", metavar="RATE"
+        ),
+    ] = 0.0,
+) -> None:
+    """Stages b and c: an author LLM writes dialogues over a prepared pool; images made, verified, repaired."""
+    from yanami.construct import construct as run_construct
+
+    try:
+        chosen = parse_scenarios(scenarios)
+    except ValueError as exc:
+        raise UserError(f"--scenarios: {exc}") from None
+    if per_scenario is not None and dialogues is not None:
+        raise UserError("--per-scenario and --dialogues: choose one")
+    with _stages() as update:
+        s = run_construct(
+            pooldir,
+            out_dir,
+            author=author,
+            image_model=image_model,
+            verifier=verifier,
+            preset=preset,
+            per_scenario=per_scenario,
+            dialogues=dialogues,
+            scenarios=chosen,
+            seed=seed,
+            rounds=rounds,
+            budget=budget,
+            dry_run=dry_run,
+            concurrency=concurrency,
+            templates=templates,
+            probe=probe,
+            faults=faults,
+            sample=sample,
+            on_progress=update,
+        )
+    for line in construct_lines(s):
+        out.print(line, markup=False)
+    if s.errors:
+        err.print(
+            f"warning: {s.errors} dialogue(s) failed for now (their calls failed); the same command retries them",
+            markup=False,
+        )
+    if s.stopped == "budget":
+        err.print(
+            f"stopped before the budget ({s.budget:g}) would be passed: {s.pending} dialogue(s) not made; "
+            "rerun with a larger --budget to continue",
+            markup=False,
+        )
+        raise typer.Exit(3)
+
+
+def construct_lines(s: ConstructSummary) -> list[str]:
+    """A construction's summary, for the terminal."""
+    lines = []
+    if s.estimate:
+        e = s.estimate
+        lines.append(
+            f"dry run: {int(e['sample'])} dialogue(s) made in {s.store}; for all {s.planned}: about "
+            f"{e['cost']:g} in cost and {e['seconds']:g} s at this concurrency "
+            f"({e['cost_per_dialogue']:g} and {e['seconds_per_dialogue']:g} s of calls per dialogue)"
+        )
+    else:
+        where = f"{s.out}" if s.written else "(nothing written)"
+        lines.append(
+            f"{where}: {s.accepted} of {s.planned} dialogues accepted, {sum(s.rejected.values())} rejected, "
+            f"{s.errors} failed for now, {s.pending} not made"
+        )
+    for reason, n in sorted(s.rejected.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  rejected: {n}: {reason}")
+    rounds = ", ".join(f"{k}: {v}" for k, v in s.plan_rounds.items())
+    image_rounds = ", ".join(f"{k}: {v}" for k, v in s.image_rounds.items())
+    lines.append(f"revisions per plan: {rounds or '-'}; new attempts per image: {image_rounds or '-'}")
+    calls = "; ".join(
+        f"{role} {c['paid']} paid, {c['cached']} cached, {c['failed']} failed" for role, c in sorted(s.calls.items())
+    )
+    lines.append(f"calls: {calls or 'none'}")
+    budget = f" of a budget of {s.budget:g}" if s.budget is not None else ""
+    lines.append(
+        f"tokens {s.tokens_in:,} in, {s.tokens_out:,} out; {s.images_made} images made; cost {s.cost:g}{budget}"
+    )
+    for kind, f in s.faults.items():
+        by = ", ".join(f"{k[len('caught_by_') :]} {v}" for k, v in sorted(f.items()) if k.startswith("caught_by_"))
+        lines.append(
+            f"injected {kind}: {f.get('caught', 0)} of {f.get('injected', 0)} caught" + (f" (by {by})" if by else "")
+        )
+    if s.faults:
+        alarms = ", ".join(f"{k} {v}" for k, v in s.false_alarms.items())
+        lines.append(f"false alarms on clean first attempts: {alarms}")
+    lines.append(f"store: {s.store} (calls, verdicts, summary.json)")
+    return lines
 
 
 @contextmanager

@@ -2,10 +2,12 @@
 
 Stage a, `prepare`: a pool of images (a folder, a Parquet export, WebDataset tars) decoded
 safely, screened by a filter VLM, repaired by an image-edit model and routed to the four
-scenario pools. Model calls reuse the evaluation's config files, adapters, limits, retries
-and response cache.
+scenario pools. Stages b and c, `construct`: dialogues planned by an author LLM, their images
+made by an image model, both verified and repaired, with provenance and cost. Model calls
+reuse the evaluation's config files, adapters, limits, retries and response cache.
 """
 
+from yanami.construct._construct import ConstructSummary, construct, store_path
 from yanami.construct._pool import DEFAULT_MAX_BYTES, PoolEntry, PoolFormat, pool_format, read_pool
 from yanami.construct._prepare import (
     GROUPS,
@@ -31,6 +33,7 @@ __all__ = [
     "MANIFEST",
     "POOL_FORMAT",
     "PROMPT_VERSION",
+    "ConstructSummary",
     "FilterReply",
     "Group",
     "Label",
@@ -39,9 +42,11 @@ __all__ = [
     "PoolManifest",
     "PrepareSummary",
     "RouteReply",
+    "construct",
     "load_routes",
     "pool_format",
     "prepare",
     "prompt",
     "read_pool",
+    "store_path",
 ]

@@ -186,8 +186,6 @@ def plan_problems(
             with_image.add(i)
         if t.checks and t.image is None:
             out.append(f"{where}.checks: a turn with checks needs an assistant image")
-        if bench and t.image is not None and t.checks and not any(c.kind is CheckKind.ATOMIC for c in t.checks):
-            out.append(f"{where}.checks: a target image needs at least one atomic check")
         for j, check in enumerate(t.checks):
             if check.id in check_ids:
                 out.append(f"{where}.checks[{j}].id: {check.id!r} is used twice")

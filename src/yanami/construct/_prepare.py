@@ -320,12 +320,14 @@ def pool_entries(
     return read_pool(pool, fmt, image_column=image_column, group_column=group_column, max_bytes=max_bytes)
 
 
-def _stand_in(kind: str, url: str, cache: ResponseCache) -> Model:
+def stand_in_model(name: str, url: str, cache: ResponseCache, *, answers: bool) -> Model:
+    """A model config for a stand-in on the loopback server at ``url``: one that answers (a chat
+    model) or one that makes images."""
     from yanami.models import ModelConfig, model_from_config
 
-    role = {"chat_model": "stand-in-filter"} if kind == "filter" else {"image_model": "stand-in-repair"}
-    config = ModelConfig(kind="openai", name=f"stand-in-{kind}", base_url=f"{url}/v1", max_concurrency=16,
-                         requests_per_minute=1e6, **role)  # type: ignore[arg-type]  # fmt: skip
+    role = {"chat_model": name} if answers else {"image_model": name}
+    config = ModelConfig(kind="openai", name=name, base_url=f"{url}/v1", max_concurrency=64,
+                         requests_per_minute=1e7, **role)  # type: ignore[arg-type]  # fmt: skip
     return model_from_config(config, cache)
 
 
@@ -371,8 +373,10 @@ def prepare(
             from yanami.models._fake import FakeServer
 
             server = stack.enter_context(FakeServer(brain=StandIns().brain))
-            filter_model = _stand_in("filter", server.url, response_cache)
-            repair_model = _stand_in("repair", server.url, response_cache) if repair_spec else None
+            filter_model = stand_in_model("stand-in-filter", server.url, response_cache, answers=True)
+            repair_model = (
+                stand_in_model("stand-in-repair", server.url, response_cache, answers=False) if repair_spec else None
+            )
         else:
             filter_model = load_model(filter_spec, response_cache)
             repair_model = load_model(repair_spec, response_cache) if repair_spec else None

@@ -40,7 +40,7 @@ import numpy as np
 from PIL import Image
 
 from yanami.construct._pool import PoolEntry
-from yanami.models._fake import chat_images, chat_text
+from yanami.models._fake import chat_images, chat_text, plain_png
 
 BLANK_STD = 4.0
 """Pixel standard deviation (0–255) below which the filter stand-in sees a blank canvas."""
@@ -151,10 +151,17 @@ def author_fault(group: str, rate: float) -> str | None:
 
 
 def image_fault(instruction: str, rate: float) -> str | None:
-    """The fault the image stand-in injects in its first attempt at an instruction (None: none)."""
-    if rate <= 0 or _share(f"image/{instruction}") >= rate:
+    """The fault the image stand-in injects in its first attempt at an instruction (None: none).
+
+    Decided by the scene the instruction describes (`scene_instruction` of `parse_instruction`),
+    so the words around it in a request do not matter."""
+    view = parse_instruction(instruction)
+    if rate <= 0 or view is None:
         return None
-    return IMAGE_FAULTS[int(_share(f"image-kind/{instruction}") * len(IMAGE_FAULTS))]
+    key = scene_instruction(view)
+    if _share(f"image/{key}") >= rate:
+        return None
+    return IMAGE_FAULTS[int(_share(f"image-kind/{key}") * len(IMAGE_FAULTS))]
 
 
 # the stand-ins ---------------------------------------------------------------------------------
@@ -175,6 +182,9 @@ class StandIns:
             prompt = body.get("prompt", "")
             if isinstance(prompt, str) and _VIEW.search(prompt):
                 return self.draw(prompt, body.get("size", "512x384"))
+            if not body.get("images"):  # a request with no scene and no picture (a history-free probe)
+                width, _, height = str(body.get("size", "512x384")).partition("x")
+                return plain_png((int(width or 512), int(height or 384)))
             return self.repair(body)
         if "/chat/completions" not in path:
             return None
@@ -249,10 +259,7 @@ class StandIns:
 
         view = parse_instruction(prompt)
         assert view is not None
-        head = _VIEW.search(prompt)
-        assert head is not None
-        spec = prompt[head.start() :].split("\n", 1)[0]
-        fault = None if REVISION_MARK in prompt else image_fault(spec, self.fault_rate)
+        fault = None if REVISION_MARK in prompt else image_fault(prompt, self.fault_rate)
         objects = list(view.scene.objects)
         if fault == "wrong-colour" and objects:
             first = objects[0]

@@ -20,7 +20,7 @@ own hash.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -110,19 +110,29 @@ def _image(data: bytes, sha256: str | None = None) -> InputImage:
 
 
 def ask_json(
-    answer: Callable[[Request], str], item: str, parts: list[InputText | InputImage], schema: type[BaseModel]
+    answer: Callable[[Request], str],
+    item: str,
+    parts: list[InputText | InputImage],
+    schema: type[BaseModel],
+    *,
+    before: Sequence[InputMessage] = (),
+    max_tokens: int = 512,
 ) -> Any:
     """Ask a model for a JSON reply that ``schema`` validates, at temperature 0 and seed 0.
 
-    An invalid reply gets one repair request (the reply and what is wrong with it); a second
-    invalid reply raises ValueError naming the problem. The model's own failures (`Transient`,
-    `Malformed`, `Refused`, …) pass through. Shared by the VLM judge and the construction
-    pipeline's filter, author and verifiers.
+    ``before`` are earlier messages of the same conversation (an author's plan, say, before a
+    request to revise it). The schema travels with the request (an adapter whose config has
+    ``structured_output`` sends it as the response format). An invalid reply gets one repair
+    request (the reply and what is wrong with it); a second invalid reply raises ValueError
+    naming the problem. The model's own failures (`Transient`, `Malformed`, `Refused`, …) pass
+    through. Shared by the VLM judge and the construction pipeline's filter, author and verifiers.
     """
-    messages = [InputMessage("user", tuple(parts))]
+    messages = [*before, InputMessage("user", tuple(parts))]
+    json_schema = schema.model_json_schema()
 
     def ask() -> str:  # the same question gets the same grading
-        return answer(Request(item, tuple(messages), seed=0, size=(OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)))
+        size = (OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)
+        return answer(Request(item, tuple(messages), seed=0, size=size, max_tokens=max_tokens, json_schema=json_schema))
 
     reply = ask()
     try:

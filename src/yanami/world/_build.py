@@ -25,12 +25,14 @@ def plan(
     per_scenario: int | None,
     dialogues: int | None,
     scenarios: list[Scenario],
+    prefix: str = "world",
 ) -> list[tuple[Scenario, str]]:
     """The dialogues to build, in the order they are written: (scenario, id).
 
     A per-scenario count gives each scenario the same number; a total is split by the
     training mix (renormalised over the chosen scenarios), remainders to the largest
-    fractions. Scenarios are interleaved so that any prefix of the dataset is mixed.
+    fractions. Scenarios are interleaved so that any prefix of the dataset is mixed. Ids are
+    ``<prefix>-<scenario>-<n>``.
     """
     if per_scenario is None and dialogues is None:
         per_scenario = PRESETS[preset].get("per_scenario")
@@ -50,7 +52,7 @@ def plan(
     for i in range(max(counts.values(), default=0)):
         for s in scenarios:
             if i < counts[s]:
-                out.append((s, f"world-{s.value}-{i:06d}"))
+                out.append((s, f"{prefix}-{s.value}-{i:06d}"))
     return out
 
 

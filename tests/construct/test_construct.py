@@ -1,0 +1,282 @@
+"""``yanami construct``: plans, images, verification and repair over a prepared pool — offline,
+with the world-backed stand-ins behind a real loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yanami.construct import construct, prepare, store_path
+from yanami.construct._standins import StandIns, pixel_std
+from yanami.errors import UserError
+from yanami.models._fake import FakeServer, chat_images, chat_text
+from yanami.schema import Scenario
+from yanami.store import Dataset, validate_dataset
+
+STAND_INS = {"author": "stand-ins", "image_model": "stand-ins", "verifier": "stand-ins"}
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A prepared pool of world pictures: two groups per scenario."""
+    out = tmp_path_factory.mktemp("pool") / "pool"
+    prepare(Path("world:2@7"), out, filter_spec="stand-ins")
+    return out
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def ledger(out: Path, query: str) -> list[tuple[Any, ...]]:
+    db = sqlite3.connect(store_path(out) / "construction.sqlite")
+    try:
+        return list(db.execute(query))
+    finally:
+        db.close()
+
+
+def config(path: Path, url: str, **fields: Any) -> str:
+    lines = [f"kind: openai\nbase_url: {url}/v1\nmax_retries: 0\nmax_tokens: 16384"]
+    lines += [f"{k}: {json.dumps(v)}" for k, v in fields.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def configs(tmp: Path, url: str, prices: bool = False) -> dict[str, str]:
+    chat = {"input_per_million": 1.0, "output_per_million": 4.0} if prices else None
+    image = {"per_image": 0.01} if prices else None
+    extra = (lambda p: {"prices": p}) if prices else (lambda p: {})
+    return {
+        "author": config(tmp / "author.yaml", url, chat_model="author-llm", structured_output=True, **extra(chat)),
+        "image_model": config(tmp / "image.yaml", url, image_model="image-model", **extra(image)),
+        "verifier": config(tmp / "verifier.yaml", url, chat_model="verifier-vlm", **extra(chat)),
+    }
+
+
+def test_stand_ins_build_a_valid_bench_and_the_repair_loop_catches_every_injected_fault(
+    pool: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "bench"
+    s = construct(pool, out, **STAND_INS, per_scenario=2, faults=0.5, concurrency=4)
+    assert s.accepted == 8 and s.rejected == {} and s.errors == 0 and s.pending == 0 and s.written
+    # every kind of fault was injected, and every one was caught on the first check and then fixed
+    assert set(s.faults) == {"broken-constraint", "malformed-json", "missing-object", "wrong-colour"}
+    for kind, f in s.faults.items():
+        assert f["injected"] >= 1 and f["caught"] == f["injected"], kind
+    assert s.faults["broken-constraint"]["caught_by_review"] == s.faults["broken-constraint"]["injected"]
+    assert s.faults["malformed-json"]["caught_by_reply"] == s.faults["malformed-json"]["injected"]
+    assert all(v.startswith("0/") for v in s.false_alarms.values())
+    assert set(s.plan_rounds) == {"0", "1"} and set(s.image_rounds) == {"0", "1"}
+    assert validate_dataset(out) == []
+    ds = Dataset(out)
+    assert ds.manifest.split == "bench" and ds.manifest.generator.name == "construct"
+    for d in ds:
+        assert {q.type.value for q in d.questions} == {"RR", "CR", "CT", "CU"}
+        p = d.meta.params["construct"]
+        assert p["author"]["model"] == "stand-in-author" and p["verifier"] == "stand-in-verifier"
+        assert p["templates"]["author"].startswith("author@v1:") and len(p["templates"]["author"]) == 26
+        assert len(p["requested_capabilities"]) >= 4
+        assert set(p["requested_capabilities"]) <= {c.value for c in d.capabilities}
+        made = {im.sha256: im for im in d.images() if im.source.value == "assistant"}
+        assert len(p["images"]) == len({i["turn"] for i in p["images"]}) >= 1
+        for im in p["images"]:
+            last = im["attempts"][-1]
+            assert last["passed"] and last["sha256"] in made and im["rounds"] == len(im["attempts"]) - 1
+            assert set(last["verdicts"]) >= {"s0"} and all(last["verdicts"].values())
+            assert (made[last["sha256"]].width, made[last["sha256"]].height) == tuple(im["size"])
+    # the ledger holds every call, with the stand-in server's token counts
+    roles = dict(ledger(out, "SELECT role, COUNT(*) FROM calls GROUP BY role"))
+    assert roles["author"] == sum(s.calls["author"].values()) and s.tokens_in > 0 and s.images_made > 0
+
+
+def test_the_same_responses_give_the_same_bytes_whatever_the_concurrency_and_a_rerun_pays_nothing(
+    pool: Path, tmp_path: Path
+) -> None:
+    one = tmp_path / "one"
+    many = tmp_path / "many"
+    construct(pool, one, **STAND_INS, faults=0.5, concurrency=1, per_scenario=1)
+    construct(pool, many, **STAND_INS, faults=0.5, concurrency=6, per_scenario=1)
+    assert tree(one) == tree(many)
+    paid = ledger(one, "SELECT COUNT(*) FROM calls")[0][0]
+    again = construct(pool, one, **STAND_INS, faults=0.5, concurrency=3, per_scenario=1)
+    assert ledger(one, "SELECT COUNT(*) FROM calls")[0][0] == paid  # settled dialogues are not redone
+    assert again.accepted == 4 and tree(one) == tree(many)
+
+
+def test_killed_at_any_moment_the_same_command_continues_without_paying_twice(pool: Path, tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    two = [Scenario.FUSION, Scenario.WORLD_MODELING]
+    construct(pool, reference, **STAND_INS, per_scenario=2, scenarios=two, faults=0.5, concurrency=2)
+    full = ledger(reference, "SELECT COUNT(*) FROM calls WHERE cached = 0")[0][0]
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "yanami", "construct", str(pool), "--out", str(out), "--author", "stand-ins",
+            "--image-model", "stand-ins", "--verifier", "stand-ins", "--per-scenario", "2", "--faults", "0.5",
+            "--scenarios", "fusion,world_modeling",
+            "--concurrency", "2"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = store_path(out) / "construction.sqlite"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if db.exists() and ledger(out, "SELECT COUNT(*) FROM dialogues")[0][0] >= 1:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not out.exists()  # nothing half-written: OUT appears only whole
+    before = {k for (k,) in ledger(out, "SELECT k FROM dialogues")}
+    first_run = ledger(out, "SELECT COUNT(*) FROM calls")[0][0]
+    assert 1 <= len(before) < 4
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert tree(out) == tree(reference)
+    settled = ",".join(map(str, before))
+    redone = ledger(out, f"SELECT COUNT(*) FROM calls WHERE rowid > {first_run} AND k IN ({settled})")
+    assert redone == [(0,)]  # a settled dialogue makes no call again
+    paid = ledger(out, "SELECT COUNT(*) FROM calls WHERE cached = 0")[0][0]
+    assert paid <= full + 2  # at most the calls in flight when it was killed are paid again
+
+
+def test_budget_stops_cleanly_before_the_amount_and_a_larger_budget_continues(pool: Path, tmp_path: Path) -> None:
+    with FakeServer(brain=StandIns().brain) as server:
+        models = configs(tmp_path, server.url, prices=True)
+        out = tmp_path / "out"
+        s = construct(pool, out, **models, budget=0.15, concurrency=2, per_scenario=1)
+        assert s.stopped == "budget" and 0 < s.cost <= 0.15 and s.pending > 0
+        assert s.written and validate_dataset(out) == []
+        assert Dataset(out).manifest.generator.params["complete"] is False
+        assert len(Dataset(out)) == s.accepted
+        s2 = construct(pool, out, **models, budget=100, concurrency=2, per_scenario=1)
+        assert s2.stopped == "" and s2.accepted == 4 and s2.pending == 0 and s2.cost <= 100
+        assert Dataset(out).manifest.generator.params["complete"] is True
+        # no price table, no budget
+        bare = configs(tmp_path, server.url)
+        with pytest.raises(UserError, match="has no prices"):
+            construct(pool, tmp_path / "bare", **bare, budget=1, per_scenario=1)
+        assert not store_path(tmp_path / "bare").exists()
+
+
+def test_dry_run_estimates_from_a_sample_that_the_real_run_then_reuses(pool: Path, tmp_path: Path) -> None:
+    with FakeServer(brain=StandIns().brain) as server:
+        models = configs(tmp_path, server.url, prices=True)
+        out = tmp_path / "out"
+        s = construct(pool, out, **models, per_scenario=2, dry_run=True, sample=3)
+        assert not out.exists() and s.pending == 8 - 3
+        e = s.estimate
+        assert e["sample"] == 3 and e["cost"] == pytest.approx(e["cost_per_dialogue"] * 8, rel=1e-3)
+        assert e["cost_per_dialogue"] > 0 and e["seconds"] >= 0
+        sampled = ledger(out, "SELECT COUNT(*) FROM calls")[0][0]
+        full = construct(pool, out, **models, per_scenario=2)
+        assert full.accepted == 8
+        later = ledger(out, f"SELECT DISTINCT k FROM calls WHERE rowid > {sampled}")
+        assert sorted(k for (k,) in later) == list(range(3, 8))
+
+
+class Broken:
+    """Stand-ins with one role misbehaving, for the bad-input cases."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+        self.world = StandIns()
+
+    def brain(self, path: str, body: dict[str, Any]) -> Any:
+        text = chat_text(body) if "/chat/" in path else ""
+        if self.fault == "author-not-json" and "<pool-notes-" in text:
+            return "Here is a lovely conversation about cubes."
+        if self.fault == "author-bad-image" and "<pool-notes-" in text:
+            plan = json.loads(self.world.brain(path, body))
+            plan["turns"][0]["pool_images"] = [99]
+            return json.dumps(plan)
+        if self.fault == "image-text" and "/images/" in path:
+            return b"I drew it for you!"
+        if self.fault == "verifier-refuses" and '"verdicts"' in text:
+            return "I'm sorry, but I can't help with that."
+        if self.fault == "probe-passes" and '"verdicts"' in text and pixel_std(chat_images(body)[-1]) < 4:
+            ids = [line.split(":")[0] for line in text.split("</request-", 1)[-1].splitlines() if ": " in line]
+            return json.dumps({"verdicts": dict.fromkeys(ids, True)})
+        return self.world.brain(path, body)
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("author-not-json", "plan: still invalid after 2 revision(s)"),
+        ("author-bad-image", "plan: still invalid after 2 revision(s)"),
+        ("image-text", "image: still failing after 2 new attempt(s)"),
+        ("verifier-refuses", "image: the verifier refused"),
+    ],
+)
+def test_bad_replies_become_counted_rejections_with_their_reason(
+    pool: Path, tmp_path: Path, fault: str, reason: str
+) -> None:
+    with FakeServer(brain=Broken(fault).brain) as server:
+        out = tmp_path / "out"
+        s = construct(pool, out, **configs(tmp_path, server.url), scenarios=None, concurrency=2, per_scenario=1)
+    assert s.rejected == {reason: 4} and s.accepted == 0 and s.errors == 0
+    assert validate_dataset(out) == [] and len(Dataset(out)) == 0
+    rows = ledger(out, "SELECT status, stage, reason FROM dialogues")
+    assert all(status == "rejected" for status, _, _ in rows)
+    if fault == "author-bad-image":
+        assert all("turns[0].pool_images: 99 is not an offered image" in r for _, _, r in rows)
+
+
+def test_the_irreducibility_probe_drops_targets_a_history_free_attempt_passes(pool: Path, tmp_path: Path) -> None:
+    one = [Scenario.EDITING, Scenario.FUSION]
+    kept = construct(pool, tmp_path / "kept", **STAND_INS, probe=True, per_scenario=1, scenarios=one)
+    assert kept.accepted == 2
+    for d in Dataset(tmp_path / "kept"):
+        probes = d.meta.params["construct"]["probe"]
+        assert probes and all(p["kept"] for p in probes)
+    with FakeServer(brain=Broken("probe-passes").brain) as server:
+        models = configs(tmp_path, server.url)
+        s = construct(pool, tmp_path / "dropped", **models, probe=True, per_scenario=1, scenarios=one)
+    assert s.rejected == {"probe: every target turn was passed by a history-free attempt": 2}
+
+
+def test_templates_can_be_replaced_and_a_broken_one_is_refused_before_anything_is_written(
+    pool: Path, tmp_path: Path
+) -> None:
+    mine = tmp_path / "templates"
+    (mine / "scenarios").mkdir(parents=True)
+    (mine / "verify-image.txt").write_text("Check {checks} against {wishes}.\n")
+    with pytest.raises(UserError, match=r"verify-image.txt: unknown placeholder \{wishes\}"):
+        construct(pool, tmp_path / "out", **STAND_INS, templates=mine, per_scenario=1)
+    assert not store_path(tmp_path / "out").exists()
+    (mine / "verify-image.txt").unlink()
+    (mine / "scenarios" / "editing.txt").write_text("capabilities: coreference, telepathy\nEdit things.\n")
+    with pytest.raises(UserError, match="'telepathy' is not a capability"):
+        construct(pool, tmp_path / "out", **STAND_INS, templates=mine, per_scenario=1)
+    (mine / "scenarios" / "editing.txt").unlink()
+    note = "\nKeep every message under forty words.\n"
+    from importlib.resources import files
+
+    author = files("yanami.construct").joinpath("templates", "author.txt").read_text(encoding="utf-8")
+    (mine / "author.txt").write_text(author + note)
+    construct(pool, tmp_path / "out", **STAND_INS, templates=mine, scenarios=None, per_scenario=1)
+    d = next(iter(Dataset(tmp_path / "out")))
+    assert d.meta.params["construct"]["templates"]["author"].startswith("author@custom:")
+
+
+def test_bad_options_and_pools_are_one_line_and_leave_nothing(pool: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a prepared pool"):
+        construct(tmp_path, tmp_path / "out", **STAND_INS, per_scenario=1)
+    with pytest.raises(UserError, match="only the stand-ins inject faults"):
+        construct(pool, tmp_path / "out", author="a.yaml", image_model="b.yaml", verifier="c.yaml", faults=0.2)
+    with pytest.raises(UserError, match="does not exist"):
+        construct(pool, tmp_path / "no" / "out", **STAND_INS, per_scenario=1)
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(UserError, match="not this construction's output"):
+        construct(pool, tmp_path / "taken", **STAND_INS, per_scenario=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+    construct(pool, tmp_path / "out", **STAND_INS, per_scenario=1)
+    with pytest.raises(UserError, match="was started with another 'per_scenario'"):
+        construct(pool, tmp_path / "out", **STAND_INS, per_scenario=2)
