@@ -280,3 +280,22 @@ def test_bad_options_and_pools_are_one_line_and_leave_nothing(pool: Path, tmp_pa
     construct(pool, tmp_path / "out", **STAND_INS, per_scenario=1)
     with pytest.raises(UserError, match="was started with another 'per_scenario'"):
         construct(pool, tmp_path / "out", **STAND_INS, per_scenario=2)
+
+
+def test_a_failed_call_leaves_its_dialogue_for_the_next_run_and_a_rejected_key_stops_the_run(
+    pool: Path, tmp_path: Path
+) -> None:
+    with FakeServer(brain=StandIns().brain, faults=[("/chat", "500")]) as server:
+        models = configs(tmp_path, server.url)
+        out = tmp_path / "out"
+        s = construct(pool, out, **models, per_scenario=1, concurrency=1)
+        assert s.errors == 1 and s.accepted == 3 and s.written
+        assert Dataset(out).manifest.generator.params["complete"] is False
+        again = construct(pool, out, **models, per_scenario=1, concurrency=1)
+        assert again.errors == 0 and again.accepted == 4
+        assert Dataset(out).manifest.generator.params["complete"] is True
+    with FakeServer(brain=StandIns().brain, faults=[("/chat", "401")]) as server:
+        models = configs(tmp_path, server.url)
+        with pytest.raises(UserError, match=r"stopped: .*401.*rerun the same command"):
+            construct(pool, tmp_path / "denied", **models, per_scenario=1, concurrency=2)
+        assert not (tmp_path / "denied").exists()

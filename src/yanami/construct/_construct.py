@@ -34,6 +34,7 @@ responses whatever the concurrency.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import io
 import json
@@ -73,9 +74,9 @@ from yanami.models import (
     output_frame,
 )
 from yanami.scenarios import FACTS, PRESETS
-from yanami.schema import Capability, Dialogue, DialogueMeta, ImagePart, ImageSource, Scenario
+from yanami.schema import Capability, Dialogue, DialogueMeta, ImageFormat, ImagePart, ImageSource, Scenario
 from yanami.store import DEFAULT_MAX_PIXELS, DatasetWriter, Generator, ImageProblem, image_info, image_relpath
-from yanami.store._images import sha256_hex
+from yanami.store._images import _PIL_FORMATS, open_image_bytes, sha256_hex
 
 STORE_SUFFIX = ".construct"
 SETTINGS = "settings.json"
@@ -200,6 +201,16 @@ def _progress_noop(stage: str, done: int, total: int) -> None:
 def store_path(out: Path) -> Path:
     """The construction store of an output folder: ``OUT.construct`` beside it."""
     return out.parent / f"{out.name}{STORE_SUFFIX}"
+
+
+def _header(data: bytes) -> tuple[ImageFormat, int, int]:
+    """Format and size from an image's header (the pixel limit checked; the pixels not decoded)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":  # PNG: the size is at a fixed place
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        if 0 < width * height <= DEFAULT_MAX_PIXELS:
+            return ImageFormat.PNG, width, height
+    img = open_image_bytes(data, DEFAULT_MAX_PIXELS)
+    return _PIL_FORMATS[img.format or ""], img.width, img.height
 
 
 def _int_seed(*parts: object) -> int:
@@ -369,7 +380,7 @@ class _Constructor:
             if path is None:
                 raise UserError(f"{self.pooldir}: image {sha} of group {group.group} is missing from images/")
             data = path.read_bytes()
-            fmt, width, height = image_info(data, DEFAULT_MAX_PIXELS)
+            fmt, width, height = _header(data)  # decoded in full when the pool was prepared
             out.append(_Picture(ImagePart(sha256=sha, format=fmt, width=width, height=height,
                                           source=ImageSource.USER), data))  # fmt: skip
         return out
@@ -436,28 +447,29 @@ class _Constructor:
             except Refused as exc:
                 raise _Reject("plan", f"the author refused ({exc})") from None
             except Malformed as exc:
-                raw, problems, by = "", [f"reply: {exc}"], "reply"
+                raw, plan, problems, by = "", None, [f"reply: {exc}"], "reply"
             else:
-                problems, by = self._plan_problems(t, raw, len(offered))
+                plan, problems, by = self._plan_problems(t, raw, len(offered))
             rounds.append({"round": r, "by": by, "problems": problems[:10]})
-            if not problems:
+            if plan is not None and not problems:
                 record["plan"]["logic"] = "passed"
-                return Plan.model_validate_json(raw[raw.find("{") : raw.rfind("}") + 1])
+                return plan
             listing = "\n".join(f"- {p}" for p in problems)
             revise = tp.get("revise-plan").fill(fence=fence_code(listing), problems=listing)
             messages += [InputMessage("assistant", (InputText(raw or "(no reply)"),)),
                          InputMessage("user", (InputText(revise),))]  # fmt: skip
         raise _Reject("plan", f"still invalid after {self.rounds} revision(s): {problems[0]}")
 
-    def _plan_problems(self, t: _Task, raw: str, offered: int) -> tuple[list[str], str]:
+    def _plan_problems(self, t: _Task, raw: str, offered: int) -> tuple[Plan | None, list[str], str]:
+        """The plan in a reply and what is wrong with it, and which check found it."""
         try:
-            plan = parse_reply(raw, Plan)
+            plan: Plan = parse_reply(raw, Plan)
         except ValueError as exc:
-            return [f"reply: {exc}"], "reply"
+            return None, [f"reply: {exc}"], "reply"
         problems = plan_problems(plan, offered, bench=self.bench, requested=t.requested)
         if problems:
-            return problems, "checks"
-        shown = plan.model_dump_json(indent=1)
+            return plan, problems, "checks"
+        shown = raw[raw.find("{") : raw.rfind("}") + 1]  # the author's own JSON (it parsed as this plan)
         prompt = self.templates.get("verify-logic").fill(
             fence=fence_code(shown),
             plan=shown,
@@ -466,9 +478,9 @@ class _Constructor:
         )
         reply = self.ask(t, "plan", f"{t.id}/review", [InputText(prompt)], LogicReply)
         if reply.passed:
-            return [], "review"
+            return plan, [], "review"
         found = [f"turn {p.turn}: {p.problem}" if p.turn is not None else p.problem for p in reply.problems]
-        return found or ["the reviewer did not pass the plan (no reason given)"], "review"
+        return plan, found or ["the reviewer did not pass the plan (no reason given)"], "review"
 
     def realize(self, t: _Task, plan: Plan, offered: list[_Picture], record: dict[str, Any]) -> dict[int, _Picture]:
         made: dict[int, _Picture] = {}
@@ -533,8 +545,11 @@ class _Constructor:
         raise _Reject("image", f"turn {i}: still failing after {self.rounds} new attempt(s): {finding}")
 
     def _image(self, data: bytes, frame: tuple[int, int]) -> _Picture:
-        """The image model's output in the output frame (resized if it came in another size)."""
-        fmt, width, height = image_info(data, DEFAULT_MAX_PIXELS)
+        """The image model's output in the output frame (resized if it came in another size).
+
+        The adapter has verified the file's structure and checksums (`validate_image`); the
+        header gives its format and size without decoding the pixels again."""
+        fmt, width, height = _header(data)
         if (width, height) != frame:
             from PIL import Image
 
@@ -809,7 +824,11 @@ def construct(
         settled = ledger.settled()
         todo = [t for t in chosen if t.k not in settled]
         started = time.perf_counter()
-        stopped, fatal = _drive(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen), on_progress)
+        gc.freeze()  # what exists now (modules, schemas, clients) lives for the run: collections skip it
+        try:
+            stopped, fatal = _drive(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen), on_progress)
+        finally:
+            gc.unfreeze()
         if fatal is not None:
             raise UserError(f"stopped: {fatal} (nothing settled is lost; fix it and rerun the same command)")
         summary = _summary(c, out, store, tasks, budget, stopped)

@@ -19,6 +19,7 @@ own hash.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from importlib.resources import files
@@ -109,6 +110,12 @@ def _image(data: bytes, sha256: str | None = None) -> InputImage:
     return InputImage(data, sha256 or hashlib.sha256(data).hexdigest(), width, height)
 
 
+@functools.cache
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """A reply model's JSON Schema, made once (pydantic takes milliseconds per call)."""
+    return schema.model_json_schema()
+
+
 def ask_json(
     answer: Callable[[Request], str],
     item: str,
@@ -128,7 +135,7 @@ def ask_json(
     through. Shared by the VLM judge and the construction pipeline's filter, author and verifiers.
     """
     messages = [*before, InputMessage("user", tuple(parts))]
-    json_schema = schema.model_json_schema()
+    json_schema = _json_schema(schema)
 
     def ask() -> str:  # the same question gets the same grading
         size = (OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)
