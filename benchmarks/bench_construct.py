@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import re
 import resource
 import subprocess
@@ -125,14 +126,16 @@ def pool(tmp: Path, groups_per_scenario: int) -> Path:
     return out
 
 
-def paid_calls(out: Path) -> int:
+def paid_calls(out: Path) -> tuple[int, float]:
+    """The requests sent and the sum of their latencies as the client saw them."""
     import sqlite3
 
     from yanami.construct import store_path
 
     db = sqlite3.connect(store_path(out) / "construction.sqlite")
     try:
-        return int(db.execute("SELECT COUNT(*) FROM calls WHERE cached = 0").fetchone()[0])
+        n, seen = db.execute("SELECT COUNT(*), COALESCE(SUM(latency_s), 0) FROM calls WHERE cached = 0").fetchone()
+        return int(n), float(seen)
     finally:
         db.close()
 
@@ -145,13 +148,22 @@ def bench_rate(tmp: Path, dialogues: int) -> None:
         models = configs(tmp, url)
         # a warm-up run memoizes the stand-in plans, so the timed run measures the pipeline
         construct(pooldir, tmp / "warm", **models, per_scenario=dialogues // 4, concurrency=CONCURRENCY)
-        start = time.perf_counter()
+        served = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start, cpu = time.perf_counter(), time.process_time()
         s = construct(pooldir, tmp / "rate", **models, per_scenario=dialogues // 4, concurrency=CONCURRENCY, seed=7)
-        wall = time.perf_counter() - start
-    n = paid_calls(tmp / "rate")
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    # the server's CPU over its whole life (warm-up included), for the share of the machine it takes
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = after.ru_utime + after.ru_stime - served.ru_utime - served.ru_stime
+    n, seen = paid_calls(tmp / "rate")
     rate = n / wall
     print(f"rate: {s.accepted} dialogues, {n} requests in {wall:.2f} s = {rate:.1f} requests/s = "
           f"{100 * rate / IDEAL:.0f} % of the ideal {IDEAL:.0f}   target >= 80 %")  # fmt: skip
+    print(f"      client CPU {1000 * cpu / n:.1f} ms/request ({cpu / wall:.2f} cores); the server process "
+          f"{server_cpu:.1f} s CPU over its life incl. warm-up; this machine has {os.cpu_count()} cores")  # fmt: skip
+    print(f"      a request as the client saw it: {1000 * seen / n:.0f} ms on average (the server waits "
+          f"{1000 * LATENCY:.0f}); the {CONCURRENCY} slots held a request {100 * seen / (CONCURRENCY * wall):.0f} % "
+          f"of the run, the rest is between requests and the run's tail")  # fmt: skip
 
 
 def bench_overhead(tmp: Path, dialogues: int) -> None:
