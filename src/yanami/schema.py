@@ -17,10 +17,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from yanami.families import CHECK_SCALES, FAMILIES, Family  # the families' facts; re-exported here
 from yanami.scenarios import Scenario  # the scenario facts' own module; re-exported here
 
-SCHEMA_VERSION = "1.0"
-"""Version of this data model; bumped on any change to a field."""
+SCHEMA_VERSION = "1.1"
+"""Version of this data model; bumped on any change to a field (1.1: families, domains, graded
+checks, answered turns, references between turns)."""
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -57,10 +59,22 @@ class QuestionType(StrEnum):
 
 
 class CheckKind(StrEnum):
-    """Atomic checks make up State Consistency; capability checks feed the gap analysis."""
+    """What a check is, which fixes its scale (`yanami.families.CHECK_SCALES`).
+
+    YANAMI: atomic checks make up State Consistency, capability checks feed the gap analysis
+    (both pass or fail). WEAVE: key points, scored together as a checklist 0-10. IMUG-Bench:
+    evaluation points, each scored 0-5.
+    """
 
     ATOMIC = "atomic"
     CAPABILITY = "capability"
+    KEY_POINT = "key_point"
+    EVALUATION_POINT = "evaluation_point"
+
+    @property
+    def scale(self) -> int:
+        """The top of the check's scale (1: pass or fail)."""
+        return CHECK_SCALES[self.value]
 
 
 class CheckCategory(StrEnum):
@@ -149,8 +163,23 @@ class CheckHidden(_Model):
     """Machine-readable form of the check (any JSON; the world writes an object), for the exact judge."""
 
 
+class TurnRef(_Model):
+    """A reference from a turn to an earlier turn's input or output.
+
+    ``of`` says which version: ``data`` is what the dataset holds there (a user's picture, a
+    reference image), ``model`` is what the model under evaluation produced at that turn
+    (its own image or answer), which exists only once it has answered.
+    """
+
+    turn: int = Field(ge=0)
+    side: Literal["user", "assistant"]
+    image: Annotated[int, Field(ge=0)] | None = None
+    """Which of the message's images (counting from 0); None: the whole message."""
+    of: Literal["data", "model"] = "data"
+
+
 class Check(_Model):
-    """A binary, independently verifiable criterion on a target turn's image."""
+    """An independently verifiable criterion on a target turn's image, on its kind's scale."""
 
     id: Id
     """Unique within the dialogue."""
@@ -161,7 +190,21 @@ class Check(_Model):
     """Required for capability checks: the capability the check isolates."""
     category: CheckCategory | None = None
     """For atomic checks: what kind of property is checked."""
+    references: list[TurnRef] = []
+    """The images the criterion compares with, in order (WEAVE's ``GT #k`` and ``Image #k``)."""
     hidden: CheckHidden = CheckHidden()
+
+
+class Answer(_Model):
+    """The reference for a turn whose assistant reply is text that is graded (a target text turn)."""
+
+    text: str = ""
+    """The reference answer as the source wrote it (WEAVE's standard answer, IMUG-Bench's ``answer``)."""
+    letters: list[str] = []
+    """For a multiple-choice turn: the correct option letters known before the model answers."""
+    dynamic: bool = False
+    """Part of the answer depends on what the model produced earlier: it is resolved after the
+    model has answered, from the turns in the turn's ``references``."""
 
 
 class TurnHidden(_Model):
@@ -183,13 +226,18 @@ class Turn(_Model):
     capabilities: list[Capability] = []
     """The capabilities this turn exercises."""
     checks: list[Check] = []
-    """Non-empty exactly on target turns, whose assistant image is judged."""
+    """Non-empty exactly on target image turns, whose assistant image is judged."""
+    answer: Answer | None = None
+    """Set exactly on target text turns, whose assistant text is graded."""
+    references: list[TurnRef] = []
+    """Earlier inputs and outputs the turn's grading depends on (IMUG-Bench's image and dynamic
+    references)."""
     hidden: TurnHidden = TurnHidden()
 
     @property
     def is_target(self) -> bool:
-        """Whether the assistant's image at this turn is evaluated."""
-        return bool(self.checks)
+        """Whether the assistant's reply at this turn is evaluated (an image, or a text)."""
+        return bool(self.checks) or self.answer is not None
 
 
 class QuestionHidden(_Model):
@@ -234,8 +282,16 @@ class Dialogue(_Model):
     """A multi-turn multimodal dialogue with its questions and checks."""
 
     id: Id
-    scenario: Scenario
-    capabilities: list[Capability]
+    family: Family = Family.YANAMI
+    scenario: Scenario | None = None
+    """YANAMI dialogues: the interaction scenario (required)."""
+    domain: str | None = None
+    """WEAVE and IMUG-Bench dialogues: the family's domain (required), e.g. ``chess_game``."""
+    subdomain: str | None = None
+    """IMUG-Bench: the task within the domain."""
+    system_prompt: str | None = None
+    """A system message the model sees before the first turn."""
+    capabilities: list[Capability] = []
     """Every capability some turn exercises (YANAMI-style data has at least 4)."""
     turns: list[Turn] = Field(min_length=1)
     questions: list[Question] = []
@@ -252,6 +308,19 @@ class Dialogue(_Model):
     def checks(self) -> list[Check]:
         """Every check of every turn, in turn order."""
         return [c for t in self.turns for c in t.checks]
+
+    @property
+    def group(self) -> str:
+        """What results are grouped by: the scenario of a YANAMI dialogue, the domain otherwise."""
+        return group_of(self)
+
+
+def group_of(d: Any) -> str:
+    """A dialogue's group (scenario or domain); also for the fast decoder's objects."""
+    s = d.scenario
+    if s is not None:
+        return str(s.value if isinstance(s, Scenario) else s)
+    return str(d.domain or "")
 
 
 Loc = tuple[str | int, ...]
@@ -282,6 +351,22 @@ class DialogueWalk:
         check_ids: dict[str, Any] = {}
         used: set[str] = set()
         n_checks = 0
+        family = d.family
+        yanami = family == _YANAMI
+        kinds = _KINDS.get(family, ())
+        if yanami:
+            if d.scenario is None:
+                out.append((("scenario",), "a YANAMI dialogue needs a scenario"))
+            if d.domain is not None:
+                out.append((("domain",), "a YANAMI dialogue has a scenario, not a domain"))
+        else:
+            facts = FAMILIES[Family(family)]
+            if d.scenario is not None:
+                out.append((("scenario",), f"a {facts.title} dialogue has a domain, not a scenario"))
+            if d.domain is None:
+                out.append((("domain",), f"a {facts.title} dialogue needs a domain"))
+            elif facts.class_of(d.domain) is None:
+                out.append((("domain",), f"{d.domain!r} is not a {facts.title} domain"))
         for i, t in enumerate(turns):
             if t.index != i:
                 out.append((("turns", i, "index"), f"turn indices must run 0, 1, 2, …: expected {i}, got {t.index}"))
@@ -302,10 +387,21 @@ class DialogueWalk:
                     if p.source == _ASSISTANT:
                         generated = True
             used.update(t.capabilities)
+            if t.references:
+                _refs(out, turns, i, ("turns", i, "references"), t.references)
+            answer = t.answer
+            if answer is not None:
+                if t.checks:
+                    out.append((("turns", i, "answer"), "a turn is graded by its checks or by its answer, not both"))
+                for a, letter in enumerate(answer.letters):
+                    if letter not in CHOICE_LETTERS:
+                        out.append((("turns", i, "answer", "letters", a), f"{letter!r} is not an option letter A-G"))
+                if answer.dynamic and not t.references:
+                    out.append((("turns", i, "answer", "dynamic"), "a dynamic answer needs the turns it depends on"))
             checks = t.checks
             if not checks:
                 continue
-            if not generated:
+            if yanami and not generated:
                 out.append((("turns", i, "checks"), "a turn with checks needs an assistant-generated image"))
             n_checks += len(checks)
             for j, c in enumerate(checks):
@@ -314,8 +410,13 @@ class DialogueWalk:
                 if cid in check_ids:
                     out.append((("turns", i, "checks", j, "id"), f"duplicate check id {cid!r}"))
                 check_ids[cid] = c
+                if c.kind not in kinds:
+                    allowed = ", ".join(kinds)
+                    out.append((("turns", i, "checks", j, "kind"), f"a {family} dialogue's checks are {allowed}"))
                 if c.capability is None and c.kind == _CAPABILITY:
                     out.append((("turns", i, "checks", j, "capability"), "a capability check needs a capability"))
+                if c.references:
+                    _refs(out, turns, i, ("turns", i, "checks", j, "references"), c.references)
         if len(set(d.capabilities)) != len(d.capabilities):
             out.append((("capabilities",), "duplicate capability"))
         missing = used.difference(d.capabilities)
@@ -356,6 +457,31 @@ class DialogueWalk:
         self.images = images
         self.shas = shas
         self.n_checks = n_checks
+
+
+_YANAMI = Family.YANAMI.value
+_KINDS: dict[str, tuple[str, ...]] = {
+    Family.YANAMI.value: (CheckKind.ATOMIC.value, CheckKind.CAPABILITY.value),
+    Family.WEAVE.value: (CheckKind.KEY_POINT.value,),
+    Family.IMUG.value: (CheckKind.EVALUATION_POINT.value,),
+}
+"""The check kinds each family grades with."""
+
+
+def _refs(out: list[tuple[Loc, str]], turns: Any, i: int, loc: Loc, refs: Any) -> None:
+    """References from turn ``i``: to an earlier turn, or to its own user message."""
+    for r, ref in enumerate(refs):
+        where = (*loc, r)
+        if ref.turn > i or (ref.turn == i and ref.side == "assistant"):
+            out.append(((*where, "turn"), f"turn {i} cannot depend on turn {ref.turn}'s {ref.side} message (later)"))
+            continue
+        if ref.of == "model" and ref.side != "assistant":
+            out.append(((*where, "of"), "only an assistant message has a model version"))
+        if ref.image is not None and ref.of == "data":
+            msg = turns[ref.turn].user if ref.side == "user" else turns[ref.turn].assistant
+            n = sum(1 for p in msg.parts if p.type == "image")
+            if ref.image >= n:
+                out.append(((*where, "image"), f"turn {ref.turn}'s {ref.side} message has {n} image(s)"))
 
 
 def dialogue_problems(d: Dialogue) -> list[tuple[Loc, str]]:

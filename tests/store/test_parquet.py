@@ -30,7 +30,8 @@ def test_loads_with_hugging_face_datasets(built: Path, tmp_path: Path, monkeypat
         "parquet", data_files=[str(f) for f in files], split="train", cache_dir=str(tmp_path / "cache")
     )
     assert hf.num_rows == 8
-    assert list(hf.features) == ["id", "scenario", "capabilities", "num_turns", "dialogue", "image_sha256", "images"]
+    columns = ["id", "family", "scenario", "capabilities", "num_turns", "dialogue", "image_sha256", "images"]
+    assert list(hf.features) == columns
     row = hf[0]
     first = next(iter(Dataset(built)))
     assert row["id"] == first.id
@@ -199,7 +200,7 @@ def test_import_of_bad_metadata_is_one_line(
 
 def test_import_of_a_corrupt_page_is_one_line(built: Path, tmp_path: Path, cli: Callable[..., Any]) -> None:
     (f,) = export_parquet(built, tmp_path / "pq")
-    col = pq.ParquetFile(f).metadata.row_group(0).column(4)  # the dialogue column's first page
+    col = pq.ParquetFile(f).metadata.row_group(0).column(5)  # the dialogue column's first page
     raw = bytearray(f.read_bytes())
     start = col.data_page_offset
     raw[start : start + 64] = b"\xff" * 64

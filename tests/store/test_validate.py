@@ -41,7 +41,7 @@ def test_valid_dataset_cli(cli: Callable[..., Any], built: Path) -> None:
 
 
 LINE_DAMAGE: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
-    ("missing field", lambda o: o.pop("scenario"), "dialogues/00000.jsonl:2: scenario: Field required"),
+    ("missing field", lambda o: o.pop("meta"), "dialogues/00000.jsonl:2: meta: Field required"),
     ("unknown field", lambda o: o.update(colour="red"), "dialogues/00000.jsonl:2: colour: Extra inputs"),
     ("unknown enum", lambda o: o.update(scenario="painting"), "dialogues/00000.jsonl:2: scenario: Input should be"),
     (
@@ -217,11 +217,11 @@ def test_missing_shard_is_reported(dataset: Path) -> None:
 
 
 def test_cli_reports_problems_and_writes_nothing(cli: Callable[..., Any], dataset: Path) -> None:
-    edit_line(dataset, 2, lambda o: o.pop("scenario"))
+    edit_line(dataset, 2, lambda o: o.pop("meta"))
     before = snapshot(dataset)
     r = cli("validate", dataset)
     assert r.code == 1
-    assert "dialogues/00000.jsonl:2: scenario: Field required" in r.out
+    assert "dialogues/00000.jsonl:2: meta: Field required" in r.out
     assert "Traceback" not in r.out + r.err
     assert snapshot(dataset) == before
     assert sorted(p.name for p in dataset.parent.iterdir()) == ["ds"]

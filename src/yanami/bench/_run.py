@@ -87,7 +87,7 @@ def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialo
         return dialogues
     by: dict[str, list[Dialogue]] = {}
     for d in dialogues:
-        by.setdefault(d.scenario.value, []).append(d)
+        by.setdefault(d.group, []).append(d)
     out: list[Dialogue] = []
     k = 0
     while len(out) < min(limit, len(dialogues)):
@@ -483,7 +483,7 @@ class _Runner:
         prediction = Prediction(
             item=item.id,
             dialogue=d.id,
-            scenario=d.scenario.value,
+            scenario=d.group,
             kind=item.kind,
             turn=item.turn,
             qtype=q.type.value if q else None,

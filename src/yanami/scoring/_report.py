@@ -165,9 +165,9 @@ def _samples(
     wanted = {s: per_scenario for s in SCENARIOS}
     chosen: list[Dialogue] = []
     for d in bench:
-        if wanted.get(d.scenario.value, 0) > 0 and any(d.id in r.dialogues for r in runs):
+        if wanted.get(d.group, 0) > 0 and any(d.id in r.dialogues for r in runs):
             chosen.append(d)
-            wanted[d.scenario.value] -= 1
+            wanted[d.group] -= 1
     stores = []
     for r in runs:
         store = Results(r.path)
@@ -232,7 +232,7 @@ def _samples(
                         "answers": answers,
                     }
                 )
-            samples.append({"id": d.id, "scenario": d.scenario.value, "turns": turns, "questions": questions})
+            samples.append({"id": d.id, "scenario": d.group, "turns": turns, "questions": questions})
     finally:
         for _, store, _, _ in stores:
             store.close()

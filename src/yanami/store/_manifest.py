@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from yanami.families import FAMILIES, Family
 from yanami.schema import SCHEMA_VERSION
 
 FORMAT_NAME = "yanami-dataset"
@@ -55,6 +56,10 @@ class Manifest(BaseModel):
     schema_version: str = SCHEMA_VERSION
     split: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     """``bench``, ``train`` or another lower-case name."""
+    family: Family = Family.YANAMI
+    """The benchmark family every dialogue belongs to."""
+    protocol: str = FAMILIES[Family.YANAMI].protocol
+    """The protocol version the family is scored under (`yanami.families`)."""
     generator: Generator
     counts: Counts
     shards: dict[str, str]

@@ -31,6 +31,7 @@ ROW_GROUP_ROWS = 64
 
 HF_FEATURES = {
     "id": {"dtype": "string", "_type": "Value"},
+    "family": {"dtype": "string", "_type": "Value"},
     "scenario": {"dtype": "string", "_type": "Value"},
     "capabilities": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "Sequence"},
     "num_turns": {"dtype": "int32", "_type": "Value"},
@@ -78,6 +79,7 @@ def _schema(pa: Any, meta: ExportMeta) -> Any:
     return pa.schema(
         [
             ("id", pa.string()),
+            ("family", pa.string()),
             ("scenario", pa.string()),
             ("capabilities", pa.list_(pa.string())),
             ("num_turns", pa.int32()),
@@ -186,7 +188,8 @@ def _write_shards(
         rows.append(
             {
                 "id": d.id,
-                "scenario": d.scenario.value,
+                "family": d.family.value,
+                "scenario": d.group,
                 "capabilities": [c.value for c in d.capabilities],
                 "num_turns": len(d.turns),
                 "dialogue": line,  # the shard's line as it is, so an import rebuilds it byte for byte
@@ -215,8 +218,9 @@ def _card(split: str, n: int) -> str:
     return (
         "---\nconfigs:\n- config_name: default\n  data_files:\n"
         f"  - split: {split}\n    path: {split}-*.parquet\n---\n\n"
-        f"# yanami dataset export\n\n{n} Parquet file(s), one row per dialogue. Columns: `id`, `scenario`,\n"
-        "`capabilities`, `num_turns`, `dialogue` (the full dialogue as yanami JSON), `image_sha256`\n"
+        f"# yanami dataset export\n\n{n} Parquet file(s), one row per dialogue. Columns: `id`, `family`,\n"
+        "`scenario` (a YANAMI scenario, or a WEAVE or IMUG-Bench domain), `capabilities`, `num_turns`,\n"
+        "`dialogue` (the full dialogue as yanami JSON), `image_sha256`\n"
         "(the dialogue's distinct images, in order of first appearance) and `images` (their bytes, as\n"
         "Hugging Face `Image` values). `yanami import` turns this back into a dataset directory.\n"
     )

@@ -1,4 +1,8 @@
-"""Dataset statistics in the shape of the YANAMI paper's Tables 7 (corpus) and 8 (by scenario)."""
+"""Dataset statistics in the shape of the YANAMI paper's Tables 7 (corpus) and 8 (by scenario).
+
+WEAVE and IMUG-Bench dialogues are counted the same way, grouped by domain instead of scenario,
+with their graded checks (key points, evaluation points) and answered text turns beside.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,10 @@ class ScenarioStats(BaseModel):
     atomic_checks: int
     capability_checks: int
     atomic_checks_per_dialogue: float
+    graded_checks: int = 0
+    """WEAVE key points and IMUG-Bench evaluation points."""
+    answered_turns: int = 0
+    """Target text turns (a graded answer)."""
 
 
 class DatasetStats(BaseModel):
@@ -68,6 +76,16 @@ class DatasetStats(BaseModel):
     atomic_checks_per_dialogue: float
     target_turns: int
     by_scenario: dict[str, ScenarioStats]
+    """Per YANAMI scenario (all four when the dataset has YANAMI dialogues), then per domain of
+    the other families, in the order met."""
+    families: dict[str, int] = {}
+    """Dialogues per family."""
+    key_points: int = 0
+    evaluation_points: int = 0
+    answered_turns: int = 0
+    """Target text turns: a graded answer (WEAVE's text turns, IMUG-Bench's text tasks)."""
+    dynamic_answers: int = 0
+    """Answered turns whose answer is resolved after the model has answered."""
     lexical_variety: dict[str, float] = {}
     """Distinct n-grams per 1,000 words of message text (``1``, ``2``, ``3``), over the first
     `LEXICAL_SAMPLE` dialogues (a fixed sample: the ratio falls as a corpus grows)."""
@@ -115,6 +133,8 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
     four = 0
     questions: Counter[str] = Counter()
     per: dict[str, Counter[str]] = {s.value: Counter() for s in Scenario}
+    families: Counter[str] = Counter()
+    graded: Counter[str] = Counter()
     grams: dict[int, set[str]] = {1: set(), 2: set(), 3: set()}
     words = 0
     for d in dialogues:
@@ -128,25 +148,35 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
         max_turns = max(max_turns, nt)
         for name, hit in zip(IMAGE_BUCKETS, (k < 4, k == 4, k == 5, k >= 4, k >= 5, k >= 6), strict=True):
             buckets[name] += hit
-        scen[d.scenario.value] += 1
+        families[d.family.value] += 1
+        if d.scenario is not None:
+            scen[d.scenario.value] += 1
         dcaps = set(d.capabilities)
         for t in d.turns:
             dcaps.update(t.capabilities)
         caps.update(c.value for c in dcaps)
         four += len(dcaps) >= 4
         questions.update(q.type.value for q in d.questions)
-        n_atomic = n_cap = 0
+        n_atomic = n_cap = n_graded = n_answered = 0
         for t in d.turns:
             target += t.is_target
+            if t.answer is not None:
+                n_answered += 1
+                graded["dynamic"] += t.answer.dynamic
             for c in t.checks:
                 if c.kind is CheckKind.ATOMIC:
                     n_atomic += 1
-                else:
+                elif c.kind is CheckKind.CAPABILITY:
                     n_cap += 1
+                else:
+                    n_graded += 1
+                    graded[c.kind.value] += 1
         atomic += n_atomic
         capability += n_cap
-        row = per[d.scenario.value]
+        graded["answered"] += n_answered
+        row = per.setdefault(d.group, Counter())
         row.update(dialogues=1, images=k, turns=nt, questions=len(d.questions), atomic=n_atomic, capability=n_cap)
+        row.update(graded=n_graded, answered=n_answered)
     return DatasetStats(
         dialogues=n,
         images=images,
@@ -184,9 +214,18 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
                 atomic_checks=row["atomic"],
                 capability_checks=row["capability"],
                 atomic_checks_per_dialogue=_div(row["atomic"], row["dialogues"]),
+                graded_checks=row["graded"],
+                answered_turns=row["answered"],
             )
             for s, row in per.items()
+            # the four scenarios always, unless the dataset is of another family only
+            if row["dialogues"] or not families or families["yanami"]
         },
+        families=dict(sorted(families.items())),
+        key_points=graded[CheckKind.KEY_POINT.value],
+        evaluation_points=graded[CheckKind.EVALUATION_POINT.value],
+        answered_turns=graded["answered"],
+        dynamic_answers=graded["dynamic"],
     )
 
 
@@ -245,24 +284,38 @@ def stats_tables(s: DatasetStats) -> list[Table]:
     tables.append(t)
 
     # Table 8, in two parts so that it fits: sizes, then questions and atomic checks.
-    t = table("By scenario: sizes", "Dialogues", "Share", "Images", "Turns", first="Scenario")
+    other = any(f != "yanami" for f in s.families)
+    group = "Scenario or domain" if other else "Scenario"
+    t = table(f"By {group.lower()}: sizes", "Dialogues", "Share", "Images", "Turns", first=group)
     for name, row in s.by_scenario.items():
         t.add_row(name, f"{row.dialogues:,}", f"{100 * row.share:.1f}%", f"{row.images:,}", f"{row.turns:,}")
     share = "100.0%" if s.dialogues else "0.0%"
     t.add_row("total", f"{s.dialogues:,}", share, f"{s.images:,}", f"{s.turns:,}")
     tables.append(t)
     t = table(
-        "By scenario: questions and atomic checks (capability-specific checks excluded)",
+        f"By {group.lower()}: questions and atomic checks (capability-specific checks excluded)",
         "Questions",
         "Atomic checks",
         "Per dialogue",
-        first="Scenario",
+        first=group,
     )
     for name, row in s.by_scenario.items():
         t.add_row(name, f"{row.questions:,}", f"{row.atomic_checks:,}", f"{row.atomic_checks_per_dialogue:.2f}")
     t.add_row("total", f"{sum(s.questions.values()):,}", f"{s.atomic_checks:,}", f"{s.atomic_checks_per_dialogue:.2f}")
     tables.append(t)
 
+    if other:
+        t = table("By domain: graded checks (key or evaluation points) and answered turns", "Checks", "Answered",
+                  first="Domain")  # fmt: skip
+        for name, row in s.by_scenario.items():
+            if row.graded_checks or row.answered_turns:
+                t.add_row(name, f"{row.graded_checks:,}", f"{row.answered_turns:,}")
+        tables.append(t)
+        t = table("Families", "Dialogues", first="Family")
+        for fam, n in s.families.items():
+            t.add_row(fam, f"{n:,}")
+        t.add_row("dynamic answers", f"{s.dynamic_answers:,}")
+        tables.append(t)
     t = table("Dialogues per capability", "Dialogues", first="Capability")
     for cap, n in s.capability_dialogues.items():
         t.add_row(cap, f"{n:,}")

@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from yanami._files import atomic_write
 from yanami.errors import UserError
+from yanami.families import FAMILIES, Family
 from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
@@ -99,6 +100,7 @@ class DatasetWriter:
                 raise ValueError(f"not a shard path: {rel!r} (shards are {DIALOGUES_DIR}/NAME.jsonl)")
         self.keep_manifest = keep_manifest
         self._turns = self._questions = self._checks = 0
+        self._family: Family | None = None
         self._done = False
 
     # images ---------------------------------------------------------------------------
@@ -156,6 +158,10 @@ class DatasetWriter:
             raise ValueError(f"dialogue {dialogue.id}: {'.'.join(map(str, loc))}: {msg}")
         if dialogue.id in self._ids:
             raise ValueError(f"duplicate dialogue id {dialogue.id!r}")
+        if self._family is None:
+            self._family = dialogue.family
+        elif dialogue.family != self._family:
+            raise ValueError(f"dialogue {dialogue.id}: a {dialogue.family} dialogue in a {self._family} dataset")
         for part in dialogue.images():
             if part.sha256 not in self._stored:
                 raise ValueError(f"dialogue {dialogue.id}: image {part.sha256} was not added")
@@ -222,8 +228,11 @@ class DatasetWriter:
             self._capacity = 0
             self._open_shard()
             self._close_shard()
+        family = self._family or Family.YANAMI
         manifest = Manifest(
             split=self.split,
+            family=family,
+            protocol=FAMILIES[family].protocol,
             generator=self.generator,
             counts=Counts(
                 dialogues=len(self._ids),

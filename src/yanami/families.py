@@ -1,0 +1,87 @@
+"""The benchmark families yanami holds, as one table: YANAMI, WEAVE and IMUG-Bench.
+
+A dataset declares its family and the protocol version it is scored under (the manifest's
+``family`` and ``protocol``); each dialogue names its family again, and its group: a
+YANAMI scenario, or a WEAVE or IMUG-Bench domain. Everything that names a family's
+domains, their classes or a check's scale derives from `FAMILIES` and `CHECK_SCALES`.
+
+Like `yanami.scenarios`, this module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Family(StrEnum):
+    """Which benchmark a dialogue belongs to; it decides the protocol that scores it."""
+
+    YANAMI = "yanami"
+    WEAVE = "weave"
+    IMUG = "imug"
+
+
+@dataclass(frozen=True)
+class FamilyFacts:
+    """What a family's paper and public code fix."""
+
+    family: Family
+    title: str
+    protocol: str
+    """The protocol version yanami scores it under (bumped when a rule of scoring changes)."""
+    classes: dict[str, tuple[str, ...]]
+    """Class (WEAVE's category, IMUG-Bench's domain class) -> its domains, in the source's order."""
+
+    def domains(self) -> tuple[str, ...]:
+        """Every domain, class by class."""
+        return tuple(d for ds in self.classes.values() for d in ds)
+
+    def class_of(self, domain: str) -> str | None:
+        """The class a domain belongs to (None for a domain the family does not have)."""
+        return next((c for c, ds in self.classes.items() if domain in ds), None)
+
+
+# fmt: off
+FAMILIES: dict[Family, FamilyFacts] = {
+    f.family: f
+    for f in (
+        FamilyFacts(Family.YANAMI, "YANAMI", "yanami-1", {}),
+        # weichow23/weave, eval/config.py (WEAVE_DOMAIN)
+        FamilyFacts(
+            Family.WEAVE,
+            "WEAVE",
+            "weave-1",
+            {
+                "science": ("optics", "geography", "astronomy", "chemistry", "physics", "biology"),
+                "creation": ("edit", "recall", "fusion", "story"),
+                "logic": ("spatial", "mathematics"),
+                "game": ("chess_game", "visual_jigsaw", "minecraft", "maze"),
+            },
+        ),
+        # ccccEsion/IMUG-Bench, config/domain_classes.json
+        FamilyFacts(
+            Family.IMUG,
+            "IMUG-Bench",
+            "imug-1",
+            {
+                "Static Spatial": (
+                    "Color_Reasoning", "Apparel", "Interior_Design", "Geometric_Coloring", "Mechanisms",
+                    "Object_Inference", "Counterintuitive_Reasoning",
+                ),
+                "Temporal Causal": ("Botany", "Chemistry", "Physics", "Damage_Repair", "Weather"),
+                "Hybrid": (
+                    "Stack_Simulation", "DIY", "Cooking", "Mirror_Reasoning", "Storage", "Paper_Crafting",
+                    "Everyday_Tasks",
+                ),
+            },
+        ),
+    )
+}
+# fmt: on
+"""Every family's facts. YANAMI's groups are its scenarios (`yanami.scenarios`), not domains."""
+
+
+CHECK_SCALES: dict[str, int] = {"atomic": 1, "capability": 1, "key_point": 10, "evaluation_point": 5}
+"""Check kind -> the top of its scale: YANAMI's checks pass or fail (1), WEAVE's key points are
+scored 0-10 as a checklist, IMUG-Bench's evaluation points 0-5 each."""
