@@ -162,6 +162,59 @@ PROBLEMS = [
 ]
 
 
+def _weave(r: dict[str, Any]) -> None:
+    """The small dialogue as a WEAVE one: a domain instead of a scenario, key points."""
+    r.update(family="weave", scenario=None, domain="edit")
+    for c in r["turns"][1]["checks"]:
+        c.update(kind="key_point", capability=None, category=None)
+    r["questions"][0]["aligned_checks"] = []
+
+
+def _then(*fns: Any) -> Any:
+    return lambda r: [fn(r) for fn in fns]
+
+
+def _ref(**ref: Any) -> Any:
+    return lambda r: r["turns"][1]["checks"][0].update(references=[ref])
+
+
+PROBLEMS += [
+    ("YANAMI without a scenario", lambda r: r.update(scenario=None), ("scenario",)),
+    ("YANAMI with a domain", lambda r: r.update(domain="edit"), ("domain",)),
+    ("WEAVE with a scenario", _then(_weave, lambda r: r.update(scenario="editing")), ("scenario",)),
+    ("WEAVE without a domain", _then(_weave, lambda r: r.update(domain=None)), ("domain",)),
+    ("an IMUG domain in WEAVE", _then(_weave, lambda r: r.update(domain="Botany")), ("domain",)),
+    ("an atomic check in WEAVE", _then(_weave, lambda r: r["turns"][1]["checks"][0].update(kind="atomic")),
+     ("turns", 1, "checks", 0, "kind")),
+    ("a key point in YANAMI", lambda r: r["turns"][1]["checks"][0].update(kind="key_point"),
+     ("turns", 1, "checks", 0, "kind")),
+    ("a reference to a later turn", lambda r: r["turns"][0].update(references=[{"turn": 1, "side": "user"}]),
+     ("turns", 0, "references", 0, "turn")),
+    ("a dependency on its own output", lambda r: r["turns"][1].update(references=[{"turn": 1, "side": "assistant"}]),
+     ("turns", 1, "references", 0, "turn")),
+    ("a model version of a user message", _ref(turn=0, side="user", of="model"),
+     ("turns", 1, "checks", 0, "references", 0, "of")),
+    ("an image that is not there", _ref(turn=0, side="user", image=1),
+     ("turns", 1, "checks", 0, "references", 0, "image")),
+    ("an answer and checks", lambda r: r["turns"][1].update(answer={"letters": ["A"]}), ("turns", 1, "answer")),
+    ("an answer letter past G", lambda r: r["turns"][0].update(answer={"letters": ["H"]}),
+     ("turns", 0, "answer", "letters", 0)),
+    ("a dynamic answer with nothing to resolve it", lambda r: r["turns"][0].update(answer={"dynamic": True}),
+     ("turns", 0, "answer", "dynamic")),
+]  # fmt: skip
+
+
+def test_references_a_family_may_make() -> None:
+    ok = _then(_weave, _ref(turn=1, side="assistant", image=0))
+    assert dialogue_problems(_mutate(small(), ok)) == []  # a judge may compare with the turn's own reference image
+    imug = _then(_weave, lambda r: r.update(family="imug", domain="Botany"),
+                 lambda r: [c.update(kind="evaluation_point") for c in r["turns"][1]["checks"]],
+                 lambda r: r["turns"][1].update(references=[{"turn": 0, "side": "assistant", "of": "model"}]),
+                 lambda r: r["turns"][1]["assistant"].update(parts=[]))  # fmt: skip
+    d = _mutate(small(), imug)
+    assert dialogue_problems(d) == [] and d.group == "Botany" and small().group == "editing"
+
+
 @pytest.mark.parametrize(("fn", "loc"), [p[1:] for p in PROBLEMS], ids=[p[0] for p in PROBLEMS])
 def test_dialogue_problems(fn: Any, loc: tuple[Any, ...]) -> None:
     problems = dialogue_problems(_mutate(small(), fn))

@@ -244,19 +244,41 @@ def export(
     out.print(f"{out_dir}: {n} dialogues in {len(files)} {fmt.value} file(s)", markup=False)
 
 
+IMPORT_KINDS = ("parquet", "weave", "imug")
+
+
 @app.command(name="import")
 def import_(
-    source: Annotated[Path, typer.Argument(help="A Parquet export (directory or file).", metavar="SOURCE")],
+    kind_or_source: Annotated[
+        str, typer.Argument(help="parquet, weave or imug; or a Parquet export alone.", metavar="[KIND] SOURCE")
+    ],
     out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.", metavar="DIR")],
+    source: Annotated[Path | None, typer.Argument(help="The source.", metavar="", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
 ) -> None:
-    """Turn a Parquet export back into a dataset directory."""
+    """Make a dataset directory from a Parquet export, WEAVE's test.json or IMUG-Bench's data folder.
+
+    yanami import weave SRC --out DIR: SRC is WEAVE's test.json or the folder with it and imgs/.
+    yanami import imug SRC --out DIR: SRC is IMUG-Bench's folder (data/benchmark.jsonl, its side
+    files and data/images/). yanami import SOURCE --out DIR: a Parquet export (yanami export).
+    """
     from yanami.store import Dataset, import_parquet
 
+    kind = kind_or_source if source is not None else "parquet"
+    src = source if source is not None else Path(kind_or_source)
+    if kind not in IMPORT_KINDS:
+        raise UserError(f"{kind!r}: not a kind of source ({', '.join(IMPORT_KINDS)})")
     with progress("importing", None) as advance:
-        import_parquet(source, out_dir, overwrite=overwrite, on_dialogue=advance)
-    c = Dataset(out_dir).manifest.counts
-    out.print(f"{out_dir}: {c.dialogues} dialogues, {c.images} images", markup=False)
+        if kind == "parquet":
+            import_parquet(src, out_dir, overwrite=overwrite, on_dialogue=advance)
+        else:
+            from yanami.importers import IMPORTERS
+
+            IMPORTERS[kind](src, out_dir, overwrite=overwrite, on_record=advance)
+    m = Dataset(out_dir).manifest
+    c = m.counts
+    family = "" if kind == "parquet" else f" ({m.family.value}, protocol {m.protocol})"
+    out.print(f"{out_dir}: {c.dialogues} dialogues, {c.images} images{family}", markup=False)
 
 
 @app.command()

@@ -416,7 +416,7 @@ class DialogueWalk:
                 if c.capability is None and c.kind == _CAPABILITY:
                     out.append((("turns", i, "checks", j, "capability"), "a capability check needs a capability"))
                 if c.references:
-                    _refs(out, turns, i, ("turns", i, "checks", j, "references"), c.references)
+                    _refs(out, turns, i, ("turns", i, "checks", j, "references"), c.references, judged=True)
         if len(set(d.capabilities)) != len(d.capabilities):
             out.append((("capabilities",), "duplicate capability"))
         missing = used.difference(d.capabilities)
@@ -468,11 +468,13 @@ _KINDS: dict[str, tuple[str, ...]] = {
 """The check kinds each family grades with."""
 
 
-def _refs(out: list[tuple[Loc, str]], turns: Any, i: int, loc: Loc, refs: Any) -> None:
-    """References from turn ``i``: to an earlier turn, or to its own user message."""
+def _refs(out: list[tuple[Loc, str]], turns: Any, i: int, loc: Loc, refs: Any, *, judged: bool = False) -> None:
+    """References from turn ``i``: to an earlier turn, or to its own user message; a check's
+    references (``judged``: what a judge compares with) may also name the turn's own reference image."""
     for r, ref in enumerate(refs):
         where = (*loc, r)
-        if ref.turn > i or (ref.turn == i and ref.side == "assistant"):
+        own = judged and ref.turn == i and ref.side == "assistant" and ref.of == "data"
+        if ref.turn > i or (ref.turn == i and ref.side == "assistant" and not own):
             out.append(((*where, "turn"), f"turn {i} cannot depend on turn {ref.turn}'s {ref.side} message (later)"))
             continue
         if ref.of == "model" and ref.side != "assistant":

@@ -74,9 +74,17 @@ from yanami.models import (
     output_frame,
 )
 from yanami.scenarios import FACTS, PRESETS
-from yanami.schema import Capability, Dialogue, DialogueMeta, ImageFormat, ImagePart, ImageSource, Scenario
-from yanami.store import DEFAULT_MAX_PIXELS, DatasetWriter, Generator, ImageProblem, image_info, image_relpath
-from yanami.store._images import _PIL_FORMATS, open_image_bytes, sha256_hex
+from yanami.schema import Capability, Dialogue, DialogueMeta, ImagePart, ImageSource, Scenario
+from yanami.store import (
+    DEFAULT_MAX_PIXELS,
+    DatasetWriter,
+    Generator,
+    ImageProblem,
+    image_header,
+    image_info,
+    image_relpath,
+)
+from yanami.store._images import sha256_hex
 
 STORE_SUFFIX = ".construct"
 SETTINGS = "settings.json"
@@ -201,16 +209,6 @@ def _progress_noop(stage: str, done: int, total: int) -> None:
 def store_path(out: Path) -> Path:
     """The construction store of an output folder: ``OUT.construct`` beside it."""
     return out.parent / f"{out.name}{STORE_SUFFIX}"
-
-
-def _header(data: bytes) -> tuple[ImageFormat, int, int]:
-    """Format and size from an image's header (the pixel limit checked; the pixels not decoded)."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":  # PNG: the size is at a fixed place
-        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        if 0 < width * height <= DEFAULT_MAX_PIXELS:
-            return ImageFormat.PNG, width, height
-    img = open_image_bytes(data, DEFAULT_MAX_PIXELS)
-    return _PIL_FORMATS[img.format or ""], img.width, img.height
 
 
 def _int_seed(*parts: object) -> int:
@@ -380,7 +378,7 @@ class _Constructor:
             if path is None:
                 raise UserError(f"{self.pooldir}: image {sha} of group {group.group} is missing from images/")
             data = path.read_bytes()
-            fmt, width, height = _header(data)  # decoded in full when the pool was prepared
+            fmt, width, height = image_header(data)  # decoded in full when the pool was prepared
             out.append(_Picture(ImagePart(sha256=sha, format=fmt, width=width, height=height,
                                           source=ImageSource.USER), data))  # fmt: skip
         return out
@@ -549,7 +547,7 @@ class _Constructor:
 
         The adapter has verified the file's structure and checksums (`validate_image`); the
         header gives its format and size without decoding the pixels again."""
-        fmt, width, height = _header(data)
+        fmt, width, height = image_header(data)
         if (width, height) != frame:
             from PIL import Image
 

@@ -95,6 +95,34 @@ def read_image_file(root: Path, sha256: str, fmt: ImageFormat | str) -> bytes:
         raise ImageProblem(f"image file {rel} cannot be read: {exc.strerror}") from None
 
 
+def image_header(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[ImageFormat, int, int]:
+    """(format, width, height) from an image's header, without decoding its pixels.
+
+    The pixel limit is checked, and so is the end of the file (PNG's ``IEND`` chunk, JPEG's
+    end-of-image marker, the length WebP's header announces), which catches a truncated file.
+    Raises ImageProblem like `image_info`; `yanami validate` still decodes every image in full.
+    """
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":  # PNG: the size is at a fixed place
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        if 0 < width * height <= max_pixels:
+            fmt = ImageFormat.PNG
+        else:
+            img = open_image_bytes(data, max_pixels)  # raises the limit's own message
+            fmt, width, height = _PIL_FORMATS[img.format or ""], img.width, img.height
+    else:
+        img = open_image_bytes(data, max_pixels)
+        fmt, width, height = _PIL_FORMATS[img.format or ""], img.width, img.height
+    if fmt is ImageFormat.PNG:
+        whole = data[-8:-4] == b"IEND"
+    elif fmt is ImageFormat.JPEG:
+        whole = b"\xff\xd9" in data[-64:]
+    else:
+        whole = len(data) >= 8 + int.from_bytes(data[4:8], "little")
+    if not whole:
+        raise ImageProblem(f"truncated {fmt.value.upper()} file ({len(data)} bytes)")
+    return fmt, width, height
+
+
 def image_info(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[ImageFormat, int, int]:
     """Decode ``data`` fully and return its (format, width, height).
 

@@ -1,0 +1,298 @@
+"""``yanami import imug``: IMUG-Bench's ``data/`` folder as a yanami dataset.
+
+IMUG-Bench (public: ``ccccEsion/IMUG-Bench``, ``scripts/``) keeps ``benchmark.jsonl``, one
+sample per line: ``{domain, subdomain, sample_id, system_prompt?, tasks[]}``, each task
+``{turn, modality: text|image, input: [{text} | {image}], output: {answer} |
+{evaluation_points}}``, images under ``images/``. Beside it:
+
+- ``dynamic_references.jsonl``: ``{domain, subdomain, sample_id, turn_idx, ref_turn_idxs}``,
+  the earlier turns a ``<DYNAMIC>`` answer is resolved from once the model has answered;
+- ``image_references.jsonl``: ``{domain, subdomain, sample_id, reference_links: [{turn_idx,
+  refs: [{ref_turn, ref_type: input|output}]}]}``, the images an image turn is judged against;
+- ``grid_gt/Geometric_Coloring__<subdomain>__<sample_id>.jsonl``: ``{turn, grid}`` per image
+  turn, the 3 x 3 grid its picture must show (``0`` empty, ``1`` filled, ``r`` red, ``g`` green).
+
+A task becomes a turn: its input the user message, a text task's answer the turn's answer
+(option letters, ``dynamic`` for ``<DYNAMIC>``), an image task's evaluation points checks of
+kind ``evaluation_point``. IMUG-Bench has no reference image for an image turn, so its
+assistant message is empty; a static answer is the assistant's text (for GT-History). The
+source's turn number and modality are kept in ``hidden.intent``; grids in each check's
+``hidden.predicate``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from yanami import __version__
+from yanami.families import FAMILIES, Family
+from yanami.importers._common import OnRecord, SourceImages, dialogue_id, expect, fail
+from yanami.schema import (
+    Answer,
+    Check,
+    CheckHidden,
+    CheckKind,
+    Dialogue,
+    DialogueMeta,
+    ImagePart,
+    ImageSource,
+    Message,
+    TextPart,
+    Turn,
+    TurnHidden,
+    TurnRef,
+)
+from yanami.store import DatasetWriter, Generator, Manifest
+
+BENCHMARK = "benchmark.jsonl"
+DYNAMIC_REFERENCES = "dynamic_references.jsonl"
+IMAGE_REFERENCES = "image_references.jsonl"
+GRID_DIR = "grid_gt"
+IMAGES_DIR = "images"
+DYNAMIC = "<DYNAMIC>"
+GRID_CELLS = frozenset({"0", "1", "r", "g"})
+_LETTERS = re.compile(r"[A-G]")
+
+Key = tuple[str, str, str]
+"""(domain, subdomain, sample_id)."""
+
+
+def data_dir(src: Path) -> Path:
+    """The folder that holds ``benchmark.jsonl``: SRC itself or SRC/data."""
+    for candidate in (src, src / "data"):
+        if (candidate / BENCHMARK).is_file():
+            return candidate
+    raise fail(str(src), "", f"no {BENCHMARK} here or in data/ (give IMUG-Bench's folder)")
+
+
+def _lines(path: Path) -> Iterator[tuple[str, Any]]:
+    """(``path:line``, the parsed object) for each non-blank line; a one-line error otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(str(path), "", f"cannot be read ({exc})") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise fail(f"{path}:{n}", f"column {exc.colno}", f"not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise fail(f"{path}:{n}", "", "expected an object")
+        yield f"{path}:{n}", obj
+
+
+def _key(obj: dict[str, Any], at: str) -> Key:
+    domain = expect(obj.get("domain"), str, at, "domain")
+    subdomain = expect(obj.get("subdomain"), str, at, "subdomain")
+    sample = expect(obj.get("sample_id"), (str, int), at, "sample_id")
+    return domain, subdomain, str(sample)
+
+
+class _Side:
+    """A side file's entries by (sample, turn number), each remembering where it was read."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[Key, int], tuple[str, Any]] = {}
+
+    def add(self, key: Key, turn: int, at: str, value: Any) -> None:
+        if (key, turn) in self.entries:
+            raise fail(at, "turn", f"a second entry for sample {key[2]} turn {turn}")
+        self.entries[(key, turn)] = (at, value)
+
+    def take(self, key: Key, turn: int) -> tuple[str, Any] | None:
+        return self.entries.pop((key, turn), None)
+
+    def leftover(self, name: str) -> None:
+        for (key, turn), (at, _) in self.entries.items():
+            raise fail(at, "turn", f"sample {'/'.join(key)} has no turn {turn} in {BENCHMARK} ({name})")
+
+
+def _side_files(data: Path) -> tuple[_Side, _Side, _Side]:
+    dynamic, image_refs, grids = _Side(), _Side(), _Side()
+    if (data / DYNAMIC_REFERENCES).is_file():
+        for at, obj in _lines(data / DYNAMIC_REFERENCES):
+            refs = expect(obj.get("ref_turn_idxs"), list, at, "ref_turn_idxs")
+            for r in refs:
+                expect(r, int, at, "ref_turn_idxs")
+            dynamic.add(_key(obj, at), expect(obj.get("turn_idx"), int, at, "turn_idx"), at, refs)
+    if (data / IMAGE_REFERENCES).is_file():
+        for at, obj in _lines(data / IMAGE_REFERENCES):
+            key = _key(obj, at)
+            for j, link in enumerate(expect(obj.get("reference_links"), list, at, "reference_links")):
+                field = f"reference_links[{j}]"
+                expect(link, dict, at, field)
+                refs = []
+                for r, ref in enumerate(expect(link.get("refs"), list, at, f"{field}.refs")):
+                    expect(ref, dict, at, f"{field}.refs[{r}]")
+                    kind = ref.get("ref_type")
+                    if kind not in ("input", "output"):
+                        raise fail(at, f"{field}.refs[{r}].ref_type", f"{kind!r} is not input or output")
+                    refs.append((expect(ref.get("ref_turn"), int, at, f"{field}.refs[{r}].ref_turn"), kind))
+                image_refs.add(key, expect(link.get("turn_idx"), int, at, f"{field}.turn_idx"), at, refs)
+    if (data / GRID_DIR).is_dir():
+        for path in sorted((data / GRID_DIR).glob("*.jsonl")):
+            parts = path.stem.split("__")
+            if len(parts) != 3:
+                raise fail(str(path), "", "a grid file is named DOMAIN__SUBDOMAIN__SAMPLE.jsonl")
+            key = (parts[0], parts[1], parts[2])
+            for at, obj in _lines(path):
+                grid = expect(obj.get("grid"), list, at, "grid")
+                for row in grid:
+                    if not isinstance(row, list) or any(c not in GRID_CELLS for c in row):
+                        raise fail(at, "grid", f"rows of cells {', '.join(sorted(GRID_CELLS))} expected")
+                grids.add(key, expect(obj.get("turn"), int, at, "turn"), at, grid)
+    return dynamic, image_refs, grids
+
+
+def import_imug(
+    src: str | Path, out: str | Path, *, overwrite: bool = False, on_record: OnRecord | None = None
+) -> Manifest:
+    """Import IMUG-Bench's samples and side files; any bad line stops it and nothing is written."""
+    data = data_dir(Path(src))
+    dynamic, image_refs, grids = _side_files(data)
+    generator = Generator(name="import", version=__version__, params={"family": "imug", "source": BENCHMARK})
+    with DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer:
+        images = SourceImages(data / IMAGES_DIR, writer)
+        for at, obj in _lines(data / BENCHMARK):
+            d = _dialogue(obj, at, images, dynamic, image_refs, grids)
+            try:
+                writer.add_dialogue(d)
+            except ValueError as exc:
+                raise fail(at, "", str(exc)) from None
+            if on_record is not None:
+                on_record()
+        dynamic.leftover(DYNAMIC_REFERENCES)
+        image_refs.leftover(IMAGE_REFERENCES)
+        grids.leftover(f"{GRID_DIR}/")
+        return writer.commit()
+
+
+def _dialogue(
+    obj: dict[str, Any], at: str, images: SourceImages, dynamic: _Side, image_refs: _Side, grids: _Side
+) -> Dialogue:
+    key = _key(obj, at)
+    domain, subdomain, sample = key
+    imug = FAMILIES[Family.IMUG]
+    if imug.class_of(domain) is None:
+        raise fail(at, "domain", f"{domain!r} is not an IMUG-Bench domain ({', '.join(imug.domains())})")
+    system = obj.get("system_prompt")
+    if system is not None:
+        expect(system, str, at, "system_prompt")
+    tasks = expect(obj.get("tasks"), list, at, "tasks")
+    if not tasks:
+        raise fail(at, "tasks", "no tasks")
+    index: dict[int, int] = {}  # the source's turn number -> yanami's turn index
+    for i, task in enumerate(tasks):
+        expect(task, dict, at, f"tasks[{i}]")
+        number = expect(task.get("turn"), int, at, f"tasks[{i}].turn")
+        if index and number <= max(index):
+            raise fail(at, f"tasks[{i}].turn", f"turn {number} after turn {max(index)} (turns must increase)")
+        index[number] = i
+    turns = [_turn(task, i, key, at, images, index, dynamic, image_refs, grids) for i, task in enumerate(tasks)]
+    return Dialogue(
+        id=dialogue_id("imug", domain, subdomain, sample),
+        family=Family.IMUG,
+        domain=domain,
+        subdomain=subdomain,
+        system_prompt=system,
+        turns=turns,
+        meta=DialogueMeta(generator="import-imug", version=__version__, params={"sample_id": sample}),
+    )
+
+
+def _turn(
+    task: dict[str, Any],
+    i: int,
+    key: Key,
+    at: str,
+    images: SourceImages,
+    index: dict[int, int],
+    dynamic: _Side,
+    image_refs: _Side,
+    grids: _Side,
+) -> Turn:
+    field = f"tasks[{i}]"
+    number = task["turn"]
+    modality = task.get("modality")
+    if modality not in ("text", "image"):
+        raise fail(at, f"{field}.modality", f"unknown modality {modality!r} (text or image)")
+    inputs = expect(task.get("input"), list, at, f"{field}.input")
+    if not inputs:
+        raise fail(at, f"{field}.input", "no input")
+    parts: list[TextPart | ImagePart] = []
+    for j, item in enumerate(inputs):
+        where = f"{field}.input[{j}]"
+        if not isinstance(item, dict) or len(item) != 1 or not ({"text", "image"} & item.keys()):
+            raise fail(at, where, 'an input is {"text": ...} or {"image": ...}')
+        if "text" in item:
+            parts.append(TextPart(text=expect(item["text"], str, at, f"{where}.text")))
+        else:
+            parts.append(
+                images.part(expect(item["image"], str, at, f"{where}.image"), ImageSource.USER, at, f"{where}.image")
+            )
+    output = expect(task.get("output"), dict, at, f"{field}.output")
+    refs: list[TurnRef] = []
+
+    def earlier(ref: int, where: str, side: str = "assistant") -> int:
+        if ref not in index:
+            raise fail(where, "", f"sample {key[2]} has no turn {ref} (referenced from turn {number})")
+        if ref > number or (ref == number and side == "assistant"):
+            raise fail(where, "", f"turn {number} cannot depend on turn {ref} (a later turn, or its own output)")
+        return index[ref]
+
+    answer = None
+    checks: list[Check] = []
+    assistant: list[TextPart | ImagePart] = []
+    if modality == "text":
+        text = expect(output.get("answer"), str, at, f"{field}.output.answer")
+        static = text.split(DYNAMIC, 1)[0]
+        letters = list(dict.fromkeys(_LETTERS.findall(static)))
+        answer = Answer(text=text, letters=letters, dynamic=DYNAMIC in text)
+        if not answer.dynamic and not letters:
+            raise fail(at, f"{field}.output.answer", "names no option letter A-G")
+        entry = dynamic.take(key, number)
+        if entry is not None:
+            where, numbers = entry
+            refs += [TurnRef(turn=earlier(r, where), side="assistant", of="model") for r in numbers]
+        elif answer.dynamic:
+            raise fail(at, f"{field}.output.answer", f"a {DYNAMIC} answer with no entry in {DYNAMIC_REFERENCES}")
+        if not answer.dynamic:
+            assistant = [TextPart(text=text)]
+    else:
+        points = expect(output.get("evaluation_points"), list, at, f"{field}.output.evaluation_points")
+        if not points:
+            raise fail(at, f"{field}.output.evaluation_points", "no evaluation points")
+        grid = grids.take(key, number)
+        for j, point in enumerate(points, 1):
+            text = expect(point, str, at, f"{field}.output.evaluation_points[{j - 1}]")
+            hidden = CheckHidden(predicate={"grid": grid[1], "point": j}) if grid else CheckHidden()
+            checks.append(Check(id=f"t{i}-p{j}", kind=CheckKind.EVALUATION_POINT, text=text, hidden=hidden))
+        entry = image_refs.take(key, number)
+        if entry is not None:
+            where, links = entry
+            for ref, kind in links:
+                if kind == "input":
+                    refs.append(TurnRef(turn=earlier(ref, where, "user"), side="user", of="data"))
+                else:
+                    refs.append(TurnRef(turn=earlier(ref, where), side="assistant", of="model"))
+    for side, belongs in ((grids, "image"), (image_refs, "image"), (dynamic, "text")):
+        if belongs != modality and (key, number) in side.entries:
+            where, _ = side.entries[(key, number)]
+            kind = "an image" if modality == "image" else "a text"
+            msg = f"turn {number} of sample {key[2]} is {kind} turn; this entry is for {belongs} turns"
+            raise fail(where, "turn", msg)
+    return Turn(
+        index=i,
+        user=Message(role="user", parts=parts),
+        assistant=Message(role="assistant", parts=assistant),
+        checks=checks,
+        answer=answer,
+        references=refs,
+        hidden=TurnHidden(intent={"turn": number, "modality": modality}),
+    )

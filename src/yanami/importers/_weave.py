@@ -1,0 +1,222 @@
+"""``yanami import weave``: WEAVE's ``test.json`` and its ``imgs/`` as a yanami dataset.
+
+WEAVE (public format: ``weichow23/weave``, ``infer/loader.py``) keeps one JSON array of
+records ``{domain, idx, images[], chats[]}``; chats alternate user and assistant, each
+``{role, type: text|image, content, key_point}``. ``Image #k`` names ``images[k-1]``. An
+assistant image chat's content names the image it produces; its ``key_point`` object keys
+each requirement by the image it compares with: ``GT #k`` (the dataset's image), ``Image #k``
+(the model's own earlier output) or ``Text`` (none).
+
+In yanami's form a turn is a user chat and the assistant chat after it. An image a user
+chat mentions for the first time is attached to that user message, after the label
+``Image #k:``, so what the text names is what the model sees; an assistant image carries
+the same label. Key points become checks of kind ``key_point`` with their references; a text
+reply becomes the turn's answer. The turn mode WEAVE derives from the number of image
+mentions (t2i, edit, fusion; vqa for a text reply) is kept in ``hidden.intent``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from yanami import __version__
+from yanami.families import FAMILIES, Family
+from yanami.importers._common import OnRecord, SourceImages, dialogue_id, expect, fail
+from yanami.schema import (
+    Answer,
+    Check,
+    CheckKind,
+    Dialogue,
+    DialogueMeta,
+    ImagePart,
+    ImageSource,
+    Message,
+    TextPart,
+    Turn,
+    TurnHidden,
+    TurnRef,
+)
+from yanami.store import DatasetWriter, Generator, Manifest
+
+MENTION = re.compile(r"Image\s*#\s*(\d+)")
+KEY = re.compile(r"(GT|Image)\s*#\s*(\d+)")
+SOURCE_FILE = "test.json"
+
+
+def weave_mode(user_text: str, answered: bool) -> str:
+    """WEAVE's turn mode: vqa for a text reply, else by the number of ``Image #`` mentions."""
+    if answered:
+        return "vqa"
+    n = user_text.count("Image #")
+    return "t2i" if n == 0 else "edit" if n == 1 else "fusion"
+
+
+def source_file(src: Path) -> Path:
+    """``test.json`` given the file, its folder, or the folder above it (``test/test.json``)."""
+    for candidate in (src, src / SOURCE_FILE, src / "test" / SOURCE_FILE):
+        if candidate.is_file():
+            return candidate
+    raise fail(str(src), "", f"no {SOURCE_FILE} here (give the file, or the folder that holds it and imgs/)")
+
+
+def import_weave(
+    src: str | Path, out: str | Path, *, overwrite: bool = False, on_record: OnRecord | None = None
+) -> Manifest:
+    """Import WEAVE's records; any bad record stops the import and nothing is written."""
+    file = source_file(Path(src))
+    try:
+        records = json.loads(file.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise fail(str(file), f"line {exc.lineno} column {exc.colno}", f"not JSON ({exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(str(file), "", f"cannot be read ({exc})") from None
+    if not isinstance(records, list):
+        raise fail(str(file), "", "expected a JSON array of records")
+    generator = Generator(name="import", version=__version__, params={"family": "weave", "source": file.name})
+    with DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer:
+        images = SourceImages(file.parent, writer)
+        for n, record in enumerate(records):
+            at = f"{file}: record {n}"
+            d = _dialogue(record, n, at, images)
+            try:
+                writer.add_dialogue(d)
+            except ValueError as exc:
+                raise fail(at, "", str(exc)) from None
+            if on_record is not None:
+                on_record()
+        return writer.commit()
+
+
+def _mentions(text: str) -> list[int]:
+    return list(dict.fromkeys(int(k) for k in MENTION.findall(text)))
+
+
+def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
+    if not isinstance(record, dict):
+        raise fail(at, "", "expected an object")
+    idx = expect(record.get("idx"), int, at, "idx")
+    at = f"{at} (idx {idx})"
+    domain = expect(record.get("domain"), str, at, "domain")
+    weave = FAMILIES[Family.WEAVE]
+    if weave.class_of(domain) is None:
+        raise fail(at, "domain", f"{domain!r} is not a WEAVE domain ({', '.join(weave.domains())})")
+    paths = expect(record.get("images"), list, at, "images")
+    for k, p in enumerate(paths):
+        expect(p, str, at, f"images[{k}]")
+    chats = expect(record.get("chats"), list, at, "chats")
+    if not chats:
+        raise fail(at, "chats", "no chats")
+    for j, c in enumerate(chats):
+        expect(c, dict, at, f"chats[{j}]")
+        role = "user" if j % 2 == 0 else "assistant"
+        if c.get("role") != role:
+            raise fail(
+                at, f"chats[{j}].role", f"expected {role!r} (chats alternate user, assistant), got {c.get('role')!r}"
+            )
+        if c.get("type") not in ("text", "image") or (role == "user" and c.get("type") != "text"):
+            allowed = "text" if role == "user" else "text or image"
+            who = "a user" if role == "user" else "an assistant"
+            raise fail(at, f"chats[{j}].type", f"unknown type {c.get('type')!r} for {who} chat ({allowed})")
+        expect(c.get("content"), str, at, f"chats[{j}].content")
+    if len(chats) % 2:
+        raise fail(at, f"chats[{len(chats) - 1}]", "a user chat with no assistant reply (chats alternate)")
+
+    def in_range(k: int, field: str) -> int:
+        if not 1 <= k <= len(paths):
+            raise fail(at, field, f"Image #{k} is beyond the record's {len(paths)} images")
+        return k
+
+    outputs: dict[int, int] = {}  # image number -> the turn whose reply it is
+    for t in range(len(chats) // 2):
+        a = chats[2 * t + 1]
+        if a["type"] == "image":
+            ks = _mentions(a["content"])
+            if len(ks) != 1:
+                raise fail(at, f"chats[{2 * t + 1}].content", "an image reply names exactly one Image #k")
+            k = in_range(ks[0], f"chats[{2 * t + 1}].content")
+            if k in outputs:
+                raise fail(at, f"chats[{2 * t + 1}].content", f"Image #{k} is already the reply of turn {outputs[k]}")
+            outputs[k] = t
+
+    placed: dict[int, tuple[int, str, int]] = {}  # image number -> (turn, side, position among images)
+    turns: list[Turn] = []
+    for t in range(len(chats) // 2):
+        u, a = chats[2 * t], chats[2 * t + 1]
+        field = f"chats[{2 * t}].content"
+        parts: list[TextPart | ImagePart] = []
+        for k in _mentions(u["content"]):
+            in_range(k, field)
+            if k in placed or outputs.get(k) == t:
+                continue
+            if k in outputs:
+                raise fail(at, field, f"Image #{k} is the reply of a later turn ({outputs[k]})")
+            placed[k] = (t, "user", len(parts) // 2)
+            parts += [
+                TextPart(text=f"Image #{k}:"),
+                images.part(paths[k - 1], ImageSource.USER, at, f"images[{k - 1}]"),
+            ]
+        user = Message(role="user", parts=[*parts, TextPart(text=u["content"])])
+        answer = None
+        checks: list[Check] = []
+        if a["type"] == "image":
+            (k,) = [k for k, turn in outputs.items() if turn == t]
+            placed[k] = (t, "assistant", 0)
+            image = images.part(paths[k - 1], ImageSource.ASSISTANT, at, f"images[{k - 1}]")
+            assistant = Message(role="assistant", parts=[TextPart(text=f"Image #{k}:"), image])
+            checks = _key_points(a.get("key_point"), t, at, f"chats[{2 * t + 1}].key_point", placed, outputs, in_range)
+        else:
+            assistant = Message(role="assistant", parts=[TextPart(text=a["content"])])
+            answer = Answer(text=a["content"])
+        mode = weave_mode(u["content"], answer is not None)
+        turns.append(
+            Turn(
+                index=t,
+                user=user,
+                assistant=assistant,
+                checks=checks,
+                answer=answer,
+                hidden=TurnHidden(intent={"mode": mode}),
+            )
+        )
+    return Dialogue(
+        id=dialogue_id("weave", idx),
+        family=Family.WEAVE,
+        domain=domain,
+        turns=turns,
+        meta=DialogueMeta(generator="import-weave", version=__version__, params={"idx": idx, "record": n}),
+    )
+
+
+def _key_points(
+    key_point: Any,
+    t: int,
+    at: str,
+    field: str,
+    placed: dict[int, tuple[int, str, int]],
+    outputs: dict[int, int],
+    in_range: Any,
+) -> list[Check]:
+    if not isinstance(key_point, dict) or not key_point:
+        raise fail(at, field, "an image reply needs its key points (an object of requirements)")
+    checks = []
+    for j, (key, text) in enumerate(key_point.items(), 1):
+        where = f"{field}.{key}"
+        expect(text, str, at, where)
+        refs: list[TurnRef] = []
+        if key.strip() != "Text":
+            m = KEY.match(key.strip())  # "Image #4, Image #2": the first, as WEAVE's evaluator reads it
+            if m is None:
+                raise fail(at, where, "a key point's key is GT #k, Image #k or Text")
+            k = in_range(int(m[2]), where)
+            if m[1] == "Image" and outputs.get(k, t) < t:  # the model's own earlier output
+                refs.append(TurnRef(turn=outputs[k], side="assistant", image=0, of="model"))
+            elif k in placed:  # the dataset's image (for Image #k of a user's picture, the same)
+                turn, side, pos = placed[k]
+                refs.append(TurnRef(turn=turn, side=side, image=pos))  # type: ignore[arg-type]
+            else:
+                raise fail(at, where, f"Image #{k} is not shown by turn {t}")
+        checks.append(Check(id=f"t{t}-k{j}", kind=CheckKind.KEY_POINT, text=text, references=refs))
+    return checks

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.importers.samples import IMUG_GRID, imug_samples, write_imug
+from yanami.schema import CheckKind, Family, TextPart, TurnRef
+from yanami.store import Dataset, dataset_stats, validate_dataset
+
+
+def test_imug_samples_and_side_files_become_a_valid_imug_dataset(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_imug(tmp_path / "imug")
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 0, r.err
+    assert "2 dialogues, 2 images (imug, protocol imug-1)" in r.out
+    assert validate_dataset(tmp_path / "ds") == []
+    ds = Dataset(tmp_path / "ds")
+    assert ds.manifest.family == Family.IMUG
+    grid, botany = list(ds)
+    assert (grid.id, grid.domain, grid.subdomain) == ("imug-Geometric_Coloring-cubes_coloring-1", "Geometric_Coloring",
+                                                      "cubes_coloring")  # fmt: skip
+    assert grid.system_prompt == "You draw 3 x 3 grids of cubes."
+    t1, t2, t3 = grid.turns
+    # a static answer: its letters, and the assistant's text for GT-History
+    assert t1.answer is not None and (t1.answer.letters, t1.answer.dynamic) == (["B"], False)
+    assert t1.assistant.parts == [TextPart(text="B")]
+    assert [p.type for p in t1.user.parts] == ["text", "image"]
+    # an image turn: evaluation points, the grid on each, the input it is judged against, no reference image
+    assert [c.kind for c in t2.checks] == [CheckKind.EVALUATION_POINT] * 4 and t2.assistant.parts == []
+    assert [c.hidden.predicate for c in t2.checks] == [{"grid": IMUG_GRID, "point": j} for j in (1, 2, 3, 4)]
+    assert t2.references == [TurnRef(turn=0, side="user", of="data")]
+    # a dynamic answer: the static letters before the marker, resolved later from turn 2's output
+    assert t3.answer is not None and (t3.answer.letters, t3.answer.dynamic) == (["A"], True)
+    assert t3.references == [TurnRef(turn=1, side="assistant", of="model")] and t3.assistant.parts == []
+    assert [t.hidden.intent for t in grid.turns] == [
+        {"turn": 1, "modality": "text"}, {"turn": 2, "modality": "image"}, {"turn": 3, "modality": "text"}
+    ]  # fmt: skip
+    assert botany.turns[0].answer is not None and botany.turns[0].answer.letters == ["A", "C"]
+
+    s = dataset_stats(ds)
+    assert (s.families, s.evaluation_points, s.answered_turns, s.dynamic_answers) == ({"imug": 2}, 4, 3, 1)
+    assert set(s.by_scenario) == {"Geometric_Coloring", "Botany"}
+
+
+def _sample(change: Callable[[list[dict[str, Any]]], Any]) -> list[dict[str, Any]]:
+    samples = imug_samples()
+    change(samples)
+    return samples
+
+
+BAD = [
+    ("unknown modality", lambda s: s[0]["tasks"][0].__setitem__("modality", "audio"),
+     "benchmark.jsonl:1: tasks[0].modality: unknown modality 'audio' (text or image)"),
+    ("missing image", lambda s: s[1]["tasks"][0]["input"][0].__setitem__("image", "gone.jpg"),
+     "benchmark.jsonl:2: tasks[0].input[0].image: gone.jpg: no such image file"),
+    ("turns out of order", lambda s: s[0]["tasks"][2].__setitem__("turn", 1),
+     "benchmark.jsonl:1: tasks[2].turn: turn 1 after turn 2 (turns must increase)"),
+    ("bad domain", lambda s: s[1].__setitem__("domain", "Astrology"),
+     "benchmark.jsonl:2: domain: 'Astrology' is not an IMUG-Bench domain"),
+    ("no letter", lambda s: s[1]["tasks"][0]["output"].__setitem__("answer", "leaves"),
+     "benchmark.jsonl:2: tasks[0].output.answer: names no option letter A-G"),
+    ("bad input", lambda s: s[1]["tasks"][0]["input"].__setitem__(0, {"audio": "x.wav"}),
+     "benchmark.jsonl:2: tasks[0].input[0]: an input is"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "change", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_samples_are_one_line_and_nothing_is_written(
+    tmp_path: Path, cli: Callable[..., Any], case: str, change: Any, expected: str
+) -> None:
+    src = write_imug(tmp_path / "imug", _sample(change))
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2
+    assert f"{src / 'data'}/{expected}" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "ds").exists()
+
+
+def _side(src: Path, name: str, obj: dict[str, Any]) -> None:
+    (src / "data" / name).write_text(json.dumps(obj) + "\n")
+
+
+KEY = {"domain": "Geometric_Coloring", "subdomain": "cubes_coloring", "sample_id": "1"}
+
+
+def test_a_dependency_on_a_later_turn_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_imug(tmp_path / "imug")
+    _side(src, "dynamic_references.jsonl", {**KEY, "turn_idx": 1, "ref_turn_idxs": [3]})
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and not (tmp_path / "ds").exists()
+    assert f"{src / 'data' / 'dynamic_references.jsonl'}:1: turn 1 cannot depend on turn 3 (a later turn" in r.err
+    _side(src, "dynamic_references.jsonl", {**KEY, "turn_idx": 2, "ref_turn_idxs": [1]})
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and "jsonl:1: turn: turn 2 of sample 1 is an image turn; this entry is for text turns" in r.err
+    (src / "data" / "dynamic_references.jsonl").write_text("")  # turn 3's dynamic answer has no entry
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and "tasks[2].output.answer: a <DYNAMIC> answer with no entry in dynamic_references" in r.err
+    _side(src, "dynamic_references.jsonl", {**KEY, "turn_idx": 3, "ref_turn_idxs": [2]})
+    _side(src, "image_references.jsonl", {**KEY, "reference_links": [{"turn_idx": 2, "refs": [
+        {"ref_turn": 3, "ref_type": "output"}]}]})  # fmt: skip
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and not (tmp_path / "ds").exists()
+    assert f"{src / 'data' / 'image_references.jsonl'}:1: turn 2 cannot depend on turn 3" in r.err
+
+
+def test_a_grid_for_a_turn_that_does_not_exist_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_imug(tmp_path / "imug")
+    grid = src / "data" / "grid_gt" / "Geometric_Coloring__cubes_coloring__1.jsonl"
+    grid.write_text(grid.read_text() + json.dumps({"turn": 9, "grid": [["0"]]}) + "\n")
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and not (tmp_path / "ds").exists()
+    assert f"{grid}:2: turn: sample Geometric_Coloring/cubes_coloring/1 has no turn 9" in r.err

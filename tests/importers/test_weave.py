@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.importers.samples import weave_records, write_weave
+from yanami.importers import import_weave
+from yanami.schema import CheckKind, Family, ImagePart, TextPart, TurnRef
+from yanami.store import Dataset, dataset_stats, export_parquet, validate_dataset
+
+
+def test_weave_records_become_a_valid_weave_dataset(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_weave(tmp_path / "weave")
+    r = cli("import", "weave", src, "--out", tmp_path / "ds")
+    assert r.code == 0, r.err
+    assert "2 dialogues, 4 images (weave, protocol weave-1)" in r.out
+    assert validate_dataset(tmp_path / "ds") == []
+    ds = Dataset(tmp_path / "ds")
+    assert (ds.manifest.family, ds.manifest.split) == (Family.WEAVE, "bench")
+    edit, story = list(ds)
+    assert (edit.id, edit.domain, edit.scenario, edit.family) == ("weave-7", "edit", None, Family.WEAVE)
+
+    # Image #1 is first mentioned by the user: attached there, after its label
+    first = edit.turns[0]
+    assert [type(p).__name__ for p in first.user.parts] == ["TextPart", "ImagePart", "TextPart"]
+    assert first.user.parts[0] == TextPart(text="Image #1:")
+    assert first.user.text().endswith("Edit Image #1: make the sky red.")
+    out0 = first.assistant.images()[0]
+    assert first.assistant.parts[0] == TextPart(text="Image #2:") and out0.source == "assistant"
+    assert [c.kind for c in first.checks] == [CheckKind.KEY_POINT, CheckKind.KEY_POINT]
+    assert first.checks[0].references == [TurnRef(turn=0, side="user", image=0, of="data")]  # GT #1
+    assert first.checks[1].references == [] and first.checks[1].text == "The sky is red."  # Text
+
+    # Image #2 was the reply of turn 0: not attached again; "Image #2" in a key point is the model's own
+    second = edit.turns[1]
+    assert second.user.images() == []
+    assert second.checks[0].references == [TurnRef(turn=0, side="assistant", image=0, of="model")]
+    assert second.checks[1].references == [TurnRef(turn=1, side="assistant", image=0, of="data")]  # GT #3
+    assert second.assistant.images()[0].format == "jpeg"
+
+    third = edit.turns[2]
+    assert third.checks == [] and third.answer is not None and third.answer.text == "Image #3 has the moon."
+    assert [t.hidden.intent for t in edit.turns] == [{"mode": "edit"}, {"mode": "edit"}, {"mode": "vqa"}]
+    assert story.turns[0].hidden.intent == {"mode": "t2i"} and story.turns[0].user.images() == []
+    assert all(t.is_target for t in edit.turns)
+
+    s = dataset_stats(ds)
+    assert s.families == {"weave": 2} and s.key_points == 5 and s.answered_turns == 1
+    assert set(s.by_scenario) == {"edit", "story"} and s.by_scenario["edit"].graded_checks == 4
+    assert cli("stats", tmp_path / "ds").code == 0
+
+    # export and back, byte for byte
+    export_parquet(tmp_path / "ds", tmp_path / "pq")
+    assert cli("import", tmp_path / "pq", "--out", tmp_path / "back").code == 0
+    assert (tmp_path / "back" / "manifest.json").read_bytes() == (tmp_path / "ds" / "manifest.json").read_bytes()
+
+
+def test_a_repeated_image_file_is_stored_once(tmp_path: Path) -> None:
+    records = weave_records()
+    records[1]["images"] = ["imgs/street.png"]  # the same file as record 0's Image #1
+    src = write_weave(tmp_path / "weave", records)
+    m = import_weave(src / "test.json", tmp_path / "ds")
+    assert m.counts.images == 3
+    (part,) = [p for p in next(iter(reversed(list(Dataset(tmp_path / "ds"))))).images() if isinstance(p, ImagePart)]
+    assert part.source == "assistant"
+
+
+def _edit(change: Callable[[list[dict[str, Any]]], Any]) -> list[dict[str, Any]]:
+    records = weave_records()
+    change(records)
+    return records
+
+
+BAD = [
+    ("missing image", lambda r: r[0]["images"].__setitem__(0, "imgs/nowhere.png"),
+     "record 0 (idx 7): images[0]: imgs/nowhere.png: no such image file"),
+    ("not alternating", lambda r: r[0]["chats"].__setitem__(1, {**r[0]["chats"][0]}),
+     "record 0 (idx 7): chats[1].role: expected 'assistant' (chats alternate user, assistant), got 'user'"),
+    ("odd length", lambda r: r[1]["chats"].pop(),
+     "record 1 (idx 8): chats[0]: a user chat with no assistant reply"),
+    ("beyond the list", lambda r: r[0]["chats"][2].__setitem__("content", "Add a moon to Image #9."),
+     "record 0 (idx 7): chats[2].content: Image #9 is beyond the record's 3 images"),
+    ("unknown type", lambda r: r[0]["chats"][1].__setitem__("type", "video"),
+     "record 0 (idx 7): chats[1].type: unknown type 'video' for an assistant chat (text or image)"),
+    ("later turn", lambda r: r[0]["chats"][0].__setitem__("content", "Edit Image #1 like Image #3."),
+     "record 0 (idx 7): chats[0].content: Image #3 is the reply of a later turn (1)"),
+    ("unknown domain", lambda r: r[1].__setitem__("domain", "poetry"),
+     "record 1 (idx 8): domain: 'poetry' is not a WEAVE domain"),
+    ("bad key", lambda r: r[1]["chats"][1].__setitem__("key_point", {"Picture 1": "x"}),
+     "record 1 (idx 8): chats[1].key_point.Picture 1: a key point's key is GT #k, Image #k or Text"),
+    ("corrupt image", None, "record 0 (idx 7): images[0]: imgs/street.png: "),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "change", "expected"), BAD, ids=[b[0] for b in BAD])
+def test_bad_records_are_one_line_and_nothing_is_written(
+    tmp_path: Path, cli: Callable[..., Any], case: str, change: Any, expected: str
+) -> None:
+    src = write_weave(tmp_path / "weave", _edit(change) if change else None)
+    if case == "corrupt image":
+        data = (src / "imgs" / "street.png").read_bytes()
+        (src / "imgs" / "street.png").write_bytes(data[: len(data) // 2])
+    r = cli("import", "weave", src, "--out", tmp_path / "ds")
+    assert r.code == 2
+    assert f"{src / 'test.json'}: {expected}" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "ds").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["weave"]
+
+
+def test_not_json_names_the_line(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_weave(tmp_path / "weave")
+    (src / "test.json").write_text('[{"domain": "edit",\n  "idx": }]')
+    r = cli("import", "weave", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and f"{src / 'test.json'}: line 2 column 10: not JSON" in r.err
+
+
+def test_an_image_path_may_not_leave_the_source(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_weave(tmp_path / "weave", _edit(lambda r: r[1].__setitem__("images", ["../secret.png"])))
+    (tmp_path / "secret.png").write_bytes((src / "imgs" / "cat.png").read_bytes())
+    r = cli("import", "weave", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and "images[0]: '../secret.png' leaves" in r.err
+
+
+def test_import_of_an_unknown_kind_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    r = cli("import", "vqav2", tmp_path, "--out", tmp_path / "ds")
+    assert r.code == 2 and "'vqav2': not a kind of source (parquet, weave, imug)" in r.err
