@@ -82,6 +82,10 @@ FAMILIES: dict[Family, FamilyFacts] = {
 """Every family's facts. YANAMI's groups are its scenarios (`yanami.scenarios`), not domains."""
 
 
+WEAVE_MODES = ("t2i", "edit", "fusion", "vqa")
+"""WEAVE's turn modes: by the number of images the user's turn mentions (none, one, more), or
+vqa for a text reply (``infer/loader.py``, ``detect_mode``)."""
+
 CHECK_SCALES: dict[str, int] = {"atomic": 1, "capability": 1, "key_point": 10, "evaluation_point": 5}
 """Check kind -> the top of its scale: YANAMI's checks pass or fail (1), WEAVE's key points are
 scored 0-10 as a checklist, IMUG-Bench's evaluation points 0-5 each."""

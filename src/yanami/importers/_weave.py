@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami import __version__
-from yanami.families import FAMILIES, Family
+from yanami.families import FAMILIES, WEAVE_MODES, Family
 from yanami.importers._common import OnRecord, SourceImages, dialogue_id, expect, fail
 from yanami.schema import (
     Answer,
@@ -48,10 +48,7 @@ SOURCE_FILE = "test.json"
 
 def weave_mode(user_text: str, answered: bool) -> str:
     """WEAVE's turn mode: vqa for a text reply, else by the number of ``Image #`` mentions."""
-    if answered:
-        return "vqa"
-    n = user_text.count("Image #")
-    return "t2i" if n == 0 else "edit" if n == 1 else "fusion"
+    return WEAVE_MODES[3 if answered else min(user_text.count("Image #"), 2)]
 
 
 def source_file(src: Path) -> Path:
