@@ -255,6 +255,15 @@ def import_(
     out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.", metavar="DIR")],
     source: Annotated[Path | None, typer.Argument(help="The source.", metavar="", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
+    copy: Annotated[
+        bool,
+        typer.Option(
+            "--copy",
+            help="weave, imug: copy image files; by default the dataset hard-links them where SRC and "
+            "--out share a file system (no bytes copied; editing a source picture in place would then "
+            "change the dataset's too, which yanami validate reports).",
+        ),
+    ] = False,
 ) -> None:
     """Make a dataset directory from a Parquet export, WEAVE's test.json or IMUG-Bench's data folder.
 
@@ -274,7 +283,7 @@ def import_(
         else:
             from yanami.importers import IMPORTERS
 
-            IMPORTERS[kind](src, out_dir, overwrite=overwrite, on_record=advance)
+            IMPORTERS[kind](src, out_dir, overwrite=overwrite, link=not copy, on_record=advance)
     m = Dataset(out_dir).manifest
     c = m.counts
     family = "" if kind == "parquet" else f" ({m.family.value}, protocol {m.protocol})"

@@ -128,3 +128,17 @@ def test_an_image_path_may_not_leave_the_source(tmp_path: Path, cli: Callable[..
 def test_import_of_an_unknown_kind_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
     r = cli("import", "vqav2", tmp_path, "--out", tmp_path / "ds")
     assert r.code == 2 and "'vqav2': not a kind of source (parquet, weave, imug)" in r.err
+
+
+def test_image_files_are_linked_unless_copy_is_asked(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_weave(tmp_path / "weave")
+    cat = (src / "imgs" / "cat.png").stat().st_ino
+
+    def inodes(ds: Path) -> set[int]:
+        return {p.stat().st_ino for p in (ds / "images").rglob("*.png")}
+
+    assert cli("import", "weave", src, "--out", tmp_path / "linked").code == 0
+    assert cat in inodes(tmp_path / "linked")  # one file system here: a hard link, no bytes copied
+    assert cli("import", "weave", src, "--out", tmp_path / "copied", "--copy").code == 0
+    assert cat not in inodes(tmp_path / "copied")
+    assert validate_dataset(tmp_path / "copied") == [] and validate_dataset(tmp_path / "linked") == []

@@ -151,14 +151,14 @@ def _side_files(data: Path) -> tuple[_Side, _Side, _Side]:
 
 
 def import_imug(
-    src: str | Path, out: str | Path, *, overwrite: bool = False, on_record: OnRecord | None = None
+    src: str | Path, out: str | Path, *, overwrite: bool = False, link: bool = True, on_record: OnRecord | None = None
 ) -> Manifest:
     """Import IMUG-Bench's samples and side files; any bad line stops it and nothing is written."""
     data = data_dir(Path(src))
     dynamic, image_refs, grids = _side_files(data)
     generator = Generator(name="import", version=__version__, params={"family": "imug", "source": BENCHMARK})
     with DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer:
-        images = SourceImages(data / IMAGES_DIR, writer)
+        images = SourceImages(data / IMAGES_DIR, writer, link=link)
         for at, obj in _lines(data / BENCHMARK):
             d = _dialogue(obj, at, images, dynamic, image_refs, grids)
             try:

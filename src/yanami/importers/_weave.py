@@ -60,7 +60,7 @@ def source_file(src: Path) -> Path:
 
 
 def import_weave(
-    src: str | Path, out: str | Path, *, overwrite: bool = False, on_record: OnRecord | None = None
+    src: str | Path, out: str | Path, *, overwrite: bool = False, link: bool = True, on_record: OnRecord | None = None
 ) -> Manifest:
     """Import WEAVE's records; any bad record stops the import and nothing is written."""
     file = source_file(Path(src))
@@ -73,8 +73,9 @@ def import_weave(
     if not isinstance(records, list):
         raise fail(str(file), "", "expected a JSON array of records")
     generator = Generator(name="import", version=__version__, params={"family": "weave", "source": file.name})
+
     with DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer:
-        images = SourceImages(file.parent, writer)
+        images = SourceImages(file.parent, writer, link=link)
         for n, record in enumerate(records):
             at = f"{file}: record {n}"
             d = _dialogue(record, n, at, images)

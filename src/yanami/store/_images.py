@@ -95,6 +95,36 @@ def read_image_file(root: Path, sha256: str, fmt: ImageFormat | str) -> bytes:
         raise ImageProblem(f"image file {rel} cannot be read: {exc.strerror}") from None
 
 
+def _png_size(data: bytes) -> tuple[int, int] | None:
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":  # the size is at a fixed place
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return None
+
+
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+"""JPEG's start-of-frame markers (the others in the range are tables)."""
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """A JPEG's (width, height) from its first start-of-frame segment; None if not found plainly."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    i, n = 2, len(data)
+    while i + 9 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+        elif marker in _SOF:
+            return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
+        elif marker == 0x01 or 0xD0 <= marker <= 0xD9:  # markers without a length
+            i += 2
+        else:
+            i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
 def image_header(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[ImageFormat, int, int]:
     """(format, width, height) from an image's header, without decoding its pixels.
 
@@ -102,14 +132,13 @@ def image_header(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[Ima
     end-of-image marker, the length WebP's header announces), which catches a truncated file.
     Raises ImageProblem like `image_info`; `yanami validate` still decodes every image in full.
     """
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":  # PNG: the size is at a fixed place
-        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        if 0 < width * height <= max_pixels:
-            fmt = ImageFormat.PNG
-        else:
-            img = open_image_bytes(data, max_pixels)  # raises the limit's own message
-            fmt, width, height = _PIL_FORMATS[img.format or ""], img.width, img.height
-    else:
+    size = _png_size(data)
+    fmt = ImageFormat.PNG
+    if size is None:
+        size, fmt = _jpeg_size(data), ImageFormat.JPEG
+    if size is not None and 0 < size[0] * size[1] <= max_pixels:
+        width, height = size
+    else:  # another format, or a size to refuse: Pillow reads the header and says why
         img = open_image_bytes(data, max_pixels)
         fmt, width, height = _PIL_FORMATS[img.format or ""], img.width, img.height
     if fmt is ImageFormat.PNG:

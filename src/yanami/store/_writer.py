@@ -17,7 +17,7 @@ from typing import BinaryIO
 from yanami._files import atomic_write
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
-from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
+from yanami.schema import Dialogue, ImageFormat, ImagePart, ImageSource, dialogue_problems
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_header, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
     DIALOGUES_DIR,
@@ -101,6 +101,7 @@ class DatasetWriter:
         self.keep_manifest = keep_manifest
         self._turns = self._questions = self._checks = 0
         self._family: Family | None = None
+        self._link: bool | None = None  # whether hard links to source files work here (None: not tried)
         self._done = False
 
     # images ---------------------------------------------------------------------------
@@ -117,6 +118,31 @@ class DatasetWriter:
         self._put(sha, image_relpath(sha, fmt), data)
         return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
 
+    def add_image_file(self, path: Path, data: bytes, source: ImageSource, *, link: bool = True) -> ImagePart:
+        """Store an image file's bytes (``data``, read from ``path``) like `add_image` with ``decode=False``.
+
+        With ``link`` the dataset's file is a hard link to ``path`` where both are on one file
+        system (no bytes copied: an import of thousands of pictures costs a directory entry
+        each); elsewhere, or when the link is refused, the bytes are written.
+        """
+        fmt, width, height = image_header(data, self.max_pixels)
+        return self.add_loaded(sha256_hex(data), fmt, width, height, data, path if link else None, source)
+
+    def add_loaded(
+        self,
+        sha: str,
+        fmt: ImageFormat,
+        width: int,
+        height: int,
+        data: bytes,
+        origin: Path | None,
+        source: ImageSource,
+    ) -> ImagePart:
+        """Store an image the caller has hashed and checked (`add_image_file`'s work done by a
+        worker thread); ``origin``, if given, is the file to hard-link."""
+        self._put(sha, image_relpath(sha, fmt), data, origin)
+        return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
+
     def add_encoded(self, part: ImagePart, data: bytes) -> None:
         """Store bytes the caller encoded and hashed itself, described by ``part``.
 
@@ -126,14 +152,23 @@ class DatasetWriter:
         """
         self._put(part.sha256, image_relpath(part.sha256, part.format), data)
 
-    def _put(self, sha: str, rel: str, data: bytes) -> None:
+    def _put(self, sha: str, rel: str, data: bytes, origin: Path | None = None) -> None:
         if sha in self._stored:
             return
-        dest = self.work / rel
+        dest = f"{self.work}/{rel}"
         folder = rel.rsplit("/", 1)[0]
         if folder not in self._folders:
-            dest.parent.mkdir(exist_ok=True)
+            os.makedirs(f"{self.work}/{folder}", exist_ok=True)
             self._folders.add(folder)
+        if origin is not None and self._link is not False:
+            try:
+                os.link(origin, dest, follow_symlinks=False)
+                self._link = True
+                self._stored.add(sha)
+                self._image_hashes.append(sha)
+                return
+            except OSError:  # another file system, or links refused: copy from now on
+                self._link = False
         # No temporary name per file: the whole work directory is what commits atomically.
         fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
