@@ -1,0 +1,88 @@
+"""WEAVE's and IMUG-Bench's scoring rules, on values worked out by hand."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image, ImageDraw
+
+from yanami.scoring._protocols import (
+    grid_points,
+    imug_image_score,
+    mcq_code,
+    mcq_paper,
+    read_grid,
+    resolved_answer,
+    weave_metric_means,
+    weave_score,
+)
+
+
+def test_weave_pools_each_metric_then_weighs() -> None:
+    turns = [
+        {"key_point": 8, "visual_consistency": 6, "image_quality": 7},
+        {"key_point": 4, "visual_consistency": 10, "image_quality": 9},
+        {"accuracy": 5},
+    ]
+    means = weave_metric_means(turns)
+    assert means == pytest.approx({"key_point": 0.6, "visual_consistency": 0.8, "image_quality": 0.8, "accuracy": 0.5})
+    assert weave_score(means) == pytest.approx(0.4 * 0.6 + 0.1 * 0.8 + 0.2 * 0.8 + 0.3 * 0.5)  # 0.63
+    assert weave_score(weave_metric_means(turns[:2])) == pytest.approx(0.5 * 0.6 + 0.2 * 0.8 + 0.3 * 0.8)  # 0.70
+    assert weave_score(weave_metric_means(turns[2:])) == pytest.approx(0.5)  # text only: the plain mean
+    assert weave_score({}) is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected", "answer", "paper", "code"),
+    [
+        ("B", ["B"], "B", 1.0, 1.0),
+        ("BC", ["B", "C"], "B,C", 1.0, 0.0),  # the code's regex sees no letter in "BC"
+        ("B, C", ["B", "C"], "BC", 0.75, 0.0),  # ... nor in a stored "BC"
+        ("B, C", ["B", "C"], "B, C", 0.75, 0.75),
+        ("B", ["B", "C"], "B, C", 0.5, 0.5),  # one of two right: (1 - 0) / 2
+        ("A, B", ["B"], "B", 0.0, 0.0),  # one right, one wrong
+        ("I pick B", ["B"], "B", 0.5, 0.5),
+        ("(B)", ["B"], "B", 0.75, 0.5),  # letters with symbols: 0.75 in the paper, 0.5 in the code
+        ("B. A red cube", ["B"], "B", 0.0, 0.0),  # the article "A" is read as a second, wrong, option
+        ("", ["B"], "B", 0.0, 0.0),
+    ],
+)
+def test_imug_mcq_both_ways(reply: str, expected: list[str], answer: str, paper: float, code: float) -> None:
+    assert mcq_paper(reply, expected) == pytest.approx(paper)
+    assert mcq_code(reply, answer) == pytest.approx(code)
+
+
+def test_imug_image_points_and_dynamic_answers() -> None:
+    assert imug_image_score([3, 4, 5, 2]) == pytest.approx(70.0)
+    assert resolved_answer(["A"], "c") == "AC" and resolved_answer([], "B D") == "BD"
+
+
+def drawn_grid(cells: list[list[str]], size: int = 240) -> bytes:
+    colours = {"1": (90, 90, 200), "r": (220, 30, 30), "g": (30, 170, 40)}
+    img = Image.new("RGB", (size + 80, size + 60), "white")
+    draw = ImageDraw.Draw(img)
+    step = size // 3
+    for r, row in enumerate(cells):
+        for c, cell in enumerate(row):
+            box = (40 + c * step, 30 + r * step, 40 + (c + 1) * step, 30 + (r + 1) * step)
+            draw.rectangle(box, outline="black", width=3, fill=colours.get(cell, "white"))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+TRUTH = [["1", "0", "0"], ["0", "r", "0"], ["0", "0", "g"]]
+
+
+def test_the_grid_is_read_from_the_picture_and_scored_like_the_public_code() -> None:
+    assert read_grid(drawn_grid(TRUTH)) == TRUTH
+    assert grid_points(read_grid(drawn_grid(TRUTH)), TRUTH, 4) == [5, 5, 5, 5]
+    swapped = [["1", "0", "0"], ["0", "g", "0"], ["0", "0", "r"]]
+    assert grid_points(read_grid(drawn_grid(swapped)), TRUTH, 4) == [5, 5, 0, 0]
+    moved = [["0", "1", "0"], ["0", "r", "0"], ["0", "0", "g"]]
+    assert grid_points(read_grid(drawn_grid(moved)), TRUTH, 4) == [5, 0, 0, 0]  # layout wrong: 3 and 4 not read
+    blank = io.BytesIO()
+    Image.new("RGB", (100, 100), "white").save(blank, format="PNG")
+    assert read_grid(blank.getvalue()) is None and grid_points(None, TRUTH, 4) == [0, 0, 0, 0]
+    assert grid_points(TRUTH, TRUTH, 5) == [5, 5, 5, 5, 0]
