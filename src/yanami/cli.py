@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -900,6 +900,17 @@ def score(
     from yanami._files import STDOUT, write_output
     from yanami.scoring import latex, load_runs, markdown, summary_table, tables
 
+    family_runs = _family_runs(runs, judge)
+    if family_runs is not None:
+        from yanami.scoring._family_scores import family_json, family_tables
+
+        if as_json:
+            text = json.dumps(family_json(family_runs), indent=2)
+        else:
+            render = latex if format_ == TableFormat.latex else markdown
+            text = "\n".join(render(t) for t in family_tables(family_runs))
+        write_output(out_file if out_file is not None else STDOUT, text)
+        return
     loaded = load_runs(runs, judge)
     for line in loaded.warnings:
         err.print(f"warning: {line}", markup=False)
@@ -916,6 +927,23 @@ def score(
         render = markdown if format_ == TableFormat.md else latex
         text = "\n".join(render(t) for t in tables(loaded.runs, loaded.scores))
     write_output(out_file if out_file is not None else STDOUT, text)
+
+
+def _family_runs(runs: list[Path], judge: str | None) -> list[Any] | None:
+    """The runs loaded for WEAVE's or IMUG-Bench's scoring, or None for YANAMI runs."""
+    from yanami.bench import read_manifest
+    from yanami.scoring import check_run_dir
+
+    for r in runs:
+        check_run_dir(r)
+    families = {read_manifest(r).family for r in runs}
+    if families == {"yanami"}:
+        return None
+    if "yanami" in families:
+        raise UserError("YANAMI runs and runs of another family are not comparable: score them apart")
+    from yanami.scoring._family_scores import load_family_runs
+
+    return load_family_runs(runs, judge)
 
 
 class ReportFormat(StrEnum):
@@ -958,6 +986,20 @@ def report(
     from yanami._files import is_stdout, write_output
     from yanami.scoring import latex, load_runs, markdown, render_report, tables
 
+    family_runs = _family_runs(runs, judge)
+    if family_runs is not None:
+        from yanami.scoring._family_scores import family_report, family_tables
+
+        target = out_file if out_file is not None else Path(f"report.{REPORT_SUFFIX[format_]}")
+        ftables = family_tables(family_runs)
+        if format_ == ReportFormat.html:
+            text = family_report(family_runs, ftables)
+        else:
+            text = "\n".join((markdown if format_ == ReportFormat.md else latex)(t) for t in ftables)
+        write_output(target, text)
+        if not is_stdout(target):
+            out.print(f"{target}: report of {len(family_runs)} run(s)", markup=False)
+        return
     loaded = load_runs(runs, judge)
     for line in loaded.warnings:
         err.print(f"warning: {line}", markup=False)

@@ -20,8 +20,10 @@ from yanami.models import OUTPUT_LONG_EDGE
 from yanami.store import MANIFEST, Dataset
 
 RUN_FORMAT = "yanami-run"
-RUN_VERSION = 2
-"""The run format's version (2: verdicts carry a status)."""
+RUN_VERSION = 3
+"""The run format's version (2: verdicts carry a status; 3: a family, reply items, metric scores
+and graded checks, for WEAVE and IMUG-Bench; a version 2 run is read as a YANAMI run)."""
+READS = (2, 3)
 RUN_MANIFEST = "manifest.json"
 
 Status = Literal["ok", "refused", "error", "missing"]
@@ -42,7 +44,9 @@ class RunManifest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: str = RUN_FORMAT
     version: int = RUN_VERSION
-    """The run format's version (2: verdicts carry a status)."""
+    """The run format's version (`RUN_VERSION`)."""
+    family: str = "yanami"
+    """The bench's family (``yanami``, ``weave``, ``imug``): it decides how the run is scored."""
     bench: str
     """The bench directory: its absolute path when the run was made (runs of yanami 0.2.0 and
     earlier stored the path as given, which `bench_path` resolves against the working folder)."""
@@ -89,11 +93,14 @@ class CheckResult(BaseModel):
     """``atomic`` (State Consistency) or ``capability`` (the gap analysis)."""
     capability: str | None
     """The capability a capability-specific check isolates (None for atomic checks)."""
-    passed: bool
+    passed: bool | None
+    """YANAMI's checks pass or fail; None for a graded check (see ``score``)."""
     effect: str | None = None
     """For an atomic check, what it tests: ``change`` (what the turn changes or the history
     requires, which copying the latest image cannot satisfy) or ``preservation``; None when
     the data does not say."""
+    score: float | None = None
+    """A graded check: its score on its kind's scale (IMUG-Bench's evaluation points, 0-5)."""
 
 
 class Prediction(BaseModel):
@@ -103,7 +110,9 @@ class Prediction(BaseModel):
     item: str
     dialogue: str
     scenario: str
-    kind: Literal["turn", "question"]
+    kind: Literal["turn", "question", "reply"]
+    """``turn``: an image for a target turn; ``question``: an answer to a DSU question; ``reply``:
+    the text of a target text turn (WEAVE, IMUG-Bench)."""
     turn: int
     qtype: str | None = None
     status: Status
@@ -132,6 +141,8 @@ class Verdict(BaseModel):
     """Turns: every check of the turn."""
     aligned: list[str] | None = None
     """Questions: the aligned capability-check ids."""
+    scores: dict[str, float] | None = None
+    """WEAVE and IMUG-Bench: the protocol's metrics for this item (docs/benchmarks.md)."""
     reason: str = ""
 
 
@@ -146,10 +157,10 @@ def read_manifest(run: Path) -> RunManifest:
         raise UserError(f"{path}: not a yanami run manifest (invalid JSON)") from None
     if not isinstance(raw, dict) or raw.get("format") != RUN_FORMAT:
         raise UserError(f"{path}: not a yanami run manifest")
-    if raw.get("version") != RUN_VERSION:
+    if raw.get("version") not in READS:
         raise UserError(f"{run}: a run in format version {raw.get('version')}, which this yanami does not read")
     try:
-        return RunManifest.model_validate(raw)
+        return RunManifest.model_validate({**raw, "version": RUN_VERSION})  # read as this version
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(map(str, first["loc"])) or "-"

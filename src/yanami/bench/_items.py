@@ -33,7 +33,9 @@ class Item:
     id: str
     """``<dialogue>/t<turn>`` or ``<dialogue>/<question id>``."""
     dialogue: str
-    kind: Literal["turn", "question"]
+    kind: Literal["turn", "question", "reply"]
+    """``turn``: an image for a target turn; ``question``: a DSU question; ``reply``: the text of a
+    target text turn (WEAVE's and IMUG-Bench's text turns)."""
     turn: int
     """The target turn, or the turn after which the question is asked."""
     question: str | None = None
@@ -50,10 +52,14 @@ def generation_turns(d: Dialogue) -> list[int]:
 
 
 def items_of(d: Dialogue, *, turns: bool = True, questions: bool = True) -> list[Item]:
-    """The items of a dialogue in the order a Self-History rollout needs: turns, then questions."""
+    """The items of a dialogue in the order a Self-History rollout needs: its target turns in
+    order (images if ``turns``, texts if ``questions``: a model that answers), then questions."""
     out: list[Item] = []
-    if turns:
-        out += [Item(f"{d.id}/t{t}", d.id, "turn", t) for t in generation_turns(d)]
+    for t in d.turns:
+        if t.checks and turns:
+            out.append(Item(f"{d.id}/t{t.index}", d.id, "turn", t.index))
+        elif t.answer is not None and questions:
+            out.append(Item(f"{d.id}/t{t.index}", d.id, "reply", t.index))
     if questions:
         out += [Item(f"{d.id}/{q.id}", d.id, "question", q.after_turn, q.id) for q in d.questions]
     return out
@@ -75,22 +81,39 @@ ImageBytes = Callable[[int, str, int, ImagePart], bytes | InputImage]
 """(turn, side, position, part) -> the image to show for that part: its bytes, or the `InputImage`
 when the caller already knows its hash and size (a verified bench image)."""
 
+OwnReply = Callable[[int], "list[TextPart | InputImage] | None"]
+"""turn -> what the model itself replied there, to show instead of the dataset's assistant message
+(Self-History on turns the image rule does not cover: text replies, and image turns that have no
+reference image); None: the dataset's message."""
 
-def build_request(d: Dialogue, item: Item, layout: Layout, image_bytes: ImageBytes) -> Request:
-    """The request for an item: the conversation before it, in the given layout."""
+NO_REPLY = "(no reply)"
+"""What stands in the history for an assistant message with nothing in it."""
+
+
+def build_request(
+    d: Dialogue, item: Item, layout: Layout, image_bytes: ImageBytes, own_reply: OwnReply | None = None
+) -> Request:
+    """The request for an item: the conversation before it (after the dialogue's system prompt,
+    if it has one), in the given layout."""
     last = item.turn if item.kind == "question" else item.turn - 1
     raw: list[tuple[str, list[TextPart | InputImage]]] = []
     for t in d.turns[: last + 1]:
-        for side, msg in (("user", t.user), ("assistant", t.assistant)):
-            raw.append((side, [_resolve(p, t.index, side, j, image_bytes) for j, p in enumerate(msg.parts)]))
-    if item.kind == "turn":
+        raw.append(("user", [_resolve(p, t.index, "user", j, image_bytes) for j, p in enumerate(t.user.parts)]))
+        own = own_reply(t.index) if own_reply is not None else None
+        if own is None:
+            own = [_resolve(p, t.index, "assistant", j, image_bytes) for j, p in enumerate(t.assistant.parts)]
+        raw.append(("assistant", own or [TextPart(text=NO_REPLY)]))
+    if item.kind in ("turn", "reply"):
         t = d.turns[item.turn]
         raw.append(("user", [_resolve(p, t.index, "user", j, image_bytes) for j, p in enumerate(t.user.parts)]))
-        target = next(p for p in t.assistant.parts if isinstance(p, ImagePart))
-        size = output_frame(target.width, target.height)
+        target = next((p for p in t.assistant.parts if isinstance(p, ImagePart)), None)
+        # a turn with no reference image (IMUG-Bench) is drawn in a square frame
+        size = output_frame(target.width, target.height) if target is not None else output_frame(1, 1)
     else:
         raw.append(("user", [TextPart(text=question_prompt(question_of(d, item)))]))
         size = (512, 512)
+    if d.system_prompt:
+        raw[0] = (raw[0][0], [TextPart(text=d.system_prompt), *raw[0][1]])
     messages = _lay_out(raw, layout)
     return Request(item=item.id, messages=messages, seed=item_seed(item.id), size=size)
 

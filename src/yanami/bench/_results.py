@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS predictions (
     item TEXT PRIMARY KEY,
     dialogue TEXT NOT NULL,
     scenario TEXT NOT NULL,
-    kind TEXT NOT NULL,            -- turn | question
+    kind TEXT NOT NULL,            -- turn | question | reply
     turn INTEGER NOT NULL,
     qtype TEXT,                    -- RR | CR | CT | CU for questions
     status TEXT NOT NULL,          -- ok | refused | error | missing
@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     checks TEXT,                   -- turns: JSON [[check id, kind, capability, passed(, effect)], ...]
     aligned TEXT,                  -- questions: JSON list of aligned capability-check ids
     reason TEXT,
+    scores TEXT,                   -- WEAVE, IMUG-Bench: JSON object of the protocol's metrics
     PRIMARY KEY (item, judge)
 );
 """
@@ -68,10 +69,15 @@ _INSERT_VERDICT = _insert("verdicts", _VERDICT_COLUMNS)
 
 def _dump_checks(checks: list[CheckResult] | None) -> str | None:
     """A verdict's checks as stored: a JSON list of ``[id, kind, capability, passed]``, with the
-    check's ``effect`` as a fifth element when it has one."""
+    check's ``effect`` as a fifth element when it has one, and a graded check's ``score`` as a
+    sixth (the fifth then null if need be)."""
     if checks is None:
         return None
-    return json.dumps([[c.id, c.kind, c.capability, c.passed, *([c.effect] if c.effect else [])] for c in checks])
+    rows = []
+    for c in checks:
+        tail = [c.effect, c.score] if c.score is not None else [c.effect] if c.effect else []
+        rows.append([c.id, c.kind, c.capability, c.passed, *tail])
+    return json.dumps(rows)
 
 
 def _load_checks(text: str | None) -> list[CheckResult] | None:
@@ -80,7 +86,14 @@ def _load_checks(text: str | None) -> list[CheckResult] | None:
         return None
     rows = json.loads(text)
     return [
-        CheckResult(id=cid, kind=kind, capability=cap, passed=passed, effect=rest[0] if rest else None)
+        CheckResult(
+            id=cid,
+            kind=kind,
+            capability=cap,
+            passed=passed,
+            effect=rest[0] if rest else None,
+            score=rest[1] if len(rest) > 1 else None,
+        )
         for cid, kind, cap, passed, *rest in rows
     ]
 
@@ -103,6 +116,9 @@ class Results:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {r["name"] for r in self._db.execute("PRAGMA table_info(verdicts)")}
+        if "scores" not in columns:  # a store of run format 2
+            self._db.execute("ALTER TABLE verdicts ADD COLUMN scores TEXT")
 
     def close(self) -> None:
         """Close the database."""
@@ -172,6 +188,7 @@ class Results:
             row["checks"] = _load_checks(row["checks"])
             row["aligned"] = None if row["aligned"] is None else json.loads(row["aligned"])
             row["reason"] = row["reason"] or ""
+            row["scores"] = None if row["scores"] is None else json.loads(row["scores"])
             out[r["item"]] = Verdict.model_validate(row)
         return out
 
@@ -185,6 +202,7 @@ class Results:
         row = v.model_dump()
         row["checks"] = _dump_checks(v.checks)
         row["aligned"] = None if v.aligned is None else json.dumps(v.aligned)
+        row["scores"] = None if v.scores is None else json.dumps(v.scores, sort_keys=True)
         return row
 
     @contextmanager

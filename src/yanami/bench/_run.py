@@ -45,6 +45,7 @@ from yanami.bench._items import (
 from yanami.bench._lock import LOCK, RunLock
 from yanami.bench._results import Results
 from yanami.errors import UserError
+from yanami.families import FAMILIES
 from yanami.judges import Judge, JudgeError, judge_settings, load_judge
 from yanami.models import (
     InputImage,
@@ -59,9 +60,12 @@ from yanami.models import (
     validate_image,
     validate_text,
 )
-from yanami.schema import Dialogue, ImagePart
-from yanami.store import Dataset
+from yanami.schema import Dialogue, Family, ImagePart, TextPart
+from yanami.store import Dataset, open_image_bytes
 from yanami.world import parse_workers
+
+Earlier = Callable[[int], tuple[bytes | None, str | None]]
+"""turn -> the model's own (image bytes, text) at that turn of a dialogue in this run."""
 
 
 @dataclass
@@ -99,15 +103,20 @@ def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialo
 
 
 def bench_items(dialogues: list[Dialogue], history: History, answers: bool, generates: bool) -> list[list[Item]]:
-    """The items of a run, grouped in chains (one per item under GT-History, one per dialogue under Self)."""
+    """The items of a run, grouped in chains (one per item under GT-History, one per dialogue under Self).
+
+    A WEAVE or IMUG-Bench dialogue is one chain under either history: its grading refers to
+    the model's own earlier outputs, which must exist before a later turn is graded.
+    """
     chains: list[list[Item]] = []
     for d in dialogues:
-        if history == "self" and len(generation_turns(d)) < 2:
-            continue  # Self-History is reported on dialogues with more than one generation turn
+        family = d.family != Family.YANAMI
+        if history == "self" and not family and len(generation_turns(d)) < 2:
+            continue  # YANAMI's Self-History is reported on dialogues with more than one generation turn
         items = items_of(d, turns=generates, questions=answers)
-        if history == "self":
+        if (history == "self" or family) and items:
             chains.append(items)
-        else:
+        elif not family:
             chains.extend([i] for i in items)
     return chains
 
@@ -191,7 +200,13 @@ def evaluate(
     the_model: Model = load_model(model, responses)
     if isinstance(the_model, ReadsBench):
         the_model.bind_bench(dataset.root)
-    the_judge = load_judge(judge, dataset, responses)
+    family = dataset.manifest.family
+    if family == Family.IMUG and history == "gt":
+        raise UserError(
+            f"{dataset.root}: IMUG-Bench has no reference images for its image turns, so GT-History is not "
+            "defined; use --history self (docs/benchmarks.md)"
+        )
+    the_judge = _load_judge(judge, dataset, responses)
     config = getattr(the_model, "config", None)
     if layout is None:
         layout = config.layout if config is not None else "yes-first"
@@ -200,6 +215,7 @@ def evaluate(
     answers, generates = the_model.answer is not None, the_model.generate is not None
     chains = bench_items(dialogues, history, answers, generates)
     manifest = RunManifest(
+        family=family.value,
         bench=str(dataset.root.resolve()),
         bench_sha256=bench_sha256(dataset),
         bench_split=dataset.manifest.split,
@@ -230,6 +246,23 @@ def evaluate(
     finally:
         responses.close()
         lock.release()
+
+
+def _load_judge(spec: str, dataset: Dataset, responses: ResponseCache) -> Judge:
+    """The run's judge; for a WEAVE or IMUG-Bench bench, their protocols over a VLM judge."""
+    family = dataset.manifest.family
+    if family == Family.YANAMI:
+        return load_judge(spec, dataset, responses)
+    from yanami.judges._families import FamilyJudge
+    from yanami.judges._vlm import VLMJudge
+
+    title = FAMILIES[family].title
+    if spec == "exact":
+        raise UserError(f"{dataset.root}: a {title} bench is graded by a VLM judge: --judge FILE (docs/benchmarks.md)")
+    vlm = load_judge(spec, dataset, responses)
+    if not isinstance(vlm, VLMJudge):
+        raise UserError(f"--judge {spec}: a {title} bench needs a VLM judge (a model config file)")
+    return FamilyJudge(vlm, dataset)  # type: ignore[return-value]
 
 
 def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
@@ -331,7 +364,7 @@ def _execute(
             d = by_id.get(p.dialogue)
             if d is not None:
                 history = _stored_history(d, p, predictions) if manifest.history == "self" else None
-                store.write(p, _judge(judge, d, p, store, own=history))
+                store.write(p, _judge(judge, d, p, store, own=history, earlier=_stored_outputs(d, predictions, store)))
     todo = [[i for i in c if i.id not in finished] for c in chains]
     todo = [c for c in todo if c]
     summary = Summary(store.run, total, total - sum(len(c) for c in todo))
@@ -343,8 +376,9 @@ def _execute(
     def work(chain: list[Item]) -> None:
         try:
             own: dict[int, str | None] = {}
+            texts: dict[int, str | None] = {}
             for item in chain:
-                results.put(runner.run_item(item, own))
+                results.put(runner.run_item(item, own, texts))
         except BaseException as exc:  # a bug: stop the run, keep what is written
             results.put(exc)
 
@@ -430,12 +464,40 @@ class _Runner:
             self._images[part.sha256] = image
         return image
 
-    def run_item(self, item: Item, own: dict[int, str | None]) -> tuple[Prediction, Verdict | None]:
-        """Run one item; ``own`` maps this dialogue's earlier target turns to the model's image (Self-History)."""
+    def run_item(
+        self, item: Item, own: dict[int, str | None], texts: dict[int, str | None] | None = None
+    ) -> tuple[Prediction, Verdict | None]:
+        """Run one item; ``own`` maps this dialogue's earlier target turns to the model's image, and
+        ``texts`` its earlier text turns to the model's reply (Self-History, and the references of
+        WEAVE's and IMUG-Bench's grading)."""
         d = self.by_id[item.dialogue]
         targets = set(generation_turns(d))
         fallbacks = 0
         selfh = self.manifest.history == "self"
+        texts = {} if texts is None else texts
+
+        def own_image(t: int) -> str | None:
+            return own.get(t) if t in own else self._earlier_image(d, t)
+
+        def own_text(t: int) -> str | None:
+            return texts.get(t) if t in texts else self._earlier_text(d, t)
+
+        def own_reply(t: int) -> list[TextPart | InputImage] | None:
+            """What the model said at turn ``t`` where the image rule below does not reach."""
+            nonlocal fallbacks
+            turn = d.turns[t]
+            if turn.answer is not None:
+                said = own_text(t)
+                if said is None:
+                    fallbacks += 1  # the dataset's answer (or nothing) stands in
+                return None if said is None else [TextPart(text=said)]
+            if turn.checks and not turn.assistant.images():  # an image turn with no reference image
+                sha = own_image(t)
+                if sha is None:
+                    fallbacks += 1
+                    return None
+                return [_input_image(self.store.image(sha), sha)]
+            return None
 
         def image_bytes(turn: int, side: str, j: int, part: ImagePart) -> bytes | InputImage:
             nonlocal fallbacks
@@ -446,7 +508,7 @@ class _Runner:
                 fallbacks += 1  # the model gave no image there: the history keeps the ground truth
             return self.bench_image(part)
 
-        request = build_request(d, item, self.manifest.layout, image_bytes)
+        request = build_request(d, item, self.manifest.layout, image_bytes, own_reply if selfh else None)
         text = image = error = None
         data: bytes | None = None
         status: Status = "ok"
@@ -479,6 +541,8 @@ class _Runner:
             image = self.store.put_image(data)
         if item.kind == "turn":
             own[item.turn] = image
+        elif item.kind == "reply":
+            texts[item.turn] = text if status == "ok" else None
         q = question_of(d, item) if item.kind == "question" else None
         prediction = Prediction(
             item=item.id,
@@ -497,18 +561,46 @@ class _Runner:
         history = None
         if selfh and item.kind == "turn":
             history = _own_history(d, item.turn, lambda t: own.get(t) if t in own else self._earlier_image(d, t))
-        verdict = _judge(self.judge, d, prediction, self.store, image_data=data if image else None, own=history)
+
+        def earlier(t: int) -> tuple[bytes | None, str | None]:
+            sha = own_image(t)
+            return (self.store.image(sha) if sha else None), own_text(t)
+
+        verdict = _judge(
+            self.judge, d, prediction, self.store, image_data=data if image else None, own=history, earlier=earlier
+        )
         return prediction, verdict
 
     def _earlier_image(self, d: Dialogue, turn: int) -> str | None:
         p = self.earlier.get(f"{d.id}/t{turn}")
         return p.image if p is not None and p.status == "ok" else None
 
+    def _earlier_text(self, d: Dialogue, turn: int) -> str | None:
+        p = self.earlier.get(f"{d.id}/t{turn}")
+        return p.text if p is not None and p.status == "ok" else None
+
 
 def _effect(predicate: object) -> str | None:
     """What an atomic check tests, where its data says (world checks: ``"effect"`` in the predicate)."""
     effect = predicate.get("effect") if isinstance(predicate, dict) else None
     return effect if effect in ("change", "preservation") else None
+
+
+def _input_image(data: bytes, sha: str) -> InputImage:
+    img = open_image_bytes(data)  # the header only: the model's own image, checked when it was made
+    return InputImage(data, sha, img.width, img.height)
+
+
+def _stored_outputs(d: Dialogue, predictions: dict[str, Prediction], store: Results) -> Earlier:
+    """The model's own outputs at a dialogue's turns, from a run's stored predictions."""
+
+    def earlier(t: int) -> tuple[bytes | None, str | None]:
+        p = predictions.get(f"{d.id}/t{t}")
+        if p is None or p.status != "ok":
+            return None, None
+        return (store.image(p.image) if p.image else None), p.text
+
+    return earlier
 
 
 def _own_history(d: Dialogue, turn: int, image_of: Callable[[int], str | None]) -> dict[int, str]:
@@ -538,8 +630,12 @@ def _judge(
     store: Results,
     image_data: bytes | None = None,
     own: dict[int, str] | None = None,
+    earlier: Earlier | None = None,
 ) -> Verdict | None:
     """The verdict on an ok prediction (None otherwise: nothing to grade).
+
+    A WEAVE or IMUG-Bench turn is graded by its family's protocol (`FamilyJudge.grade`), with
+    ``earlier`` giving the model's own outputs of the dialogue's earlier turns.
 
     ``own`` (Self-History) names the model's own images of the earlier target turns: a judge
     that implements `JudgesOwnHistory` grades against them where an earlier free choice matters.
@@ -550,6 +646,8 @@ def _judge(
     """
     if p.status != "ok":
         return None
+    if d.family != Family.YANAMI:
+        return _judge_family(judge, d, p, store, image_data, earlier)
     try:
         if p.kind == "question":
             q = next(q for q in d.questions if q.id == p.item.rpartition("/")[2])
@@ -593,6 +691,30 @@ def _judge(
     )
 
 
+def _judge_family(
+    judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data: bytes | None, earlier: Earlier | None
+) -> Verdict:
+    from yanami.judges._families import FamilyJudge
+
+    assert isinstance(judge, FamilyJudge)
+    turn = d.turns[p.turn]
+    data = image_data if image_data is not None or p.image is None else store.image(p.image)
+    try:
+        g = judge.grade(d, turn, data, p.text, earlier or (lambda t: (None, None)))
+    except JudgeError as exc:
+        return Verdict(item=p.item, judge=judge.name, judge_version=judge.version, status="error", reason=str(exc))
+    return Verdict(
+        item=p.item,
+        judge=judge.name,
+        judge_version=judge.version,
+        status="ok",
+        score=g.score,
+        checks=g.checks,
+        scores=g.scores,
+        reason=g.reason,
+    )
+
+
 EXTRA_JUDGES = "judges.json"
 
 
@@ -616,7 +738,7 @@ def rejudge(
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
     by_id = index_dialogues(dataset, dataset.read_all())
     responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
-    the_judge = load_judge(judge, dataset, responses)
+    the_judge = _load_judge(judge, dataset, responses)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
         held.enter_context(RunLock(run))
@@ -640,6 +762,7 @@ def rejudge(
                     p,
                     store,
                     own=_stored_history(by_id[p.dialogue], p, predictions) if selfh else None,
+                    earlier=_stored_outputs(by_id[p.dialogue], predictions, store),
                 )
                 for p in todo
             ]

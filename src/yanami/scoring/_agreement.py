@@ -86,7 +86,7 @@ def item_scores(predictions: dict[str, Prediction], verdicts: dict[str, Verdict]
         if v.score is not None:
             out[item] = float(v.score)
         elif v.checks is not None:
-            sc = image_sc([c.passed for c in v.checks if c.kind == "atomic"])
+            sc = image_sc([bool(c.passed) for c in v.checks if c.kind == "atomic"])
             score = image_generation_score(sc, v.vq)
             if score is not None:
                 out[item] = score / 100

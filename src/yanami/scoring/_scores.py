@@ -244,14 +244,14 @@ def build_run(
             rec.aligned[p.qtype] = list(v.aligned or [])
         else:
             checks = v.checks or []
-            atomic = [c.passed for c in checks if c.kind == "atomic"]
+            atomic = [bool(c.passed) for c in checks if c.kind == "atomic"]
             rec.images[p.turn] = (image_sc(atomic), None if v.vq is None else float(v.vq))
             for effect in EFFECTS:
-                share = image_sc([c.passed for c in checks if c.kind == "atomic" and c.effect == effect])
+                share = image_sc([bool(c.passed) for c in checks if c.kind == "atomic" and c.effect == effect])
                 if share is not None:
                     rec.effects.setdefault(p.turn, {})[effect] = share
             for c in checks:
-                rec.checks[c.id] = (c.capability, c.passed)
+                rec.checks[c.id] = (c.capability, bool(c.passed))
             rec.failed_turns += any(not c.passed for c in checks)
     return Run(run, manifest, dialogues, statuses, unjudged, manifest.items)
 

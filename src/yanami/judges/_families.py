@@ -1,0 +1,255 @@
+"""Grading WEAVE and IMUG-Bench turns by their own protocols (docs/benchmarks.md).
+
+What a rule decides is decided here without a model: IMUG-Bench's multiple-choice answers
+(`yanami.scoring._protocols.mcq_paper` and ``mcq_code``) and its Geometric Coloring grids. What
+needs judgement goes to a VLM judge (a config file, ``--judge FILE``) through prompts written for
+yanami from the published rubrics, versioned in ``prompts/``:
+
+- WEAVE image turn: the key-point checklist, visual consistency against the references the
+  key points name, and image quality, each 0-10 (three calls, as WEAVE's evaluator makes);
+- WEAVE text turn: accuracy against the standard answer, 0, 5 or 10;
+- IMUG-Bench image turn: every evaluation point 0-5 in one call, with the images the turn
+  refers to before the produced one;
+- IMUG-Bench dynamic answer: the correct letters, resolved from what the model itself produced
+  in the turns the answer depends on.
+
+A reference to the model's own earlier output uses what this run produced there; where it
+produced nothing, WEAVE's reference falls back to the dataset's image and IMUG-Bench's is left
+out, and the verdict's reason says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from yanami.bench._format import CheckResult
+from yanami.judges._vlm import VLMJudge, _image, fence_code
+from yanami.models import InputImage, InputText, JudgeError
+from yanami.schema import Dialogue, Family, ImagePart, TextPart, Turn, TurnRef
+from yanami.scoring._protocols import (
+    grid_points,
+    imug_image_score,
+    is_grid_task,
+    mcq_code,
+    mcq_paper,
+    read_grid,
+    resolved_answer,
+)
+from yanami.store import Dataset
+
+FAMILY_PROMPT_VERSION = "v1"
+
+Earlier = Callable[[int], tuple[bytes | None, str | None]]
+"""turn -> the model's own (image bytes, text) there in this run; (None, None) if it gave nothing."""
+
+
+def family_prompt(name: str) -> str:
+    """A family prompt shipped with the package, e.g. ``weave-key-point``."""
+    path = files("yanami.judges").joinpath("prompts", f"{name}-{FAMILY_PROMPT_VERSION}.txt")
+    return path.read_text(encoding="utf-8")
+
+
+class _Score(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    score: int = Field(ge=0, le=10)
+    reason: str = ""
+
+
+class _Accuracy(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    score: Literal[0, 5, 10]
+    reason: str = ""
+
+
+class _Points(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    scores: dict[str, int]
+    reason: str = ""
+
+
+class _Letters(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    letters: str = Field(pattern=r"^[A-Ga-g ,]*$")
+    reason: str = ""
+
+
+@dataclass
+class Grade:
+    """A family turn's grade: the protocol's metrics, per-check scores where it has them."""
+
+    scores: dict[str, float]
+    score: float | None = None
+    """A text turn's score, 0-1 (IMUG-Bench: the paper's MCQ score)."""
+    checks: list[CheckResult] | None = None
+    reason: str = ""
+
+
+class FamilyJudge:
+    """WEAVE's and IMUG-Bench's protocols; a VLM judge for what needs judgement."""
+
+    def __init__(self, vlm: VLMJudge | None, bench: Dataset) -> None:
+        self.vlm = vlm
+        self.bench = bench
+        self.name = vlm.name if vlm is not None else "rules"
+        base = vlm.version if vlm is not None else "rules"
+        self.version = f"{base}+families-{FAMILY_PROMPT_VERSION}"
+        self.settings = vlm.settings if vlm is not None else None
+
+    # the plain `Judge` protocol: not for these families
+    def judge_answer(self, d: Dialogue, q: Any, reply: str) -> Any:
+        raise JudgeError(f"{d.id}: {d.family} dialogues have no DSU questions")
+
+    def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> Any:
+        raise JudgeError(f"{d.id}: {d.family} turns are graded with `grade`")
+
+    def _ask(self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel]) -> Any:
+        if self.vlm is None:
+            raise JudgeError(f"{item}: this needs a VLM judge (--judge FILE); the rules alone cannot grade it")
+        return self.vlm._ask(item, parts, schema)
+
+    def grade(self, d: Dialogue, turn: Turn, image: bytes | None, text: str | None, earlier: Earlier) -> Grade:
+        """Grade the model's output for a target turn (an image, or the text of a reply)."""
+        if d.family == Family.WEAVE:
+            return self._weave_reply(d, turn, text or "") if turn.answer else self._weave_image(d, turn, image, earlier)
+        if d.family == Family.IMUG:
+            if turn.answer is not None:
+                return self._imug_reply(d, turn, text or "", earlier)
+            return self._imug_image(d, turn, image, earlier)
+        raise JudgeError(f"{d.id}: no family protocol for {d.family}")
+
+    # references --------------------------------------------------------------------------
+
+    def _refs(self, d: Dialogue, refs: list[TurnRef], earlier: Earlier, notes: list[str]) -> list[InputImage]:
+        out: list[InputImage] = []
+        for ref in refs:
+            msg = d.turns[ref.turn].user if ref.side == "user" else d.turns[ref.turn].assistant
+            data_parts = [p for p in msg.parts if isinstance(p, ImagePart)]
+            if ref.image is not None:
+                data_parts = data_parts[ref.image : ref.image + 1]
+            if ref.of == "model":
+                own, _ = earlier(ref.turn)
+                if own is not None:
+                    out.append(_image(own))
+                    continue
+                if not data_parts:
+                    notes.append(f"turn {ref.turn}'s own image is missing (the model gave none): left out")
+                    continue
+                notes.append(f"turn {ref.turn}'s own image is missing: the dataset's image stands in")
+            out += [self._bench_image(p) for p in data_parts]
+        return out
+
+    def _bench_image(self, p: ImagePart) -> InputImage:
+        return InputImage(self.bench.image_bytes(p), p.sha256, p.width, p.height)
+
+    # WEAVE ---------------------------------------------------------------------------------
+
+    def _weave_image(self, d: Dialogue, turn: Turn, image: bytes | None, earlier: Earlier) -> Grade:
+        assert image is not None
+        item, request = f"{d.id}/t{turn.index}", _request(turn)
+        notes: list[str] = []
+        candidate = _image(image)
+        references: list[InputText | InputImage] = []
+        for n, c in enumerate(turn.checks, 1):
+            for ref in self._refs(d, c.references, earlier, notes):
+                references += [InputText(f"Reference for requirement {n}:"), ref]
+        requirements = "\n".join(f"{n}. {c.text}" for n, c in enumerate(turn.checks, 1))
+        kp = self._ask(
+            item,
+            [InputText(family_prompt("weave-key-point").format(request=request, requirements=requirements)),
+             InputText("Produced image:"), candidate, *references],
+            _Score,
+        )  # fmt: skip
+        vc = self._ask(
+            item,
+            [InputText(family_prompt("weave-visual-consistency").format(request=request)),
+             InputText("Produced image:"), candidate, *references],
+            _Score,
+        )  # fmt: skip
+        iq = self._ask(item, [InputText(family_prompt("weave-image-quality")), candidate], _Score)
+        scores = {"key_point": float(kp.score), "visual_consistency": float(vc.score), "image_quality": float(iq.score)}
+        return Grade(scores, reason="; ".join([kp.reason, *notes]))
+
+    def _weave_reply(self, d: Dialogue, turn: Turn, text: str) -> Grade:
+        assert turn.answer is not None
+        prompt = family_prompt("weave-accuracy").format(
+            question=_request(turn), reference=turn.answer.text, prediction=text, fence=fence_code(text)
+        )
+        out = self._ask(f"{d.id}/t{turn.index}", [InputText(prompt)], _Accuracy)
+        return Grade({"accuracy": float(out.score)}, reason=out.reason)
+
+    # IMUG-Bench ----------------------------------------------------------------------------
+
+    def _imug_image(self, d: Dialogue, turn: Turn, image: bytes | None, earlier: Earlier) -> Grade:
+        assert image is not None
+        grids = [c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)]
+        if is_grid_task(d.domain, d.subdomain) and grids and len(grids) == len(turn.checks):
+            truth: list[list[str]] = grids[0]["grid"]  # type: ignore[assignment]  # checked at import
+            found = read_grid(image)
+            points = grid_points(found, truth, len(turn.checks))
+            reason = f"grid read: {found}" if found is not None else "no grid found"
+        else:
+            notes: list[str] = []
+            refs = self._refs(d, turn.references, earlier, notes)
+            listing = "".join(f"Image {k}: reference\n" for k in range(1, len(refs) + 1))
+            references = f"The images before the last are references for this turn:\n{listing}\n" if refs else ""
+            text = family_prompt("imug-points").format(
+                request=_request(turn),
+                references=references,
+                points="\n".join(f"{n}. {c.text}" for n, c in enumerate(turn.checks, 1)),
+            )
+            out = self._ask(f"{d.id}/t{turn.index}", [InputText(text), *refs, _image(image)], _Points)
+            want = {str(n) for n in range(1, len(turn.checks) + 1)}
+            if set(out.scores) != want or any(not 0 <= v <= 5 for v in out.scores.values()):
+                raise JudgeError(f"{self.name}: the scores must name points 1-{len(turn.checks)}, each 0-5")
+            points = [out.scores[str(n)] for n in range(1, len(turn.checks) + 1)]
+            reason = "; ".join([out.reason, *notes])
+        checks = [
+            CheckResult(id=c.id, kind=c.kind.value, capability=None, passed=None, score=float(p))
+            for c, p in zip(turn.checks, points, strict=True)
+        ]
+        return Grade({"image": imug_image_score(points)}, checks=checks, reason=reason)
+
+    def _imug_reply(self, d: Dialogue, turn: Turn, text: str, earlier: Earlier) -> Grade:
+        answer = turn.answer
+        assert answer is not None
+        expected = "".join(answer.letters)
+        reason = ""
+        if answer.dynamic:
+            expected, reason = self._resolve(d, turn, earlier)
+        letters = sorted(set(expected))
+        paper = mcq_paper(text, letters)
+        # the public code compares with the stored answer: the source's text, or the resolved letters
+        code = mcq_code(text, answer.text if not answer.dynamic else expected)
+        why = f"expected {','.join(letters) or 'nothing'}" + (f" (resolved: {reason})" if answer.dynamic else "")
+        return Grade({"mcq": paper, "mcq_code": code}, score=paper, reason=why)
+
+    def _resolve(self, d: Dialogue, turn: Turn, earlier: Earlier) -> tuple[str, str]:
+        answer = turn.answer
+        assert answer is not None
+        lines: list[str] = []
+        images: list[InputText | InputImage] = []
+        for ref in sorted({r.turn for r in turn.references}):
+            own_image, own_text = earlier(ref)
+            if own_image is not None:
+                images += [InputText(f"Image {len(images) // 2 + 1} (turn {ref}):"), _image(own_image)]
+                said = f"[image {len(images) // 2}]"
+            else:
+                said = own_text if own_text is not None else "(nothing: the model gave no output)"
+            lines.append(f"Turn {ref}: asked: {_request(d.turns[ref])} | produced: {said}")
+        several = d.subdomain == "natural_growth"  # the public code's one multiple-answer task
+        kind = "Several options may be correct." if several else "Exactly one option is correct."
+        prompt = family_prompt("imug-dynamic").format(
+            context="\n".join(lines), turn=turn.index, question=_request(turn), kind=kind
+        )
+        out = self._ask(f"{d.id}/t{turn.index}/dynamic", [InputText(prompt), *images], _Letters)
+        return resolved_answer(answer.letters, out.letters), out.reason
+
+
+def _request(turn: Turn) -> str:
+    """A turn's user text (its images are shown apart)."""
+    return "\n".join(p.text for p in turn.user.parts if isinstance(p, TextPart))

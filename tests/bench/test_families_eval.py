@@ -1,0 +1,138 @@
+"""WEAVE and IMUG-Bench end to end: `yanami import` -> `eval` (a scripted model and a scripted VLM
+judge on loopback servers) -> `score` -> `report`, with every score worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.importers.samples import IMUG_GRID, imug_samples, write_imug, write_weave
+from tests.scoring.test_protocols import drawn_grid
+from yanami.models._fake import FakeServer, chat_images, chat_text, plain_png
+
+
+def _configs(tmp_path: Path, model: FakeServer, judge: FakeServer) -> tuple[Path, Path]:
+    base = "backoff_s: 0.01\nrequests_per_minute: 60000\ntimeout_s: 5\nmax_retries: 0\n"
+    m = tmp_path / "model.yaml"
+    m.write_text(f"kind: openai\nbase_url: {model.url}/v1\nchat_model: chat-model\nimage_model: image-model\n{base}")
+    j = tmp_path / "judge.yaml"
+    j.write_text(f"kind: openai\nbase_url: {judge.url}/v1\nchat_model: judge-model\n{base}")
+    return m, j
+
+
+GRID = drawn_grid(IMUG_GRID)
+
+
+def model_brain(path: str, body: dict[str, Any]) -> Any:
+    if "/images/" in path:
+        return GRID if "3 x 3 grid" in str(body.get("prompt", "")) else plain_png(colour=(200, 120, 40))
+    text = chat_text(body)
+    for cue, reply in (("Which cells", "AB"), ("How many cubes", "B"), ("What grows", "A"),
+                       ("Which has a moon", "Image #3 has the moon.")):  # fmt: skip
+        if cue in text:
+            return reply
+    return "A"
+
+
+def judge_brain(path: str, body: dict[str, Any]) -> Any:
+    text = chat_text(body)
+    for cue, reply in (
+        ("correct options depend", {"letters": "B", "reason": "the model's centre cube is red"}),
+        ("Score each evaluation point", {"scores": {"1": 4, "2": 3}, "reason": "mostly there"}),
+        ("checklist", {"score": 8, "reason": "nearly all met"}),
+        ("visual consistency", {"score": 6, "reason": "some drift"}),
+        ("Rate the visual quality", {"score": 7, "reason": "clean"}),
+        ("standard answer", {"score": 5, "reason": "partly right"}),
+    ):
+        if cue in text:
+            return json.dumps(reply)
+    return None
+
+
+def test_weave_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    assert cli("import", "weave", write_weave(tmp_path / "src"), "--out", tmp_path / "bench").code == 0
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
+        model, judge = _configs(tmp_path, msrv, jsrv)
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", "exact", "--out", tmp_path / "x")
+        assert r.code == 2 and "a WEAVE bench is graded by a VLM judge: --judge FILE" in r.err
+        for history in ("gt", "self"):
+            r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--history", history,
+                    "--out", tmp_path / history)  # fmt: skip
+            assert r.code == 0, r.err
+        kp = [b for p, b in jsrv.requests if "checklist" in chat_text(b)]
+    # 3 image turns x 2 runs; the second edit's key points compare with the model's own image and a GT image
+    assert len(kp) == 6 and sorted(len(chat_images(b)) for b in kp) == [1, 1, 2, 2, 3, 3]
+
+    s = json.loads(cli("score", tmp_path / "gt", tmp_path / "self", "--json").out)
+    assert s["family"] == "weave"
+    gt = s["runs"][0]
+    assert gt["coverage"]["valid"] == gt["coverage"]["expected"] == 4
+    # KP 8, VC 6, IQ 7 on the three image turns; accuracy 5 on the text turn; each pooled and / 10
+    assert gt["overall"] == pytest.approx(
+        {
+            "key_point": 0.8,
+            "visual_consistency": 0.6,
+            "image_quality": 0.7,
+            "accuracy": 0.5,
+            "score": 0.4 * 0.8 + 0.1 * 0.6 + 0.2 * 0.7 + 0.3 * 0.5,
+        }
+    )
+    assert gt["by_domain"]["edit"]["score"] == pytest.approx(0.67)
+    assert gt["by_domain"]["story"]["score"] == pytest.approx(0.5 * 0.8 + 0.2 * 0.6 + 0.3 * 0.7)  # no text turn
+    assert set(gt["by_mode"]) == {"edit", "vqa", "t2i"} and gt["by_class"]["creation"]["score"] == pytest.approx(0.67)
+    (effect,) = s["history_effect"]
+    assert effect["overall"] == pytest.approx({"gt": 0.67, "self": 0.67})  # pooled, like the overall
+
+    md = cli("score", tmp_path / "gt", tmp_path / "self")
+    assert md.code == 0 and "**WEAVE: overall**" in md.out and "GT- against Self-History" in md.out
+    assert cli("report", tmp_path / "gt", "--out", tmp_path / "r.html").code == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "<h1>WEAVE report</h1>" in page and "WEAVE by domain" in page
+
+
+def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    samples = imug_samples()
+    samples.append({"domain": "Cooking", "subdomain": "plating", "sample_id": 3, "tasks": [
+        {"turn": 1, "modality": "image", "input": [{"text": "Plate the salad."}],
+         "output": {"evaluation_points": ["Salad on a plate.", "Tidy."]}}]})  # fmt: skip
+    assert cli("import", "imug", write_imug(tmp_path / "src", samples), "--out", tmp_path / "bench").code == 0
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
+        model, judge = _configs(tmp_path, msrv, jsrv)
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "gt")
+        assert r.code == 2 and "GT-History is not defined; use --history self" in r.err
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--history", "self",
+                "--out", tmp_path / "run", "--concurrency", "3")  # fmt: skip
+        assert r.code == 0, r.err
+        # Self-History: the dynamic question sees the model's own answer "B" and its own grid
+        (ask,) = [b for p, b in msrv.requests if "/chat" in p and "Which cells" in chat_text(b)]
+        said = [m["content"] for m in ask["messages"] if m["role"] == "assistant"]
+        assert GRID in chat_images(ask) and said[0] in ("B", [{"type": "text", "text": "B"}])
+        # the grid was read, not judged; the dynamic answer was resolved from the model's own grid
+        judged = [chat_text(b) for p, b in jsrv.requests]
+        assert sum("correct options depend" in t for t in judged) == 1
+        assert sum("Score each evaluation point" in t for t in judged) == 1  # the Cooking turn only
+
+    s = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
+    assert s["coverage"]["valid"] == s["coverage"]["expected"] == 5
+    # text: "B" for B (100), "AB" for A + resolved B (100; the code's regex: 0), "A" for A, C (50);
+    # image: the grid read right (4 x 5 -> 100), the Cooking points 4 and 3 (3.5 x 20 = 70)
+    assert s["overall"] == pytest.approx(
+        {
+            "all": (100 + 100 + 100 + 50 + 70) / 5,
+            "text": 250 / 3,
+            "image": 85.0,
+            "all_code": (100 + 100 + 0 + 50 + 70) / 5,
+            "text_code": 150 / 3,
+            "n": 5,
+        }
+    )
+    assert s["mcq"]["static"] == pytest.approx({"paper": 75.0, "code": 75.0, "n": 2})
+    assert s["mcq"]["dynamic"] == pytest.approx({"paper": 100.0, "code": 0.0, "n": 1})
+    assert s["by_class"]["Static Spatial"]["all"] == pytest.approx(100.0)
+    assert s["by_turn"]["0"]["n"] == 3 and s["by_turn"]["2"]["all"] == pytest.approx(100.0)
+    md = cli("score", tmp_path / "run", "--format", "md").out
+    assert "IMUG-Bench static and dynamic answers" in md and "Text (code)" in md
