@@ -817,6 +817,14 @@ def eval_(
         ),
     ] = None,
     retry_errors: Annotated[bool, typer.Option(help="Re-attempt items whose prediction is an error.")] = False,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            help="Test-time scaling: none, cot, self-verify:N or best-of:N (best-of:N@FILE: that config's "
+            "model picks). Extra calls are cached and counted per item (docs/benchmarks.md).",
+            metavar="NAME",
+        ),
+    ] = "none",
     cache: Annotated[
         Path | None,
         typer.Option(help="Response cache file (default RUN/cache.sqlite); share one across runs.", metavar="FILE"),
@@ -845,6 +853,7 @@ def eval_(
             concurrency=concurrency,
             limit=limit,
             retry_errors=retry_errors,
+            strategy=strategy,
             on_progress=update,
             cache=cache,
             workers=workers,

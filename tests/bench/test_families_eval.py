@@ -31,6 +31,8 @@ def model_brain(path: str, body: dict[str, Any]) -> Any:
     if "/images/" in path:
         return GRID if "3 x 3 grid" in str(body.get("prompt", "")) else plain_png(colour=(200, 120, 40))
     text = chat_text(body)
+    if "candidate answers" in text:  # best-of: the model picks its second drawing
+        return json.dumps({"best": 2, "reason": "sharper"})
     for cue, reply in (("Which cells", "AB"), ("How many cubes", "B"), ("What grows", "A"),
                        ("Which has a moon", "Image #3 has the moon.")):  # fmt: skip
         if cue in text:
@@ -136,3 +138,27 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     assert s["by_turn"]["0"]["n"] == 3 and s["by_turn"]["2"]["all"] == pytest.approx(100.0)
     md = cli("score", tmp_path / "run", "--format", "md").out
     assert "IMUG-Bench static and dynamic answers" in md and "Text (code)" in md
+
+
+def test_a_strategy_counts_its_calls_and_the_report_shows_score_against_calls(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    assert cli("import", "weave", write_weave(tmp_path / "src"), "--out", tmp_path / "bench").code == 0
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
+        model, judge = _configs(tmp_path, msrv, jsrv)
+        for strategy in ("none", "best-of:2"):
+            r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--strategy", strategy,
+                    "--out", tmp_path / strategy.replace(":", "-"))  # fmt: skip
+            assert r.code == 0, r.err
+        drawn = msrv.count("/v1/images")
+        # a rerun asks nothing again: every call of the strategy is in the cache
+        assert cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--strategy", "best-of:2",
+                   "--out", tmp_path / "best-of-2").code == 0  # fmt: skip
+        assert msrv.count("/v1/images") == drawn
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "best-of-2")
+        assert r.code == 2 and "strategy='best-of:2', not 'none'" in r.err
+    s = json.loads(cli("score", tmp_path / "none", tmp_path / "best-of-2", "--json").out)["runs"]
+    # 3 image turns x (2 drawings + 1 pick) and 1 text turn: 10 calls over 4 items
+    assert [r["coverage"]["calls_per_item"] for r in s] == [1.0, 2.5]
+    md = cli("score", tmp_path / "none", tmp_path / "best-of-2").out
+    assert "Test-time scaling: score against model calls per item" in md and "| best-of:2 | 2.50 |" in md

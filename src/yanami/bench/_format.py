@@ -47,6 +47,8 @@ class RunManifest(BaseModel):
     """The run format's version (`RUN_VERSION`)."""
     family: str = "yanami"
     """The bench's family (``yanami``, ``weave``, ``imug``): it decides how the run is scored."""
+    strategy: str = "none"
+    """The test-time strategy the model ran under (``--strategy``: none, cot, self-verify:N, best-of:N)."""
     bench: str
     """The bench directory: its absolute path when the run was made (runs of yanami 0.2.0 and
     earlier stored the path as given, which `bench_path` resolves against the working folder)."""
@@ -122,6 +124,8 @@ class Prediction(BaseModel):
     error: str | None = None
     seed: int
     history_fallbacks: int = 0
+    calls: int = 1
+    """Model calls the item took (more than one under a test-time strategy)."""
 
 
 class Verdict(BaseModel):

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS predictions (
     image TEXT,                    -- sha256 of the output image under outputs/
     error TEXT,
     seed INTEGER NOT NULL,
-    history_fallbacks INTEGER NOT NULL DEFAULT 0
+    history_fallbacks INTEGER NOT NULL DEFAULT 0,
+    calls INTEGER NOT NULL DEFAULT 1    -- model calls the item took (test-time strategies)
 );
 CREATE TABLE IF NOT EXISTS verdicts (
     item TEXT NOT NULL,
@@ -119,6 +120,9 @@ class Results:
         columns = {r["name"] for r in self._db.execute("PRAGMA table_info(verdicts)")}
         if "scores" not in columns:  # a store of run format 2
             self._db.execute("ALTER TABLE verdicts ADD COLUMN scores TEXT")
+        columns = {r["name"] for r in self._db.execute("PRAGMA table_info(predictions)")}
+        if "calls" not in columns:
+            self._db.execute("ALTER TABLE predictions ADD COLUMN calls INTEGER NOT NULL DEFAULT 1")
 
     def close(self) -> None:
         """Close the database."""

@@ -60,6 +60,7 @@ from yanami.models import (
     validate_image,
     validate_text,
 )
+from yanami.models._strategies import StrategyModel, parse_strategy
 from yanami.schema import Dialogue, Family, ImagePart, TextPart
 from yanami.store import Dataset, open_image_bytes
 from yanami.world import parse_workers
@@ -176,6 +177,7 @@ def evaluate(
     loaded: tuple[Dataset, list[Dialogue]] | None = None,
     cache: str | Path | None = None,
     workers: int = 1,
+    strategy: str = "none",
 ) -> Summary:
     """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there).
 
@@ -198,6 +200,10 @@ def evaluate(
     by_id = {d.id: d for d in dialogues}
     responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
     the_model: Model = load_model(model, responses)
+    spec = parse_strategy(strategy)
+    if spec.kind != "none":
+        picker = load_model(spec.picker, responses) if spec.picker else None
+        the_model = StrategyModel(the_model, spec, picker)
     if isinstance(the_model, ReadsBench):
         the_model.bind_bench(dataset.root)
     family = dataset.manifest.family
@@ -216,6 +222,7 @@ def evaluate(
     chains = bench_items(dialogues, history, answers, generates)
     manifest = RunManifest(
         family=family.value,
+        strategy=spec.name,
         bench=str(dataset.root.resolve()),
         bench_sha256=bench_sha256(dataset),
         bench_split=dataset.manifest.split,
@@ -557,6 +564,7 @@ class _Runner:
             error=error,
             seed=item_seed(item.id, self.manifest.global_seed),
             history_fallbacks=fallbacks,
+            calls=self.model.calls(item.id) if isinstance(self.model, StrategyModel) else 1,
         )
         history = None
         if selfh and item.kind == "turn":

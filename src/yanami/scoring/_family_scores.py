@@ -22,7 +22,7 @@ from yanami.bench._format import open_bench
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
 from yanami.scoring._protocols import IMUG_TEXT_SCALE, WEAVE_METRICS, weave_metric_means, weave_score
-from yanami.scoring._tables import Table
+from yanami.scoring._tables import Table, scaling_table
 
 
 @dataclass
@@ -52,7 +52,7 @@ class FamilyRun:
     family: Family
     label: str
     records: list[Record]
-    coverage: dict[str, int]
+    coverage: dict[str, Any]
 
 
 def load_family_run(path: Path, judge: str | None = None, bench: Path | None = None) -> FamilyRun:
@@ -64,7 +64,16 @@ def load_family_run(path: Path, judge: str | None = None, bench: Path | None = N
     dialogues = {d.id: d for d in dataset.read_all()}
     facts = FAMILIES[family]
     records: list[Record] = []
-    coverage = {"expected": m.items, "predicted": len(rows.predictions), "valid": 0, "judge_errors": 0, "unjudged": 0}
+    coverage: dict[str, Any] = {
+        "expected": m.items,
+        "predicted": len(rows.predictions),
+        "valid": 0,
+        "judge_errors": 0,
+        "unjudged": 0,
+        "calls_per_item": round(sum(p.calls for p in rows.predictions.values()) / len(rows.predictions), 3)
+        if rows.predictions
+        else None,
+    }
     for item, p in rows.predictions.items():
         if p.status != "ok":
             coverage[p.status] = coverage.get(p.status, 0) + 1
@@ -311,6 +320,13 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
                     ["Dynamic answers are resolved by the judge from the model's own earlier output."],
                 )
             )
+    if any(r.manifest.strategy != "none" for r in runs):
+        key = "score" if weave else "all"
+        rows_ = [
+            (e["label"], r.manifest.strategy, e["coverage"].get("calls_per_item"), e["overall"][key])
+            for e, r in zip(data["runs"], runs, strict=True)
+        ]
+        tables.append(scaling_table(rows_, "WEAVE score, 0-1" if weave else "IMUG-Bench score (all turns), 0-100"))
     for h in data["history_effect"]:
         hrows = [["overall", h["overall"]["gt"], h["overall"]["self"], _diff(h["overall"])]]
         hrows += [[f"turn {t}", v["gt"], v["self"], _diff(v)] for t, v in h["by_turn"].items()]

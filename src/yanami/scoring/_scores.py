@@ -74,6 +74,8 @@ class Run:
     """The versions of that judge among the loaded verdicts (empty: not read; see `load_runs`)."""
     given_label: str | None = None
     """The label `label_runs` chose so that every run of a set is named apart."""
+    calls: int = 0
+    """Model calls over all recorded items (more than one per item under a test-time strategy)."""
 
     def setting(self, key: str) -> Any:
         """A manifest field by name (None when absent), from a dict or the typed manifest."""
@@ -253,7 +255,8 @@ def build_run(
             for c in checks:
                 rec.checks[c.id] = (c.capability, bool(c.passed))
             rec.failed_turns += any(not c.passed for c in checks)
-    return Run(run, manifest, dialogues, statuses, unjudged, manifest.items)
+    calls = sum(p.calls for p in predictions.values())
+    return Run(run, manifest, dialogues, statuses, unjudged, manifest.items, calls=calls)
 
 
 # Equations (1)-(3) --------------------------------------------------------------------
@@ -384,6 +387,8 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
         "percent": run.coverage_percent,
         "statuses": dict(sorted(run.statuses.items())),
         "unjudged": run.unjudged,
+        "calls_per_item": round(run.calls / sum(run.statuses.values()), 3) if run.statuses else None,
+        "strategy": run.setting("strategy") or "none",
     }
     interval, note = None, None
     if bootstrap:

@@ -128,6 +128,13 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             ],
         )
     )
+    if any(s.coverage.get("strategy", "none") != "none" for s in scores):
+        out.append(
+            scaling_table(
+                [(s.label, s.coverage["strategy"], s.coverage["calls_per_item"], s.average["scene"]) for s in scores],
+                "benchmark score, 0-100",
+            )
+        )
     answering = [(r, s) for r, s in zip(runs, scores, strict=True) if r.answers]
     out.append(
         Table(
@@ -281,6 +288,20 @@ def irreducibility(runs: list[Run], scores: list[RunScores]) -> list[tuple[str, 
         for r, s in zip(runs, scores, strict=True)
         if r.model_spec == "reference:stateless" and s.failed_turn_share is not None
     ]
+
+
+def scaling_table(rows: list[tuple[str, str, float | None, float | None]], score: str) -> Table:
+    """Test-time scaling: each run's strategy, its model calls per item and its score."""
+    return Table(
+        "scaling",
+        "Test-time scaling: score against model calls per item",
+        ["Run", "Strategy", "Calls / item", "Score"],
+        [list(r) for r in rows],
+        [
+            f"Score: the {score}. Calls / item: every model call of the run (drafts, checks, candidates, picks) "
+            "over its recorded items; the runs are comparable when they share bench, judge and history."
+        ],
+    )
 
 
 def markdown(t: Table) -> str:
