@@ -37,6 +37,14 @@ def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _settled(out: Path) -> int:
+    """Dialogues the ledger has settled (0 while the file is still being created)."""
+    try:
+        return int(ledger(out, "SELECT COUNT(*) FROM dialogues")[0][0])
+    except sqlite3.OperationalError:
+        return 0
+
+
 def ledger(out: Path, query: str) -> list[tuple[Any, ...]]:
     db = sqlite3.connect(store_path(out) / "construction.sqlite")
     try:
@@ -127,7 +135,7 @@ def test_killed_at_any_moment_the_same_command_continues_without_paying_twice(po
     db = store_path(out) / "construction.sqlite"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if db.exists() and ledger(out, "SELECT COUNT(*) FROM dialogues")[0][0] >= 1:
+        if db.exists() and _settled(out) >= 1:
             break
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)

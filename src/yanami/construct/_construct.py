@@ -226,13 +226,12 @@ class _Ledger:
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS calls (k INTEGER, role TEXT, stage TEXT, model TEXT, status TEXT,"
-            " cached INTEGER, tokens_in INTEGER, tokens_out INTEGER, images INTEGER, latency_s REAL, cost REAL)"
-        )
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS dialogues (k INTEGER PRIMARY KEY, id TEXT, scenario TEXT, status TEXT,"
-            " stage TEXT, reason TEXT, record TEXT, line TEXT)"
+        # both tables in one transaction: a reader never sees the file with one of them
+        self.db.executescript(
+            "BEGIN; CREATE TABLE IF NOT EXISTS calls (k INTEGER, role TEXT, stage TEXT, model TEXT, status TEXT,"
+            " cached INTEGER, tokens_in INTEGER, tokens_out INTEGER, images INTEGER, latency_s REAL, cost REAL);"
+            " CREATE TABLE IF NOT EXISTS dialogues (k INTEGER PRIMARY KEY, id TEXT, scenario TEXT, status TEXT,"
+            " stage TEXT, reason TEXT, record TEXT, line TEXT); COMMIT;"
         )
         self.spent = float(self.db.execute("SELECT COALESCE(SUM(cost), 0) FROM calls").fetchone()[0])
 
