@@ -89,7 +89,7 @@ class Canned:
 def serve(latency: float) -> None:
     from yanami.models._fake import FakeServer
 
-    with FakeServer(brain=Canned().brain, latency_s=latency) as s:
+    with FakeServer(brain=Canned().brain, latency_s=latency, record=False) as s:
         print(s.url, flush=True)
         sys.stdin.read()  # until the parent closes it
 

@@ -122,8 +122,12 @@ class FakeServer:
         hang_s: float = 5.0,
         port: int = 0,
         host: str = "127.0.0.1",
+        record: bool = True,
     ) -> None:
+        """``record=False`` keeps each request's path only, not its body (a long benchmark run
+        would otherwise hold every image it was sent)."""
         self.latency_s = latency_s
+        self.record = record
         self.faults = list(faults or [])
         self.brain = brain
         self.hang_s = hang_s
@@ -208,7 +212,7 @@ class FakeServer:
                 raw = self.rfile.read(length)
                 body = self._body(raw)
                 with server._lock:
-                    server.requests.append((self.path, body))
+                    server.requests.append((self.path, body if server.record else {}))
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 fault = server._fault(self.path)

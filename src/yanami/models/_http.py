@@ -151,41 +151,55 @@ def request_key(payload: dict[str, Any]) -> str:
 
 
 class ResponseCache:
-    """Responses by request key, in one SQLite file (safe across threads and processes)."""
+    """Responses by request key, in one SQLite file (safe across threads and processes).
+
+    Each thread has its own connection: in WAL mode readers never wait for a writer, and
+    writers queue on SQLite's own lock, so one slow write does not hold up every lookup.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db: Any = None  # opened on first use
+        self._local = threading.local()
         self._lock = threading.Lock()
+        self._all: list[Any] = []
+        self._ready = False
 
     def _conn(self) -> Any:
         import sqlite3
 
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-            # Large pages for a file of images: a 500 KB response is 8 pages, not 125 (half the CPU per
-            # write). Takes effect when the file is created; an older cache keeps its pages.
-            self._db.execute("PRAGMA page_size=65536")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: no fsync per response
-            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value BLOB)")
-        return self._db
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            return db
+        with self._lock:
+            if not self._ready:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                first = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+                # Large pages for a file of images: a 500 KB response is 8 pages, not 125 (half the CPU
+                # per write). Takes effect when the file is created; an older cache keeps its pages.
+                first.execute("PRAGMA page_size=65536")
+                first.execute("PRAGMA journal_mode=WAL")
+                first.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value BLOB)")
+                first.close()
+                self._ready = True
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            db.execute("PRAGMA synchronous=NORMAL")  # a cache: no fsync per response
+            self._all.append(db)
+        self._local.db = db
+        return db
 
     def get(self, key: str) -> tuple[str, bytes] | None:
         """(kind, value) stored under ``key``."""
-        with self._lock:
-            row = self._conn().execute("SELECT kind, value FROM responses WHERE key = ?", (key,)).fetchone()
+        row = self._conn().execute("SELECT kind, value FROM responses WHERE key = ?", (key,)).fetchone()
         return (row[0], bytes(row[1])) if row else None
 
     def put(self, key: str, kind: str, value: bytes) -> None:
         """Store a successful response."""
-        with self._lock:
-            self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
+        self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file (every thread's connection)."""
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            for db in self._all:
+                db.close()
+            self._all.clear()
+            self._local = threading.local()
