@@ -142,3 +142,26 @@ def test_image_files_are_linked_unless_copy_is_asked(tmp_path: Path, cli: Callab
     assert cli("import", "weave", src, "--out", tmp_path / "copied", "--copy").code == 0
     assert cat not in inodes(tmp_path / "copied")
     assert validate_dataset(tmp_path / "copied") == [] and validate_dataset(tmp_path / "linked") == []
+
+
+def test_a_linked_file_that_leads_outside_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    src = write_weave(tmp_path / "weave", _edit(lambda r: r[1].__setitem__("images", ["imgs/link.png"])))
+    (tmp_path / "secret.png").write_bytes((src / "imgs" / "cat.png").read_bytes())
+    (src / "imgs" / "link.png").symlink_to(tmp_path / "secret.png")
+    r = cli("import", "weave", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and "images[0]: 'imgs/link.png' leaves" in r.err and not (tmp_path / "ds").exists()
+
+
+def test_worker_processes_give_the_same_dataset_byte_for_byte(tmp_path: Path) -> None:
+    from yanami.importers._common import PARALLEL_FROM
+
+    one, story = weave_records()
+    records = [{**one, "idx": k} for k in range(PARALLEL_FROM // 2)] + [
+        {**story, "idx": 1000 + k} for k in range(PARALLEL_FROM // 2)
+    ]
+    src = write_weave(tmp_path / "weave", records)
+    import_weave(src, tmp_path / "serial", workers=0)
+    import_weave(src, tmp_path / "parallel", workers=2)  # PARALLEL_FROM records: worker processes
+    for name in ("manifest.json", "dialogues/00000.jsonl"):
+        assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "parallel" / name).read_bytes()
+    assert validate_dataset(tmp_path / "parallel") == []

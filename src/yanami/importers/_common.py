@@ -2,23 +2,49 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-from collections.abc import Callable
-from functools import lru_cache
+import sys
+from collections.abc import Callable, Iterator
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from yanami.errors import UserError
-from yanami.schema import ID_PATTERN, ImagePart, ImageSource
-from yanami.store import DatasetWriter, ImageProblem, image_header, sha256_hex
+from yanami.schema import ID_PATTERN, Dialogue, ImageSource
+from yanami.store import DatasetWriter, ImageProblem, image_header, image_relpath, place_file, sha256_hex
 
 MAX_IMAGE_BYTES = 64 << 20
 """An image file larger than this is refused before it is read."""
 
 OnRecord = Callable[[], None]
+WORKERS = max(1, min(4, (os.cpu_count() or 2) - 1))
+"""Processes that read, hash and place image files during a large import (one core stays with the
+process that builds the dialogues)."""
 _ID_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 _ID = re.compile(ID_PATTERN)
+
+
+def text_part(text: str) -> dict[str, Any]:
+    """A text part, in a dialogue's JSON form."""
+    return {"type": "text", "text": text}
+
+
+def build_dialogue(raw: dict[str, Any], at: str) -> Dialogue:
+    """A dialogue from its JSON form, validated in one pass; a field the source left invalid
+    (an empty requirement, say) is the import's one-line error."""
+    try:
+        return Dialogue.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        return _raise(fail(at, ".".join(map(str, err["loc"])), err["msg"]))
+
+
+def _raise(exc: Exception) -> Any:
+    raise exc
 
 
 def fail(at: str, field: str, msg: str) -> UserError:
@@ -50,22 +76,32 @@ def _real_dir(folder: str) -> str:
 
 
 def _check(root: str, prefix: str, rel: str) -> str:
-    """``root/rel`` when it stays inside the source folder (symbolic links resolved), else ``""``."""
+    """``root/rel`` when it stays inside the source folder (its folders' links resolved), else ``""``.
+    The file itself is opened without following a link (`_read`)."""
     path = os.path.normpath(os.path.join(root, rel))
     if os.path.isabs(rel) or not path.startswith(prefix) or not _real_dir(os.path.dirname(path)).startswith(prefix):
         return ""
-    if os.path.islink(path):  # the file itself is a link: where it leads must be inside too
-        path = os.path.realpath(path)
-        if not path.startswith(prefix):
-            return ""
     return path
 
 
-def _read(path: str) -> tuple[bytes, str] | str:
-    """A file's bytes and SHA-256, or why not."""
+_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _read(path: str, prefix: str) -> tuple[bytes, str, str] | str:
+    """A file's bytes, SHA-256 and real path, or why not; a file that is a link is followed only
+    where it stays under ``prefix``."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        try:
+            fd = os.open(path, _NOFOLLOW)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            path = os.path.realpath(path)
+            if not path.startswith(prefix):
+                return ""
+            fd = os.open(path, os.O_RDONLY)
+        with open(fd, "rb") as f:
+            size = os.fstat(fd).st_size
             if size > MAX_IMAGE_BYTES:
                 return f"{size} bytes is over the limit of {MAX_IMAGE_BYTES}"
             data = f.read()
@@ -73,11 +109,52 @@ def _read(path: str) -> tuple[bytes, str] | str:
         return "no such image file"
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
-    return data, sha256_hex(data)
+    return data, sha256_hex(data), path
+
+
+Probed = tuple[str, str, int, int] | str
+"""An image file read, hashed, checked and placed: (sha256, format, width, height), or what is wrong."""
+
+
+def _probe(root: str, prefix: str, max_pixels: int, work: str, link: bool, rel: Any) -> Probed:
+    """`SourceImages`'s work on one file (also in a worker process): checked, hashed, and placed
+    in the dataset being written (``work``, the writer's folder), its bytes never kept."""
+    if not isinstance(rel, str):
+        return "not a path"
+    path = _check(root, prefix, rel)
+    if not path:
+        return ""  # leaves the folder: the caller words it
+    got = _read(path, prefix)
+    if isinstance(got, str):
+        return got
+    data, sha, path = got
+    try:
+        fmt, width, height = image_header(data, max_pixels)
+    except ImageProblem as exc:
+        return str(exc)
+    try:
+        place_file(path, f"{work}/{image_relpath(sha, fmt)}", link)
+    except OSError as exc:
+        return f"cannot be stored ({exc.strerror})"
+    return sha, fmt.value, width, height
+
+
+def _probe_all(root: str, prefix: str, max_pixels: int, work: str, link: bool, rels: list[Any]) -> list[Probed]:
+    return [_probe(root, prefix, max_pixels, work, link, rel) for rel in rels]
+
+
+PARALLEL_FROM = 64
+"""Records from which an import reads its image files in worker processes (fewer: in this one)."""
 
 
 class SourceImages:
-    """Image files of a source folder: read, hashed and checked once each, stored in the dataset."""
+    """Image files of a source folder: read, hashed and checked once each, stored in the dataset.
+
+    With `start`, worker processes read and hash the files of the records ahead (the bytes stay
+    there: the dataset's file is a hard link to the source's, or a copy made by the kernel),
+    while this process builds the dialogues; results come back in record order, so the first
+    problem reported is the same as without them.
+    """
 
     def __init__(self, root: Path, writer: DatasetWriter, *, link: bool = True) -> None:
         self.root = root
@@ -85,25 +162,56 @@ class SourceImages:
         self._prefix = os.path.join(self._root, "")
         self.writer = writer
         self.link = link
-        self._parts: dict[str, ImagePart] = {}
+        self._parts: dict[str, dict[str, Any]] = {}
+        self._ready: dict[str, Probed] = {}
+        self._results: Iterator[list[Probed]] | None = None
+        self._batches: Iterator[list[Any]] | None = None
+        self._pool: Any = None
 
-    def part(self, rel: str, source: ImageSource, at: str, field: str) -> ImagePart:
-        """The image at ``root/rel`` as a part with ``source`` (a file is read and hashed once)."""
+    def __enter__(self) -> SourceImages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def start(self, batches: list[list[Any]], workers: int) -> None:
+        """Read the files each record names (a batch per record, in order) in ``workers`` processes."""
+        if workers > 0 and len(batches) >= PARALLEL_FROM and sys.platform == "linux":
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # fork (Linux: elsewhere the files are read here): the workers need nothing but this
+            # module, and start in milliseconds
+            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            work = partial(_probe_all, *self._args())
+            self._results = self._pool.map(work, batches, chunksize=16)
+            self._batches = iter(batches)
+
+    def _args(self) -> tuple[str, str, int, str, bool]:
+        return self._root, self._prefix, self.writer.max_pixels, str(self.writer.work), self.link
+
+    def next_record(self) -> None:
+        """Take the next record's files from the workers (call once per record, in order)."""
+        if self._results is not None and self._batches is not None:
+            self._ready = dict(zip(next(self._batches), next(self._results), strict=True))
+
+    def part(self, rel: str, source: ImageSource, at: str, field: str) -> dict[str, Any]:
+        """The image at ``root/rel`` as a part with ``source``, in a dialogue's JSON form (a file is
+        read and hashed once)."""
         known = self._parts.get(rel)
         if known is None:
-            path = _check(self._root, self._prefix, rel)
-            if not path:
-                raise fail(at, field, f"{rel!r} leaves {self.root}; image paths are relative to it")
-            got = _read(path)
-            if isinstance(got, str):
-                raise fail(at, field, f"{rel}: {got}" + (f" under {self.root}" if got.startswith("no such") else ""))
-            data, sha = got
-            try:
-                fmt, width, height = image_header(data, self.writer.max_pixels)
-            except ImageProblem as exc:
-                raise fail(at, field, f"{rel}: {exc}") from None
-            origin = Path(path) if self.link else None
-            known = self._parts[rel] = self.writer.add_loaded(sha, fmt, width, height, data, origin, ImageSource.USER)
-        if known.source == source:
-            return known
-        return ImagePart.model_construct(**{**known.__dict__, "source": source})  # checked already
+            probed = self._ready.pop(rel, None)
+            if probed is None:
+                probed = _probe(*self._args(), rel)
+            if isinstance(probed, str):
+                if not probed:
+                    raise fail(at, field, f"{rel!r} leaves {self.root}; image paths are relative to it")
+                raise fail(
+                    at, field, f"{rel}: {probed}" + (f" under {self.root}" if probed.startswith("no such") else "")
+                )
+            sha, fmt, width, height = probed
+            self.writer.adopt(sha)
+            known = self._parts[rel] = {"type": "image", "sha256": sha, "format": fmt, "width": width,
+                                        "height": height, "source": "user"}  # fmt: skip
+        return known if known["source"] == source.value else {**known, "source": source.value}

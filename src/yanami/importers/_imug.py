@@ -30,22 +30,17 @@ from typing import Any
 
 from yanami import __version__
 from yanami.families import FAMILIES, Family
-from yanami.importers._common import OnRecord, SourceImages, dialogue_id, expect, fail
-from yanami.schema import (
-    Answer,
-    Check,
-    CheckHidden,
-    CheckKind,
-    Dialogue,
-    DialogueMeta,
-    ImagePart,
-    ImageSource,
-    Message,
-    TextPart,
-    Turn,
-    TurnHidden,
-    TurnRef,
+from yanami.importers._common import (
+    WORKERS,
+    OnRecord,
+    SourceImages,
+    build_dialogue,
+    dialogue_id,
+    expect,
+    fail,
+    text_part,
 )
+from yanami.schema import Dialogue, ImageSource
 from yanami.store import DatasetWriter, Generator, Manifest
 
 BENCHMARK = "benchmark.jsonl"
@@ -151,15 +146,32 @@ def _side_files(data: Path) -> tuple[_Side, _Side, _Side]:
 
 
 def import_imug(
-    src: str | Path, out: str | Path, *, overwrite: bool = False, link: bool = True, on_record: OnRecord | None = None
+    src: str | Path,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    link: bool = True,
+    on_record: OnRecord | None = None,
+    workers: int = WORKERS,
 ) -> Manifest:
     """Import IMUG-Bench's samples and side files; any bad line stops it and nothing is written."""
     data = data_dir(Path(src))
     dynamic, image_refs, grids = _side_files(data)
     generator = Generator(name="import", version=__version__, params={"family": "imug", "source": BENCHMARK})
-    with DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer:
-        images = SourceImages(data / IMAGES_DIR, writer, link=link)
-        for at, obj in _lines(data / BENCHMARK):
+    samples = list(_lines(data / BENCHMARK))
+
+    def files(obj: dict[str, Any]) -> list[Any]:
+        tasks = obj.get("tasks")
+        inputs = [t.get("input") for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else []
+        return [i.get("image") for items in inputs if isinstance(items, list) for i in items if isinstance(i, dict)]
+
+    with (
+        DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer,
+        SourceImages(data / IMAGES_DIR, writer, link=link) as images,
+    ):
+        images.start([files(obj) for _, obj in samples], workers)
+        for at, obj in samples:
+            images.next_record()
             d = _dialogue(obj, at, images, dynamic, image_refs, grids)
             try:
                 writer.add_dialogue(d)
@@ -195,15 +207,11 @@ def _dialogue(
             raise fail(at, f"tasks[{i}].turn", f"turn {number} after turn {max(index)} (turns must increase)")
         index[number] = i
     turns = [_turn(task, i, key, at, images, index, dynamic, image_refs, grids) for i, task in enumerate(tasks)]
-    return Dialogue(
-        id=dialogue_id("imug", domain, subdomain, sample),
-        family=Family.IMUG,
-        domain=domain,
-        subdomain=subdomain,
-        system_prompt=system,
-        turns=turns,
-        meta=DialogueMeta(generator="import-imug", version=__version__, params={"sample_id": sample}),
-    )
+    meta = {"generator": "import-imug", "version": __version__, "params": {"sample_id": sample}}
+    raw = {"id": dialogue_id("imug", domain, subdomain, sample), "family": "imug", "domain": domain,
+           "subdomain": subdomain, "system_prompt": system, "capabilities": [], "turns": turns, "questions": [],
+           "meta": meta}  # fmt: skip
+    return build_dialogue(raw, at)
 
 
 def _turn(
@@ -216,7 +224,7 @@ def _turn(
     dynamic: _Side,
     image_refs: _Side,
     grids: _Side,
-) -> Turn:
+) -> dict[str, Any]:
     field = f"tasks[{i}]"
     number = task["turn"]
     modality = task.get("modality")
@@ -225,19 +233,19 @@ def _turn(
     inputs = expect(task.get("input"), list, at, f"{field}.input")
     if not inputs:
         raise fail(at, f"{field}.input", "no input")
-    parts: list[TextPart | ImagePart] = []
+    parts: list[dict[str, Any]] = []
     for j, item in enumerate(inputs):
         where = f"{field}.input[{j}]"
         if not isinstance(item, dict) or len(item) != 1 or not ({"text", "image"} & item.keys()):
             raise fail(at, where, 'an input is {"text": ...} or {"image": ...}')
         if "text" in item:
-            parts.append(TextPart(text=expect(item["text"], str, at, f"{where}.text")))
+            parts.append(text_part(expect(item["text"], str, at, f"{where}.text")))
         else:
             parts.append(
                 images.part(expect(item["image"], str, at, f"{where}.image"), ImageSource.USER, at, f"{where}.image")
             )
     output = expect(task.get("output"), dict, at, f"{field}.output")
-    refs: list[TurnRef] = []
+    refs: list[dict[str, Any]] = []
 
     def earlier(ref: int, where: str, side: str = "assistant") -> int:
         if ref not in index:
@@ -247,23 +255,24 @@ def _turn(
         return index[ref]
 
     answer = None
-    checks: list[Check] = []
-    assistant: list[TextPart | ImagePart] = []
+    checks: list[dict[str, Any]] = []
+    assistant: list[dict[str, Any]] = []
     if modality == "text":
         text = expect(output.get("answer"), str, at, f"{field}.output.answer")
         static = text.split(DYNAMIC, 1)[0]
         letters = list(dict.fromkeys(_LETTERS.findall(static)))
-        answer = Answer(text=text, letters=letters, dynamic=DYNAMIC in text)
-        if not answer.dynamic and not letters:
+        is_dynamic = DYNAMIC in text
+        answer = {"text": text, "letters": letters, "dynamic": is_dynamic}
+        if not is_dynamic and not letters:
             raise fail(at, f"{field}.output.answer", "names no option letter A-G")
         entry = dynamic.take(key, number)
         if entry is not None:
             where, numbers = entry
-            refs += [TurnRef(turn=earlier(r, where), side="assistant", of="model") for r in numbers]
-        elif answer.dynamic:
+            refs += [{"turn": earlier(r, where), "side": "assistant", "of": "model"} for r in numbers]
+        elif is_dynamic:
             raise fail(at, f"{field}.output.answer", f"a {DYNAMIC} answer with no entry in {DYNAMIC_REFERENCES}")
-        if not answer.dynamic:
-            assistant = [TextPart(text=text)]
+        if not is_dynamic:
+            assistant = [text_part(text)]
     else:
         points = expect(output.get("evaluation_points"), list, at, f"{field}.output.evaluation_points")
         if not points:
@@ -271,28 +280,29 @@ def _turn(
         grid = grids.take(key, number)
         for j, point in enumerate(points, 1):
             text = expect(point, str, at, f"{field}.output.evaluation_points[{j - 1}]")
-            hidden = CheckHidden(predicate={"grid": grid[1], "point": j}) if grid else CheckHidden()
-            checks.append(Check(id=f"t{i}-p{j}", kind=CheckKind.EVALUATION_POINT, text=text, hidden=hidden))
+            hidden = {"predicate": {"grid": grid[1], "point": j}} if grid else {}
+            checks.append({"id": f"t{i}-p{j}", "kind": "evaluation_point", "text": text, "hidden": hidden})
         entry = image_refs.take(key, number)
         if entry is not None:
             where, links = entry
             for ref, kind in links:
                 if kind == "input":
-                    refs.append(TurnRef(turn=earlier(ref, where, "user"), side="user", of="data"))
+                    refs.append({"turn": earlier(ref, where, "user"), "side": "user", "of": "data"})
                 else:
-                    refs.append(TurnRef(turn=earlier(ref, where), side="assistant", of="model"))
+                    refs.append({"turn": earlier(ref, where), "side": "assistant", "of": "model"})
     for side, belongs in ((grids, "image"), (image_refs, "image"), (dynamic, "text")):
         if belongs != modality and (key, number) in side.entries:
             where, _ = side.entries[(key, number)]
             kind = "an image" if modality == "image" else "a text"
             msg = f"turn {number} of sample {key[2]} is {kind} turn; this entry is for {belongs} turns"
             raise fail(where, "turn", msg)
-    return Turn(
-        index=i,
-        user=Message(role="user", parts=parts),
-        assistant=Message(role="assistant", parts=assistant),
-        checks=checks,
-        answer=answer,
-        references=refs,
-        hidden=TurnHidden(intent={"turn": number, "modality": modality}),
-    )
+    return {
+        "index": i,
+        "user": {"role": "user", "parts": parts},
+        "assistant": {"role": "assistant", "parts": assistant},
+        "capabilities": [],
+        "checks": checks,
+        "answer": answer,
+        "references": refs,
+        "hidden": {"intent": {"turn": number, "modality": modality}},
+    }

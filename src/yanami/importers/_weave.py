@@ -24,21 +24,17 @@ from typing import Any
 
 from yanami import __version__
 from yanami.families import FAMILIES, WEAVE_MODES, Family
-from yanami.importers._common import OnRecord, SourceImages, dialogue_id, expect, fail
-from yanami.schema import (
-    Answer,
-    Check,
-    CheckKind,
-    Dialogue,
-    DialogueMeta,
-    ImagePart,
-    ImageSource,
-    Message,
-    TextPart,
-    Turn,
-    TurnHidden,
-    TurnRef,
+from yanami.importers._common import (
+    WORKERS,
+    OnRecord,
+    SourceImages,
+    build_dialogue,
+    dialogue_id,
+    expect,
+    fail,
+    text_part,
 )
+from yanami.schema import Dialogue, ImageSource
 from yanami.store import DatasetWriter, Generator, Manifest
 
 MENTION = re.compile(r"Image\s*#\s*(\d+)")
@@ -60,7 +56,13 @@ def source_file(src: Path) -> Path:
 
 
 def import_weave(
-    src: str | Path, out: str | Path, *, overwrite: bool = False, link: bool = True, on_record: OnRecord | None = None
+    src: str | Path,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    link: bool = True,
+    on_record: OnRecord | None = None,
+    workers: int = WORKERS,
 ) -> Manifest:
     """Import WEAVE's records; any bad record stops the import and nothing is written."""
     file = source_file(Path(src))
@@ -74,9 +76,17 @@ def import_weave(
         raise fail(str(file), "", "expected a JSON array of records")
     generator = Generator(name="import", version=__version__, params={"family": "weave", "source": file.name})
 
-    with DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer:
-        images = SourceImages(file.parent, writer, link=link)
+    def files(record: Any) -> list[Any]:
+        paths = record.get("images") if isinstance(record, dict) else None
+        return paths if isinstance(paths, list) else []
+
+    with (
+        DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer,
+        SourceImages(file.parent, writer, link=link) as images,
+    ):
+        images.start([files(r) for r in records], workers)
         for n, record in enumerate(records):
+            images.next_record()
             at = f"{file}: record {n}"
             d = _dialogue(record, n, at, images)
             try:
@@ -140,11 +150,11 @@ def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
             outputs[k] = t
 
     placed: dict[int, tuple[int, str, int]] = {}  # image number -> (turn, side, position among images)
-    turns: list[Turn] = []
+    turns: list[dict[str, Any]] = []
     for t in range(len(chats) // 2):
         u, a = chats[2 * t], chats[2 * t + 1]
         field = f"chats[{2 * t}].content"
-        parts: list[TextPart | ImagePart] = []
+        parts: list[dict[str, Any]] = []
         for k in _mentions(u["content"]):
             in_range(k, field)
             if k in placed or outputs.get(k) == t:
@@ -152,40 +162,28 @@ def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
             if k in outputs:
                 raise fail(at, field, f"Image #{k} is the reply of a later turn ({outputs[k]})")
             placed[k] = (t, "user", len(parts) // 2)
-            parts += [
-                TextPart(text=f"Image #{k}:"),
-                images.part(paths[k - 1], ImageSource.USER, at, f"images[{k - 1}]"),
-            ]
-        user = Message(role="user", parts=[*parts, TextPart(text=u["content"])])
+            parts += [text_part(f"Image #{k}:"), images.part(paths[k - 1], ImageSource.USER, at, f"images[{k - 1}]")]
+        user = {"role": "user", "parts": [*parts, text_part(u["content"])]}
         answer = None
-        checks: list[Check] = []
+        checks: list[dict[str, Any]] = []
         if a["type"] == "image":
             (k,) = [k for k, turn in outputs.items() if turn == t]
             placed[k] = (t, "assistant", 0)
             image = images.part(paths[k - 1], ImageSource.ASSISTANT, at, f"images[{k - 1}]")
-            assistant = Message(role="assistant", parts=[TextPart(text=f"Image #{k}:"), image])
+            assistant = {"role": "assistant", "parts": [text_part(f"Image #{k}:"), image]}
             checks = _key_points(a.get("key_point"), t, at, f"chats[{2 * t + 1}].key_point", placed, outputs, in_range)
         else:
-            assistant = Message(role="assistant", parts=[TextPart(text=a["content"])])
-            answer = Answer(text=a["content"])
+            assistant = {"role": "assistant", "parts": [text_part(a["content"])]}
+            answer = {"text": a["content"]}
         mode = weave_mode(u["content"], answer is not None)
         turns.append(
-            Turn(
-                index=t,
-                user=user,
-                assistant=assistant,
-                checks=checks,
-                answer=answer,
-                hidden=TurnHidden(intent={"mode": mode}),
-            )
-        )
-    return Dialogue(
-        id=dialogue_id("weave", idx),
-        family=Family.WEAVE,
-        domain=domain,
-        turns=turns,
-        meta=DialogueMeta(generator="import-weave", version=__version__, params={"idx": idx, "record": n}),
-    )
+            {"index": t, "user": user, "assistant": assistant, "capabilities": [], "checks": checks,
+             "answer": answer, "references": [], "hidden": {"intent": {"mode": mode}}}
+        )  # fmt: skip
+    meta = {"generator": "import-weave", "version": __version__, "params": {"idx": idx, "record": n}}
+    raw = {"id": dialogue_id("weave", idx), "family": "weave", "domain": domain, "capabilities": [], "turns": turns,
+           "questions": [], "meta": meta}  # fmt: skip
+    return build_dialogue(raw, at)
 
 
 def _key_points(
@@ -196,25 +194,25 @@ def _key_points(
     placed: dict[int, tuple[int, str, int]],
     outputs: dict[int, int],
     in_range: Any,
-) -> list[Check]:
+) -> list[dict[str, Any]]:
     if not isinstance(key_point, dict) or not key_point:
         raise fail(at, field, "an image reply needs its key points (an object of requirements)")
     checks = []
     for j, (key, text) in enumerate(key_point.items(), 1):
         where = f"{field}.{key}"
         expect(text, str, at, where)
-        refs: list[TurnRef] = []
+        refs: list[dict[str, Any]] = []
         if key.strip() != "Text":
             m = KEY.match(key.strip())  # "Image #4, Image #2": the first, as WEAVE's evaluator reads it
             if m is None:
                 raise fail(at, where, "a key point's key is GT #k, Image #k or Text")
             k = in_range(int(m[2]), where)
             if m[1] == "Image" and outputs.get(k, t) < t:  # the model's own earlier output
-                refs.append(TurnRef(turn=outputs[k], side="assistant", image=0, of="model"))
+                refs.append({"turn": outputs[k], "side": "assistant", "image": 0, "of": "model"})
             elif k in placed:  # the dataset's image (for Image #k of a user's picture, the same)
                 turn, side, pos = placed[k]
-                refs.append(TurnRef(turn=turn, side=side, image=pos))  # type: ignore[arg-type]
+                refs.append({"turn": turn, "side": side, "image": pos, "of": "data"})
             else:
                 raise fail(at, where, f"Image #{k} is not shown by turn {t}")
-        checks.append(Check(id=f"t{t}-k{j}", kind=CheckKind.KEY_POINT, text=text, references=refs))
+        checks.append({"id": f"t{t}-k{j}", "kind": "key_point", "text": text, "references": refs})
     return checks

@@ -18,7 +18,7 @@ from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, open_dataset_dir
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
 from yanami.store._validate import Problem, validate_dataset
-from yanami.store._writer import DatasetWriter, images_digest
+from yanami.store._writer import DatasetWriter, images_digest, place_file
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -51,6 +51,7 @@ __all__ = [
     "open_dataset_dir",
     "open_image_bytes",
     "phash",
+    "place_file",
     "sha256_file",
     "sha256_hex",
     "stats_tables",

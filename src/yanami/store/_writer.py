@@ -17,7 +17,7 @@ from typing import BinaryIO
 from yanami._files import atomic_write
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
-from yanami.schema import Dialogue, ImageFormat, ImagePart, ImageSource, dialogue_problems
+from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_header, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
     DIALOGUES_DIR,
@@ -101,7 +101,6 @@ class DatasetWriter:
         self.keep_manifest = keep_manifest
         self._turns = self._questions = self._checks = 0
         self._family: Family | None = None
-        self._link: bool | None = None  # whether hard links to source files work here (None: not tried)
         self._done = False
 
     # images ---------------------------------------------------------------------------
@@ -118,30 +117,16 @@ class DatasetWriter:
         self._put(sha, image_relpath(sha, fmt), data)
         return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
 
-    def add_image_file(self, path: Path, data: bytes, source: ImageSource, *, link: bool = True) -> ImagePart:
-        """Store an image file's bytes (``data``, read from ``path``) like `add_image` with ``decode=False``.
+    def image_target(self, sha: str, fmt: str) -> str:
+        """Where the image file of this hash and format goes in the dataset being written (its
+        folder may not exist yet): for a caller that places files itself, then calls `adopt`."""
+        return f"{self.work}/{image_relpath(sha, fmt)}"
 
-        With ``link`` the dataset's file is a hard link to ``path`` where both are on one file
-        system (no bytes copied: an import of thousands of pictures costs a directory entry
-        each); elsewhere, or when the link is refused, the bytes are written.
-        """
-        fmt, width, height = image_header(data, self.max_pixels)
-        return self.add_loaded(sha256_hex(data), fmt, width, height, data, path if link else None, source)
-
-    def add_loaded(
-        self,
-        sha: str,
-        fmt: ImageFormat,
-        width: int,
-        height: int,
-        data: bytes,
-        origin: Path | None,
-        source: ImageSource,
-    ) -> ImagePart:
-        """Store an image the caller has hashed and checked (`add_image_file`'s work done by a
-        worker thread); ``origin``, if given, is the file to hard-link."""
-        self._put(sha, image_relpath(sha, fmt), data, origin)
-        return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
+    def adopt(self, sha: str) -> None:
+        """Count an image file the caller placed at its `image_target` (idempotent)."""
+        if sha not in self._stored:
+            self._stored.add(sha)
+            self._image_hashes.append(sha)
 
     def add_encoded(self, part: ImagePart, data: bytes) -> None:
         """Store bytes the caller encoded and hashed itself, described by ``part``.
@@ -152,7 +137,7 @@ class DatasetWriter:
         """
         self._put(part.sha256, image_relpath(part.sha256, part.format), data)
 
-    def _put(self, sha: str, rel: str, data: bytes, origin: Path | None = None) -> None:
+    def _put(self, sha: str, rel: str, data: bytes) -> None:
         if sha in self._stored:
             return
         dest = f"{self.work}/{rel}"
@@ -160,15 +145,6 @@ class DatasetWriter:
         if folder not in self._folders:
             os.makedirs(f"{self.work}/{folder}", exist_ok=True)
             self._folders.add(folder)
-        if origin is not None and self._link is not False:
-            try:
-                os.link(origin, dest, follow_symlinks=False)
-                self._link = True
-                self._stored.add(sha)
-                self._image_hashes.append(sha)
-                return
-            except OSError:  # another file system, or links refused: copy from now on
-                self._link = False
         # No temporary name per file: the whole work directory is what commits atomically.
         fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -383,6 +359,32 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
+
+def place_file(origin: str, dest: str, link: bool) -> None:
+    """Put a copy of the file ``origin`` at ``dest`` (a writer's `image_target`): a hard link with
+    ``link`` where the file system allows (no bytes copied), else a copy made by the kernel. A
+    file already there (the same content, by its hash) is kept."""
+    for attempt in (0, 1):
+        try:
+            if link:
+                try:
+                    os.link(origin, dest, follow_symlinks=False)
+                    return
+                except FileExistsError:
+                    return
+                except FileNotFoundError:
+                    raise
+                except OSError:  # another file system, or links refused: copy
+                    link = False
+            if os.path.exists(dest):
+                return
+            shutil.copyfile(origin, dest)
+            return
+        except FileNotFoundError:
+            if attempt or os.path.isdir(os.path.dirname(dest)):
+                raise
+            os.makedirs(os.path.dirname(dest), exist_ok=True)  # the hash's folder, made once
 
 
 def move_into_place(work: Path, path: Path) -> None:
