@@ -261,3 +261,24 @@ def test_a_run_resumed_under_a_newer_judge_version_is_graded_again(world_bench, 
     assert s.written == 0 and s.skipped == s.items  # the model is not asked again
     assert _rows(tmp_path / "run") == (predictions, verdicts)
     assert json.loads(manifest.read_text())["judge"]["version"] == VERSION
+
+
+def test_a_strategy_on_a_yanami_bench_counts_calls_and_shows_in_the_tables(world_bench, tmp_path, cli) -> None:
+    import sqlite3
+
+    from yanami.models._fake import FakeServer
+
+    with pytest.raises(UserError, match="reference agents answer the bench's own questions only"):
+        evaluate(world_bench, "reference:oracle", tmp_path / "x", strategy="cot")
+    with FakeServer() as srv:
+        model = tmp_path / "model.yaml"
+        model.write_text(f"kind: openai\nbase_url: {srv.url}/v1\nchat_model: c\nimage_model: i\nbackoff_s: 0.01\n")
+        plain = evaluate(world_bench, str(model), tmp_path / "plain", limit=4)
+        best = evaluate(world_bench, str(model), tmp_path / "best", limit=4, strategy="best-of:2")
+    assert plain.items == best.items and best.statuses == plain.statuses == {"ok": plain.items}
+    db = sqlite3.connect(tmp_path / "best" / "results.sqlite")
+    calls = dict(db.execute("SELECT kind, MAX(calls) FROM predictions GROUP BY kind").fetchall())
+    db.close()
+    assert calls == {"turn": 3, "question": 1}  # two drawings and a pick; an answer is one call
+    md = cli("score", tmp_path / "plain", tmp_path / "best", "--format", "md").out
+    assert "Test-time scaling: score against model calls per item" in md and "| best-of:2 |" in md

@@ -201,6 +201,9 @@ def evaluate(
     responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
     the_model: Model = load_model(model, responses)
     spec = parse_strategy(strategy)
+    if spec.kind != "none" and model.startswith("reference:"):
+        raise UserError(f"--strategy {spec.name}: the reference agents answer the bench's own questions only, so "
+                        "they cannot plan, check or pick their images; use a model config file")  # fmt: skip
     if spec.kind != "none":
         picker = load_model(spec.picker, responses) if spec.picker else None
         the_model = StrategyModel(the_model, spec, picker)
