@@ -863,15 +863,24 @@ def eval_(
         f"{out_dir}: {summary.items} items, {summary.skipped} already done, {summary.written} written ({statuses})",
         markup=False,
     )
-    scores = run_scores(load_run(out_dir))
-    _print_scores([scores])
+    family_runs = _family_runs([out_dir], None)
+    if family_runs is not None:
+        from yanami.scoring import markdown
+        from yanami.scoring._family_scores import family_tables
+
+        out.print(markdown(family_tables(family_runs)[0]).rstrip("\n"), markup=False)
+        valid, expected = family_runs[0].coverage["valid"], family_runs[0].coverage["expected"]
+    else:
+        scores = run_scores(load_run(out_dir))
+        _print_scores([scores])
+        valid, expected = scores.coverage["valid"], scores.coverage["expected"]
     if summary.first_error:
         err.print(
             f"warning: {summary.statuses.get('error', 0)} item(s) ended in error, the first: {summary.first_error} "
             "(they are not scored; --retry-errors asks again)",
             markup=False,
         )
-    if scores.coverage["expected"] and not scores.coverage["valid"]:
+    if expected and not valid:
         raise UserError(f"{out_dir}: no item of the run is valid; check the model's configuration", exit_code=1)
 
 

@@ -64,11 +64,21 @@ def default_text(body: dict[str, Any]) -> str:
     text = chat_text(body)
     if '"verdicts"' in text:
         return json.dumps({"verdicts": {cid: True for cid in _CHECK_LINE.findall(text)}})
-    if '"score"' in text and "visual quality" in text:
-        return json.dumps({"score": 8})
     if '"correct"' in text:
         return json.dumps({"correct": True, "reason": "matches the reference"})
+    if '"letters"' in text:  # IMUG-Bench: a dynamic answer resolved
+        return json.dumps({"letters": "A", "reason": "scripted"})
+    if '"scores"' in text:  # IMUG-Bench: every evaluation point 4 of 5
+        points = _POINT_LINE.findall(text.rsplit("Evaluation points:", 1)[-1])
+        return json.dumps({"scores": dict.fromkeys(points, 4), "reason": "scripted"})
+    if "<0, 5 or 10>" in text:  # WEAVE: accuracy
+        return json.dumps({"score": 10, "reason": "scripted"})
+    if '"score"' in text:  # Visual Quality; WEAVE's key points, consistency and quality
+        return json.dumps({"score": 8})
     return "A"
+
+
+_POINT_LINE = re.compile(r"(?m)^(\d+)\. ")
 
 
 _DISPOSITION = re.compile(rb'content-disposition:[^\r\n]*?\bname="([^"]*)"(?:[^\r\n]*?\bfilename="([^"]*)")?', re.I)

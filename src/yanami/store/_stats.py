@@ -316,6 +316,8 @@ def stats_tables(s: DatasetStats) -> list[Table]:
             t.add_row(fam, f"{n:,}")
         t.add_row("dynamic answers", f"{s.dynamic_answers:,}")
         tables.append(t)
+    if other and not s.families.get("yanami"):
+        return tables  # capabilities and DSU questions are YANAMI's
     t = table("Dialogues per capability", "Dialogues", first="Capability")
     for cap, n in s.capability_dialogues.items():
         t.add_row(cap, f"{n:,}")
