@@ -139,6 +139,19 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     md = cli("score", tmp_path / "run", "--format", "md").out
     assert "IMUG-Bench static and dynamic answers" in md and "Text (code)" in md
 
+    # graded again by another judge, without asking the model: the fake's default judge gives every point 4
+    with FakeServer() as other:
+        second = tmp_path / "second.yaml"
+        second.write_text(f"kind: openai\nbase_url: {other.url}/v1\nchat_model: second-judge\nbackoff_s: 0.01\n")
+        r = cli("judge", tmp_path / "run", "--judge", second)
+        assert r.code == 0, r.err
+    again = json.loads(cli("score", tmp_path / "run", "--judge", "second", "--json").out)["runs"][0]
+    assert again["coverage"]["valid"] == 5
+    assert again["by_domain"]["Cooking"]["image"] == pytest.approx(80.0)  # points 4 and 4
+    assert again["mcq"]["dynamic"]["paper"] == pytest.approx(
+        0.0
+    )  # resolved to A alone: "AB" adds a wrong B, (1 - 1) / 1
+
 
 def test_a_strategy_counts_its_calls_and_the_report_shows_score_against_calls(
     tmp_path: Path, cli: Callable[..., Any]
