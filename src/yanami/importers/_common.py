@@ -15,7 +15,16 @@ from pydantic import ValidationError
 
 from yanami.errors import UserError
 from yanami.schema import ID_PATTERN, Dialogue, ImageSource
-from yanami.store import DatasetWriter, ImageProblem, image_header, image_relpath, place_file, sha256_hex
+from yanami.store import (
+    DatasetWriter,
+    Generator,
+    ImageProblem,
+    Manifest,
+    image_header,
+    image_relpath,
+    place_file,
+    sha256_hex,
+)
 
 MAX_IMAGE_BYTES = 64 << 20
 """An image file larger than this is refused before it is read."""
@@ -215,3 +224,42 @@ class SourceImages:
             known = self._parts[rel] = {"type": "image", "sha256": sha, "format": fmt, "width": width,
                                         "height": height, "source": "user"}  # fmt: skip
         return known if known["source"] == source.value else {**known, "source": source.value}
+
+
+Record = tuple[str, list[Any], Any]
+"""A source record: where it is (``file: record n`` or ``file:line``), the image paths it names,
+and the record itself."""
+
+
+def write_records(
+    out: str | Path,
+    generator: Generator,
+    images_root: Path,
+    records: list[Record],
+    build: Callable[[Any, str, SourceImages], Dialogue],
+    *,
+    overwrite: bool,
+    link: bool,
+    workers: int,
+    on_record: OnRecord | None,
+    finish: Callable[[], None] | None = None,
+) -> Manifest:
+    """The dataset of ``records``, each made a dialogue by ``build``; ``finish`` runs after the last
+    (checks of what the records left unused). Any error leaves nothing at ``out``."""
+    with (
+        DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer,
+        SourceImages(images_root, writer, link=link) as images,
+    ):
+        images.start([files for _, files, _ in records], workers)
+        for at, _, record in records:
+            images.next_record()
+            d = build(record, at, images)
+            try:
+                writer.add_dialogue(d)
+            except ValueError as exc:
+                raise fail(at, "", str(exc)) from None
+            if on_record is not None:
+                on_record()
+        if finish is not None:
+            finish()
+        return writer.commit()

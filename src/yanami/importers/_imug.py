@@ -39,9 +39,10 @@ from yanami.importers._common import (
     expect,
     fail,
     text_part,
+    write_records,
 )
 from yanami.schema import Dialogue, ImageSource
-from yanami.store import DatasetWriter, Generator, Manifest
+from yanami.store import Generator, Manifest
 
 BENCHMARK = "benchmark.jsonl"
 DYNAMIC_REFERENCES = "dynamic_references.jsonl"
@@ -165,24 +166,23 @@ def import_imug(
         inputs = [t.get("input") for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else []
         return [i.get("image") for items in inputs if isinstance(items, list) for i in items if isinstance(i, dict)]
 
-    with (
-        DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer,
-        SourceImages(data / IMAGES_DIR, writer, link=link) as images,
-    ):
-        images.start([files(obj) for _, obj in samples], workers)
-        for at, obj in samples:
-            images.next_record()
-            d = _dialogue(obj, at, images, dynamic, image_refs, grids)
-            try:
-                writer.add_dialogue(d)
-            except ValueError as exc:
-                raise fail(at, "", str(exc)) from None
-            if on_record is not None:
-                on_record()
+    def finish() -> None:
         dynamic.leftover(DYNAMIC_REFERENCES)
         image_refs.leftover(IMAGE_REFERENCES)
         grids.leftover(f"{GRID_DIR}/")
-        return writer.commit()
+
+    return write_records(
+        out,
+        generator,
+        data / IMAGES_DIR,
+        [(at, files(obj), obj) for at, obj in samples],
+        lambda obj, at, images: _dialogue(obj, at, images, dynamic, image_refs, grids),
+        overwrite=overwrite,
+        link=link,
+        workers=workers,
+        on_record=on_record,
+        finish=finish,
+    )
 
 
 def _dialogue(
@@ -208,9 +208,17 @@ def _dialogue(
         index[number] = i
     turns = [_turn(task, i, key, at, images, index, dynamic, image_refs, grids) for i, task in enumerate(tasks)]
     meta = {"generator": "import-imug", "version": __version__, "params": {"sample_id": sample}}
-    raw = {"id": dialogue_id("imug", domain, subdomain, sample), "family": "imug", "domain": domain,
-           "subdomain": subdomain, "system_prompt": system, "capabilities": [], "turns": turns, "questions": [],
-           "meta": meta}  # fmt: skip
+    raw = {
+        "id": dialogue_id("imug", domain, subdomain, sample),
+        "family": "imug",
+        "domain": domain,
+        "subdomain": subdomain,
+        "system_prompt": system,
+        "capabilities": [],
+        "turns": turns,
+        "questions": [],
+        "meta": meta,
+    }
     return build_dialogue(raw, at)
 
 

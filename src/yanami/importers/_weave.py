@@ -33,9 +33,10 @@ from yanami.importers._common import (
     expect,
     fail,
     text_part,
+    write_records,
 )
 from yanami.schema import Dialogue, ImageSource
-from yanami.store import DatasetWriter, Generator, Manifest
+from yanami.store import Generator, Manifest
 
 MENTION = re.compile(r"Image\s*#\s*(\d+)")
 KEY = re.compile(r"(GT|Image)\s*#\s*(\d+)")
@@ -80,22 +81,18 @@ def import_weave(
         paths = record.get("images") if isinstance(record, dict) else None
         return paths if isinstance(paths, list) else []
 
-    with (
-        DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer,
-        SourceImages(file.parent, writer, link=link) as images,
-    ):
-        images.start([files(r) for r in records], workers)
-        for n, record in enumerate(records):
-            images.next_record()
-            at = f"{file}: record {n}"
-            d = _dialogue(record, n, at, images)
-            try:
-                writer.add_dialogue(d)
-            except ValueError as exc:
-                raise fail(at, "", str(exc)) from None
-            if on_record is not None:
-                on_record()
-        return writer.commit()
+    listed = [(f"{file}: record {n}", files(r), (n, r)) for n, r in enumerate(records)]
+    return write_records(
+        out,
+        generator,
+        file.parent,
+        listed,
+        lambda nr, at, images: _dialogue(nr[1], nr[0], at, images),
+        overwrite=overwrite,
+        link=link,
+        workers=workers,
+        on_record=on_record,
+    )
 
 
 def _mentions(text: str) -> list[int]:
@@ -177,12 +174,27 @@ def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
             answer = {"text": a["content"]}
         mode = weave_mode(u["content"], answer is not None)
         turns.append(
-            {"index": t, "user": user, "assistant": assistant, "capabilities": [], "checks": checks,
-             "answer": answer, "references": [], "hidden": {"intent": {"mode": mode}}}
-        )  # fmt: skip
+            {
+                "index": t,
+                "user": user,
+                "assistant": assistant,
+                "capabilities": [],
+                "checks": checks,
+                "answer": answer,
+                "references": [],
+                "hidden": {"intent": {"mode": mode}},
+            }
+        )
     meta = {"generator": "import-weave", "version": __version__, "params": {"idx": idx, "record": n}}
-    raw = {"id": dialogue_id("weave", idx), "family": "weave", "domain": domain, "capabilities": [], "turns": turns,
-           "questions": [], "meta": meta}  # fmt: skip
+    raw = {
+        "id": dialogue_id("weave", idx),
+        "family": "weave",
+        "domain": domain,
+        "capabilities": [],
+        "turns": turns,
+        "questions": [],
+        "meta": meta,
+    }
     return build_dialogue(raw, at)
 
 
