@@ -84,7 +84,8 @@ def imug_samples() -> list[dict[str, Any]]:
             "sample_id": "7",
             "tasks": [
                 {"turn": 1, "modality": "text",
-                 "input": [{"image": "sprout.jpg"}, {"text": "What grows? A. leaves B. rocks C. roots"}],
+                 "input": [{"image": "sprout.jpg", "text": "A sprout after a week."},
+                           {"text": "What grows? A. leaves B. rocks C. roots"}],
                  "output": {"answer": "A, C"}},
             ],
         },

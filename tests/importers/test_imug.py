@@ -40,6 +40,7 @@ def test_imug_samples_and_side_files_become_a_valid_imug_dataset(tmp_path: Path,
         {"turn": 1, "modality": "text"}, {"turn": 2, "modality": "image"}, {"turn": 3, "modality": "text"}
     ]  # fmt: skip
     assert botany.turns[0].answer is not None and botany.turns[0].answer.letters == ["A", "C"]
+    assert [p.type for p in botany.turns[0].user.parts] == ["image", "text", "text"]  # an item with both keys
 
     s = dataset_stats(ds)
     assert (s.families, s.evaluation_points, s.answered_turns, s.dynamic_answers) == ({"imug": 2}, 4, 3, 1)

@@ -244,14 +244,15 @@ def _turn(
     parts: list[dict[str, Any]] = []
     for j, item in enumerate(inputs):
         where = f"{field}.input[{j}]"
-        if not isinstance(item, dict) or len(item) != 1 or not ({"text", "image"} & item.keys()):
-            raise fail(at, where, 'an input is {"text": ...} or {"image": ...}')
-        if "text" in item:
-            parts.append(text_part(expect(item["text"], str, at, f"{where}.text")))
-        else:
-            parts.append(
-                images.part(expect(item["image"], str, at, f"{where}.image"), ImageSource.USER, at, f"{where}.image")
-            )
+        if not isinstance(item, dict) or not item or not item.keys() <= {"text", "image"}:
+            raise fail(at, where, 'an input is {"text": ...} or {"image": ...} (or both, read in order)')
+        for kind, value in item.items():  # the public client reads an item's keys in order
+            if kind == "text":
+                parts.append(text_part(expect(value, str, at, f"{where}.text")))
+            else:
+                parts.append(
+                    images.part(expect(value, str, at, f"{where}.image"), ImageSource.USER, at, f"{where}.image")
+                )
     output = expect(task.get("output"), dict, at, f"{field}.output")
     refs: list[dict[str, Any]] = []
 
