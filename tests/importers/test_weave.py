@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.importers.samples import weave_records, write_weave
+from tests.importers.samples import picture, weave_records, write_weave
 from yanami.importers import import_weave
 from yanami.schema import CheckKind, Family, ImagePart, TextPart, TurnRef
 from yanami.store import Dataset, dataset_stats, export_parquet, validate_dataset
@@ -159,7 +159,9 @@ def test_worker_processes_give_the_same_dataset_byte_for_byte(tmp_path: Path) ->
     records = [{**one, "idx": k} for k in range(PARALLEL_FROM // 2)] + [
         {**story, "idx": 1000 + k} for k in range(PARALLEL_FROM // 2)
     ]
+    records[0] = {**records[0], "images": [*records[0]["images"], "imgs/unused.png"]}  # listed, never shown
     src = write_weave(tmp_path / "weave", records)
+    picture(src / "imgs" / "unused.png", "purple")
     import_weave(src, tmp_path / "serial", workers=0)
     import_weave(src, tmp_path / "parallel", workers=2)  # PARALLEL_FROM records: worker processes
     for name in ("manifest.json", "dialogues/00000.jsonl"):
