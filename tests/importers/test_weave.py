@@ -160,6 +160,7 @@ def test_worker_processes_give_the_same_dataset_byte_for_byte(tmp_path: Path) ->
         {**story, "idx": 1000 + k} for k in range(PARALLEL_FROM // 2)
     ]
     records[0] = {**records[0], "images": [*records[0]["images"], "imgs/unused.png"]}  # listed, never shown
+    records[0]["chats"] = [*records[0]["chats"][:-1], {**records[0]["chats"][-1], "content": "Not Image #4."}]
     src = write_weave(tmp_path / "weave", records)
     picture(src / "imgs" / "unused.png", "purple")
     import_weave(src, tmp_path / "serial", workers=0)

@@ -83,7 +83,13 @@ def import_weave(
         chats = record.get("chats") if isinstance(record, dict) else None
         if not isinstance(paths, list) or not isinstance(chats, list):
             return []
-        texts = [c["content"] for c in chats if isinstance(c, dict) and isinstance(c.get("content"), str)]
+        texts = [  # user chats attach what they mention; image replies are their image (text replies show none)
+            c["content"]
+            for c in chats
+            if isinstance(c, dict)
+            and isinstance(c.get("content"), str)
+            and (c.get("role") == "user" or c.get("type") == "image")
+        ]
         shown = {int(k) for t in texts for k in MENTION.findall(t)}
         return [paths[k - 1] for k in sorted(shown) if 1 <= k <= len(paths)]
 
