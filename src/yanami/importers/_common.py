@@ -21,7 +21,6 @@ from yanami.store import (
     ImageProblem,
     Manifest,
     image_header,
-    image_relpath,
     place_file,
     sha256_hex,
 )
@@ -142,7 +141,7 @@ def _probe(root: str, prefix: str, max_pixels: int, work: str, link: bool, rel: 
     except ImageProblem as exc:
         return str(exc)
     try:
-        place_file(path, f"{work}/{image_relpath(sha, fmt)}", link)
+        place_file(path, f"{work}/images/{sha[:2]}/{sha}.{fmt.value}", link)  # = image_relpath: our own hash
     except OSError as exc:
         return f"cannot be stored ({exc.strerror})"
     return sha, fmt.value, width, height
@@ -173,6 +172,7 @@ class SourceImages:
         self.link = link
         self._parts: dict[str, dict[str, Any]] = {}
         self._ready: dict[str, Probed] = {}
+        self._unused: list[tuple[str, str, int, int]] = []
         self._results: Iterator[list[Probed]] | None = None
         self._batches: Iterator[list[Any]] | None = None
         self._pool: Any = None
@@ -203,7 +203,13 @@ class SourceImages:
     def next_record(self) -> None:
         """Take the next record's files from the workers (call once per record, in order)."""
         if self._results is not None and self._batches is not None:
+            self._unused += [p for p in self._ready.values() if not isinstance(p, str)]
             self._ready = dict(zip(next(self._batches), next(self._results), strict=True))
+
+    def discard_unused(self) -> None:
+        """Remove the files workers placed for pictures no record used (after the last record)."""
+        for sha, fmt, _, _ in [*self._unused, *(p for p in self._ready.values() if not isinstance(p, str))]:
+            self.writer.discard(sha, fmt)
 
     def part(self, rel: str, source: ImageSource, at: str, field: str) -> dict[str, Any]:
         """The image at ``root/rel`` as a part with ``source``, in a dialogue's JSON form (a file is
@@ -262,4 +268,5 @@ def write_records(
                 on_record()
         if finish is not None:
             finish()
+        images.discard_unused()
         return writer.commit()

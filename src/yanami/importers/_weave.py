@@ -78,20 +78,9 @@ def import_weave(
     generator = Generator(name="import", version=__version__, params={"family": "weave", "source": file.name})
 
     def files(record: Any) -> list[Any]:
-        """The images a record shows: those its chats mention (not every one it lists)."""
+        """Every image a record lists (one it never shows is read, then discarded)."""
         paths = record.get("images") if isinstance(record, dict) else None
-        chats = record.get("chats") if isinstance(record, dict) else None
-        if not isinstance(paths, list) or not isinstance(chats, list):
-            return []
-        texts = [  # user chats attach what they mention; image replies are their image (text replies show none)
-            c["content"]
-            for c in chats
-            if isinstance(c, dict)
-            and isinstance(c.get("content"), str)
-            and (c.get("role") == "user" or c.get("type") == "image")
-        ]
-        shown = {int(k) for t in texts for k in MENTION.findall(t)}
-        return [paths[k - 1] for k in sorted(shown) if 1 <= k <= len(paths)]
+        return paths if isinstance(paths, list) else []
 
     listed = [(f"{file}: record {n}", files(r), (n, r)) for n, r in enumerate(records)]
     return write_records(

@@ -128,6 +128,13 @@ class DatasetWriter:
             self._stored.add(sha)
             self._image_hashes.append(sha)
 
+    def discard(self, sha: str, fmt: str) -> None:
+        """Remove an image file placed at its `image_target` and never adopted (a caller's worker
+        that read ahead for a picture no dialogue shows); an adopted one stays."""
+        if sha not in self._stored:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.image_target(sha, fmt))
+
     def add_encoded(self, part: ImagePart, data: bytes) -> None:
         """Store bytes the caller encoded and hashed itself, described by ``part``.
 
