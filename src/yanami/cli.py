@@ -250,10 +250,12 @@ IMPORT_KINDS = ("parquet", "weave", "imug")
 @app.command(name="import")
 def import_(
     kind_or_source: Annotated[
-        str, typer.Argument(help="parquet, weave or imug; or a Parquet export alone.", metavar="[KIND] SOURCE")
+        str, typer.Argument(help="parquet, weave or imug (or, alone, a Parquet export).", metavar="[KIND]")
     ],
     out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.", metavar="DIR")],
-    source: Annotated[Path | None, typer.Argument(help="The source.", metavar="", show_default=False)] = None,
+    source: Annotated[
+        Path | None, typer.Argument(help="The source: a folder or file in KIND's layout.", metavar="SOURCE")
+    ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
     copy: Annotated[
         bool,
