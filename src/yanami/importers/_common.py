@@ -48,11 +48,7 @@ def build_dialogue(raw: dict[str, Any], at: str) -> Dialogue:
         return Dialogue.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        return _raise(fail(at, ".".join(map(str, err["loc"])), err["msg"]))
-
-
-def _raise(exc: Exception) -> Any:
-    raise exc
+        raise fail(at, ".".join(map(str, err["loc"])), err["msg"]) from None
 
 
 def fail(at: str, field: str, msg: str) -> UserError:

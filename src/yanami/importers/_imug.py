@@ -78,6 +78,8 @@ def _lines(path: Path) -> Iterator[tuple[str, Any]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise fail(f"{path}:{n}", f"column {exc.colno}", f"not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise fail(f"{path}:{n}", "", "not an IMUG-Bench line (JSON nested too deeply)") from None
         if not isinstance(obj, dict):
             raise fail(f"{path}:{n}", "", "expected an object")
         yield f"{path}:{n}", obj

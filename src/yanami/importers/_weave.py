@@ -71,6 +71,8 @@ def import_weave(
         records = json.loads(file.read_bytes())
     except json.JSONDecodeError as exc:
         raise fail(str(file), f"line {exc.lineno} column {exc.colno}", f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise fail(str(file), "", "not a WEAVE file (JSON nested too deeply)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(str(file), "", f"cannot be read ({exc})") from None
     if not isinstance(records, list):

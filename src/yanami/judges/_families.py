@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from yanami.bench._format import CheckResult
 from yanami.judges._vlm import VLMJudge, _image, fence_code
 from yanami.models import InputImage, InputText, JudgeError
-from yanami.schema import Dialogue, Family, ImagePart, TextPart, Turn, TurnRef
+from yanami.schema import CheckKind, Dialogue, Family, ImagePart, TextPart, Turn, TurnRef
 from yanami.scoring._protocols import (
     grid_points,
     imug_image_score,
@@ -204,8 +204,9 @@ class FamilyJudge:
             )
             out = self._ask(f"{d.id}/t{turn.index}", [InputText(text), *refs, _image(image)], _Points)
             want = {str(n) for n in range(1, len(turn.checks) + 1)}
-            if set(out.scores) != want or any(not 0 <= v <= 5 for v in out.scores.values()):
-                raise JudgeError(f"{self.name}: the scores must name points 1-{len(turn.checks)}, each 0-5")
+            top = CheckKind.EVALUATION_POINT.scale
+            if set(out.scores) != want or any(not 0 <= v <= top for v in out.scores.values()):
+                raise JudgeError(f"{self.name}: the scores must name points 1-{len(turn.checks)}, each 0-{top}")
             points = [out.scores[str(n)] for n in range(1, len(turn.checks) + 1)]
             reason = "; ".join([out.reason, *notes])
         checks = [

@@ -326,7 +326,11 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
             (e["label"], r.manifest.strategy, e["coverage"].get("calls_per_item"), e["overall"][key])
             for e, r in zip(data["runs"], runs, strict=True)
         ]
-        tables.append(scaling_table(rows_, "WEAVE score, 0-1" if weave else "IMUG-Bench score (all turns), 0-100"))
+        scaling = scaling_table(rows_, "WEAVE score, 0-1" if weave else "IMUG-Bench score (all turns), 0-100")
+        if len({r.manifest.history for r in runs}) > 1:
+            notes = [*notes, "Not comparable: these runs differ in history."]
+        scaling.notes += notes
+        tables.append(scaling)
     for h in data["history_effect"]:
         hrows = [["overall", h["overall"]["gt"], h["overall"]["self"], _diff(h["overall"])]]
         hrows += [[f"turn {t}", v["gt"], v["self"], _diff(v)] for t, v in h["by_turn"].items()]

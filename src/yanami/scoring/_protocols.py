@@ -32,9 +32,7 @@ WEAVE_TEXT_METRIC = "accuracy"
 WEAVE_METRICS = (*WEAVE_IMAGE_METRICS, WEAVE_TEXT_METRIC)
 WEAVE_WEIGHTS = {"key_point": 0.4, "visual_consistency": 0.1, "image_quality": 0.2, "accuracy": 0.3}
 WEAVE_WEIGHTS_NO_TEXT = {"key_point": 0.5, "visual_consistency": 0.2, "image_quality": 0.3}
-WEAVE_ACCURACY_VALUES = (0, 5, 10)
 
-IMUG_POINT_MAX = 5
 IMUG_IMAGE_SCALE = 20
 """An image turn's reported score: the mean of its 0-5 points x 20 (0-100)."""
 IMUG_TEXT_SCALE = 100

@@ -18,7 +18,7 @@ from yanami._files import atomic_write
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
 from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
-from yanami.store._images import DEFAULT_MAX_PIXELS, image_header, image_info, image_relpath, sha256_file, sha256_hex
+from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
     DIALOGUES_DIR,
     FORMAT_NAME,
@@ -105,14 +105,13 @@ class DatasetWriter:
 
     # images ---------------------------------------------------------------------------
 
-    def add_image(self, data: bytes, source: ImageSource, *, decode: bool = True) -> ImagePart:
+    def add_image(self, data: bytes, source: ImageSource) -> ImagePart:
         """Store image bytes (deduplicated by hash) and return a part referencing them.
 
-        The bytes are decoded once to learn their format and size (with ``decode=False`` only
-        the header and the end of the file are read: `image_header`); a corrupt image or one
-        over the pixel limit raises ImageProblem.
+        The bytes are decoded once to learn their format and size; a corrupt image or
+        one over the pixel limit raises ImageProblem.
         """
-        fmt, width, height = (image_info if decode else image_header)(data, self.max_pixels)
+        fmt, width, height = image_info(data, self.max_pixels)
         sha = sha256_hex(data)
         self._put(sha, image_relpath(sha, fmt), data)
         return ImagePart(sha256=sha, format=fmt, width=width, height=height, source=source)
