@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from yanami.judges import JudgeError, VLMJudge, fence_code, parse_reply, prompt
+from tests.judges.test_choice import READINGS
+from yanami.judges import ExactJudge, JudgeError, VLMJudge, fence_code, parse_reply, prompt
 from yanami.judges._vlm import _DSU, _SC
 from yanami.models import ModelConfig, model_from_config
-from yanami.models._fake import FakeServer, default_text
-from yanami.schema import ImagePart
+from yanami.models._fake import FakeServer, default_text, grading_judge
+from yanami.schema import CHOICE_LETTERS, ImagePart
 from yanami.store import Dataset
 
 
@@ -152,3 +153,43 @@ def test_a_judge_that_refuses_grades_nothing(world_bench, world_dialogues) -> No
     d = world_dialogues[0]
     with FakeServer(faults=[("/chat", "refuse")]) as srv, pytest.raises(JudgeError, match="content policy"):
         _judge(srv, world_bench).judge_answer(d, d.questions[0], "B")
+
+
+def test_the_exact_and_the_vlm_judge_read_dsu_answers_alike(world_bench, world_dialogues) -> None:
+    """The same table as the exact judge's reading (test_choice.py), graded by the VLM judge over
+    the scripted server, whose DSU verdicts follow the v3 prompt's rule with a reading of its
+    own (`yanami.models._fake.dsu_verdict`), so agreement is not one function agreeing with itself."""
+    d = world_dialogues[0]
+    base = d.questions[0]
+    exact = ExactJudge()
+    asked = 0
+    with FakeServer(brain=grading_judge) as srv:
+        vlm = _judge(srv, world_bench)
+        for reply, choices, read in READINGS:
+            # every option in turn is the right one: a reply scores 1 under exactly the option it names
+            for k, letter in enumerate(CHOICE_LETTERS[: len(choices)]):
+                q = base.model_copy(update={"choices": choices, "answer_letters": [letter], "answer": choices[k]})
+                want = 1.0 if read == letter else 0.0
+                got = (exact.judge_answer(d, q, reply).score, vlm.judge_answer(d, q, reply).score)
+                assert got == (want, want), (reply, letter)
+                asked += 1
+        assert srv.count("/chat") == asked  # every verdict came from the server
+
+
+def test_the_scripted_dsu_reading_is_its_own() -> None:
+    import ast
+    import inspect
+
+    from yanami.models import _fake
+
+    # an import of the exact judge's reading would make the agreement above self-agreement
+    tree = ast.parse(inspect.getsource(_fake))
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert "re" in imported and not [m for m in imported if m.startswith("yanami")]
+
+
+def test_the_dsu_prompt_states_the_reading() -> None:
+    text = prompt("dsu")
+    for rule in ("English article", "names two different options", "in another order", "contraction"):
+        assert rule in text

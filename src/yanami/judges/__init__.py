@@ -1,6 +1,14 @@
-"""Judges: the exact judge for world data, the VLM judge, option scoring, and the judge registry."""
+"""Judges: the exact judge for world data, the VLM judge, option reading and scoring, and the judge registry."""
 
-from yanami.judges._choice import choice_score, format_weight, normalize, value_score
+from yanami.judges._choice import (
+    choice_score,
+    format_weight,
+    normalize,
+    option_score,
+    read_option,
+    read_options,
+    value_score,
+)
 from yanami.judges._exact import ExactJudge, exact_judge, world_quality
 from yanami.judges._registry import ENTRY_POINTS, judge_settings, load_judge
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
@@ -23,8 +31,11 @@ __all__ = [
     "judge_settings",
     "load_judge",
     "normalize",
+    "option_score",
     "parse_reply",
     "prompt",
+    "read_option",
+    "read_options",
     "value_score",
     "world_quality",
 ]

@@ -1,6 +1,11 @@
-"""Grading replies to questions: IMUG-Bench's option matching, or normalized value matching.
+"""Grading replies to questions: YANAMI's option reading, IMUG-Bench's option matching, value matching.
 
-Option matching (PROTOCOL.md section 8): option letters are read with ``\\b([A-G])\\b``;
+YANAMI (PROTOCOL.md section 4, DSU): a reply to lettered options is read as a person would
+read it (`read_options`): the option letters it names and the options whose text it
+contains. It scores 1 when it names exactly one option and that option is the reference's,
+else 0 (`option_score`); naming two options is wrong, not partial.
+
+IMUG-Bench (PROTOCOL.md section 8): option letters are read with ``\\b([A-G])\\b``;
 score = max(0, (n_correct - n_incorrect) / n_expected) * w_fmt, where w_fmt is 1 for a
 reply of option letters only, 0.75 for letters with separators or the options' own text
 but no explanation, 0.5 when it explains, and the score is 0 with no valid letter. A reply
@@ -11,6 +16,9 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
+
+from yanami.schema import CHOICE_LETTERS
 
 LETTER = re.compile(r"\b([A-G])\b")
 _ONLY_LETTERS = re.compile(r"[A-G]+")
@@ -61,3 +69,117 @@ def value_score(reply: str, answer: str) -> tuple[float, str]:
     want, got = normalize(answer), normalize(reply)
     ok = bool(want) and (got == want or f" {want} " in f" {got} ")
     return (1.0 if ok else 0.0), ("matches the reference" if ok else f"does not contain {answer!r}")
+
+
+# YANAMI: an answer to lettered options, read as a person reads it --------------------------
+
+_ALONE = re.compile(r"(?<![^\W_])[^\W_](?![^\W_])")
+"""One letter or digit that no other letter or digit touches: "B" in "(B)", "**B**", "B-the"."""
+_NEXT_WORD = re.compile(r"[^\S\n]+([^\W_]+)")
+"""The word after a token on the same line (a letter alone on its line is never an article)."""
+_WORD = re.compile(r"[^\W_]+")
+_NOT_AFTER_ARTICLE = frozenset(
+    {"a", "an", "the", "this", "that", "it", "is", "was", "because", "since", "as", "and", "or", "but"}
+)
+"""Words the English article "a" cannot precede: "A is correct", "A because ..." name option A."""
+
+
+def _is_article(reply: str, start: int, end: int) -> bool:
+    """Whether the "a" or "A" at ``reply[start:end]`` is the English article, not option A.
+
+    The article is followed by a word on its line ("a red cube"). A capital "A" is the
+    article only where a sentence starts: after a word or a comma ("I choose A because",
+    "Hmm, A") a capital is the letter, since the article is lower case mid-sentence.
+    """
+    after = _NEXT_WORD.match(reply, end)
+    if after is None or after.group(1).lower() in _NOT_AFTER_ARTICLE:
+        return False
+    if reply[start] == "a":
+        return True
+    before = reply[:start].rstrip()
+    return not before or not (before[-1].isalnum() or before[-1] == ",")
+
+
+def _letters_named(reply: str, n: int) -> set[int]:
+    """The options (0-based) the reply names by letter, capital or lower case."""
+    letters = CHOICE_LETTERS[:n]
+    found = set()
+    for m in _ALONE.finditer(reply):
+        start, end = m.span()
+        k = letters.find(m.group().upper())
+        if k < 0:
+            continue
+        if reply[start - 1 : start] in ("'", "\u2019") and reply[start - 2 : start - 1].isalnum():
+            continue  # the end of a contraction: the d of "I'd"
+        if (reply[end : end + 1] == "." and reply[end + 1 : end + 2].isalnum()) or (
+            reply[start - 1 : start] == "." and reply[start - 2 : start - 1].isalnum()
+        ):
+            continue  # a dotted abbreviation: "e.g.", "a.m."
+        if m.group() in "aA" and _is_article(reply, start, end):
+            continue
+        found.add(k)
+    return found
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words, punctuation and articles dropped (any script's punctuation separates)."""
+    return [w for w in _WORD.findall(text.lower()) if w not in ("a", "an", "the")]
+
+
+def _texts_named(reply: str, choices: Sequence[str]) -> set[int]:
+    """The options (0-based) whose text the reply contains.
+
+    A reply made of exactly one option's words, in any order, names that option. Otherwise
+    each option's words must occur in a row; longer options are matched first, and the words
+    they cover are spent, so "large red cube" does not also name an option "red cube".
+    Options of one length are matched together: a span two of them share names both.
+    """
+    said = _words(reply)
+    options = [_words(c) for c in choices]
+    bag = sorted(said)
+    whole = {i for i, w in enumerate(options) if w and sorted(w) == bag}
+    if whole:
+        return whole
+    spent = [False] * len(said)
+    found: set[int] = set()
+    for size in sorted({len(w) for w in options if w}, reverse=True):
+        spans = [
+            (i, j)
+            for i, w in enumerate(options)
+            if len(w) == size
+            for j in range(len(said) - size + 1)
+            if said[j : j + size] == w and not any(spent[j : j + size])
+        ]
+        for i, j in spans:
+            found.add(i)
+            spent[j : j + size] = [True] * size
+    return found
+
+
+def read_options(reply: str, choices: Sequence[str]) -> list[int]:
+    """Every option (0-based, in option order) the reply names, by its letter or by its text."""
+    return sorted(_letters_named(reply, len(choices)) | _texts_named(reply, choices))
+
+
+def read_option(reply: str, choices: Sequence[str]) -> int | None:
+    """The one option the reply names; None when it names none or several."""
+    named = read_options(reply, choices)
+    return named[0] if len(named) == 1 else None
+
+
+def option_score(reply: str, answer: str, choices: Sequence[str]) -> tuple[float, str]:
+    """(1 or 0, reason) of a reply to lettered options whose right letter is ``answer``.
+
+    Full credit or none (PROTOCOL.md section 4): the reply must name the right option and no
+    other; an answer that names two options is ambiguous, hence wrong.
+    """
+    by_letter = _letters_named(reply, len(choices))
+    by_text = _texts_named(reply, choices)
+    named = sorted(by_letter | by_text)
+    if not named:
+        return 0.0, f"names no option (no option letter, no option's text); expected {answer}"
+    letters = [CHOICE_LETTERS[k] for k in named]
+    if len(named) > 1:
+        return 0.0, f"names several options ({', '.join(letters)}); expected {answer}"
+    how = "letter and text" if named[0] in by_letter and named[0] in by_text else "letter" if by_letter else "text"
+    return (1.0 if letters[0] == answer else 0.0), f"chose {letters[0]} (by its {how}); expected {answer}"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from yanami.errors import UserError
-from yanami.judges._choice import choice_score, value_score
+from yanami.judges._choice import choice_score, option_score, value_score
 from yanami.models import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
 from yanami.world import Parse, Scenes, evaluate, parse_cached, rebase_checks, turn_state
@@ -46,8 +46,11 @@ class ExactJudge:
     version = VERSION
 
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
-        """Option matching when the question has choices, value matching otherwise."""
-        if q.choices:
+        """YANAMI's option reading for one right option, option matching for several, else value matching."""
+        if q.choices and len(q.answer_letters) == 1:
+            # full credit or none (PROTOCOL.md section 4), not IMUG-Bench's format-weighted letters
+            score, reason = option_score(reply, q.answer_letters[0], q.choices)
+        elif q.choices:
             score, reason = choice_score(reply, list(q.answer_letters), list(q.choices))
         else:
             score, reason = value_score(reply, q.answer)

@@ -47,8 +47,11 @@ from yanami.models import (
 from yanami.schema import Dialogue, ImagePart, Question, TextPart, Turn
 from yanami.store import Dataset, open_image_bytes
 
-PROMPT_VERSION = "v2"
-"""v2: the answer's fence carries a code derived from the answer (v1's fixed tag could be closed from inside)."""
+PROMPT_VERSION = "v3"
+"""v2: the answer's fence carries a code derived from the answer (v1's fixed tag could be closed from inside).
+v3: the DSU prompt states how an answer to lettered options is read (the exact judge's
+`read_options`): a letter alone in either case, never the article "a"; an option's text; two
+options named is wrong. The SC and VQ prompts are unchanged (the version names the set)."""
 
 
 def prompt(name: str) -> str:

@@ -10,6 +10,9 @@ in order by the requests whose path contains the given fragment:
                        ("/chat", "refuse"), ("/chat", "wrong-json"), ("/chat", "401"), ("/chat", "echo-key")])
 
 (``401``/``403`` and ``echo-key``, a 400, quote the request's Authorization header back.)
+
+``FakeServer(brain=grading_judge)`` makes the scripted judge grade DSU answers to lettered
+options by the rule the DSU prompt states (`dsu_verdict`) instead of accepting every answer.
 """
 
 from __future__ import annotations
@@ -79,6 +82,95 @@ def default_text(body: dict[str, Any]) -> str:
 
 
 _POINT_LINE = re.compile(r"(?m)^(\d+)\. ")
+
+
+# The scripted judge's DSU reading ---------------------------------------------------------
+#
+# Written apart from `yanami.judges._choice.read_options`, from the rule the DSU prompt states,
+# so that a test comparing the exact judge with a VLM judge over this server compares two
+# readings, not one function with itself. It walks tokens (runs of letters and digits, runs
+# of space, single marks) where the exact judge scans characters with regular expressions,
+# and finds option texts by replacing phrases in a string where the exact judge marks spans.
+
+_OPTION_LINE = re.compile(r"(?m)^([A-G])\. (.+)$")
+_FENCE_OPEN = re.compile(r"<answer-([0-9a-f]{16})>\n")
+_LETTER_WORDS = ("is", "was", "because", "since", "and", "or")
+"""Words after which "a"/"A" is the letter, not the article: the prompt's "A is correct" and
+"A because ..." and their like (a shorter list than the exact judge's, on purpose)."""
+
+
+def _tokens(text: str) -> list[str]:
+    """Runs of letters and digits, runs of space, and every other character alone."""
+    out: list[str] = []
+    for ch in text:
+        if out and ((ch.isalnum() and out[-1][-1].isalnum()) or (ch.isspace() and out[-1][-1].isspace())):
+            out[-1] += ch
+        else:
+            out.append(ch)
+    return out
+
+
+def _plain_words(text: str) -> list[str]:
+    return [w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if w not in ("a", "an", "the")]
+
+
+def _named_options(answer: str, options: dict[str, str]) -> set[str]:
+    """The option letters an answer names, by the DSU prompt's rule (see above)."""
+    named: set[str] = set()
+    tokens = _tokens(answer)
+    for k, tok in enumerate(tokens):
+        if len(tok) != 1 or tok.upper() not in options:
+            continue
+        prev = tokens[max(0, k - 2) : k]  # the two tokens right before it
+        nxt = tokens[k + 1 : k + 3]  # and the two right after
+        if len(prev) == 2 and prev[1] in ("'", "\u2019") and prev[0][-1].isalnum():
+            continue  # the end of a contraction: I'd
+        if (len(nxt) == 2 and nxt[0] == "." and nxt[1][0].isalnum()) or (
+            len(prev) == 2 and prev[1] == "." and prev[0][-1].isalnum()
+        ):
+            continue  # an abbreviation: e.g.
+        if tok in "aA" and len(nxt) == 2 and nxt[0].isspace() and "\n" not in nxt[0] and nxt[1].isalnum():
+            said = [t for t in tokens[:k] if not t.isspace()]
+            mid_sentence = bool(said) and (said[-1].isalnum() or said[-1] == ",")
+            if nxt[1].lower() not in _LETTER_WORDS and (tok == "a" or not mid_sentence):
+                continue  # the article
+        named.add(tok.upper())
+    words = _plain_words(answer)
+    texts = {letter: _plain_words(t) for letter, t in options.items()}
+    whole = {letter for letter, w in texts.items() if w and sorted(w) == sorted(words)}
+    if whole:
+        return named | whole
+    line = f" {' '.join(words)} "
+    for letter, w in sorted(texts.items(), key=lambda kv: -len(kv[1])):
+        phrase = f" {' '.join(w)} "
+        if w and phrase in line:
+            named.add(letter)
+            line = line.replace(phrase, " | ")  # a longer option's words are not a shorter one's
+    return named
+
+
+def dsu_verdict(text: str) -> dict[str, Any] | None:
+    """The scripted judge's verdict on a DSU prompt with lettered options; None without options."""
+    head, _, tail = text.partition("\nReference answer:\n")
+    options = dict(_OPTION_LINE.findall(head.rpartition("\nQuestion:\n")[2]))
+    reference = re.search(r"\(option ([A-G])\)", tail.split("\n", 1)[0])
+    fence = _FENCE_OPEN.search(tail)
+    if not options or reference is None or fence is None:
+        return None
+    code = fence.group(1)
+    answer = tail.partition(f"<answer-{code}>\n")[2].rpartition(f"\n</answer-{code}>")[0]
+    named = _named_options(answer, options)
+    right = reference.group(1)
+    if named == {right}:
+        return {"correct": True, "reason": f"names option {right} only"}
+    return {"correct": False, "reason": f"names {', '.join(sorted(named)) or 'no option'}; the reference is {right}"}
+
+
+def grading_judge(path: str, body: dict[str, Any]) -> str | None:
+    """A `Brain` whose DSU verdicts follow the prompt's rule (`dsu_verdict`); the default elsewhere."""
+    text = chat_text(body) if "messages" in body else ""
+    verdict = dsu_verdict(text) if '"correct"' in text else None
+    return json.dumps(verdict) if verdict is not None else None
 
 
 _DISPOSITION = re.compile(rb'content-disposition:[^\r\n]*?\bname="([^"]*)"(?:[^\r\n]*?\bfilename="([^"]*)")?', re.I)
