@@ -104,8 +104,10 @@ def test_parse_scenarios_keeps_the_order_given() -> None:
 # one-picture scenario opens with the picture and the rule in one message; fusion asks its
 # rule and what to combine in one message, from 2 or 3 source pictures); then issue 13, whose
 # schema 1.1 adds fields (family, domain, answer, references) with defaults: every line gains them,
-# the scripts' output is unchanged.
-COMPOSED_SHA256 = "b211c20ca04fe5cf31a6d50b701559f5ae9c6927d293cddad3d8fec865641722"
+# the scripts' output is unchanged; then issue 21 (questions only state tracking answers: rules
+# named through things and places, references by listing order, replies that do not give the
+# answer away, distractors chosen against a shallow reader, letters drawn per question).
+COMPOSED_SHA256 = "aaa0d712ad9b4e55a767cbce9182b4ed57812ae63ddfcb3f4e688e8b627a45a8"
 
 
 def test_scripts_compose_exactly_the_pinned_dialogues(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -127,8 +127,10 @@ class AnswerVerdict:
 class ImageVerdict:
     """How a candidate image for a target turn is graded."""
 
-    checks: dict[str, bool]
-    """Every check id of the turn (atomic and capability-specific) -> passed."""
+    checks: dict[str, bool | None]
+    """Every check id of the turn (atomic and capability-specific) -> passed; None where the check
+    is undecidable for this model (under Self-History, its own admissible earlier choices made
+    the check ill-posed): left out of its scores and counted, never failed."""
     vq: float
     """Visual Quality, 0..10."""
     reason: str = ""

@@ -20,9 +20,10 @@ For each target turn, replayed from the hidden states (the ground-truth history)
   Self-History (each target turn applied to its own previous image, the user's references
   read against its own images); every check, rebased on its own earlier images as the
   judge does, must hold on each. Where its own choices crowded the scene, a new object
-  goes anywhere the picture stays legible (`realize_anywhere`); a rollout whose own
-  choices make two objects identical (words no longer single one out), or leave no
-  legible spot at all, stops there and is counted apart.
+  goes anywhere the picture stays legible (`realize_anywhere`). A check its own choices
+  made ill-posed (two objects the words can no longer tell apart, a value its own pick
+  already had) is undecidable for that rollout, as it is for the judge: counted apart,
+  never failed. A rollout whose words name no single object any more stops there.
 
 It also counts, over the questions with four options, how often each letter is the answer,
 and runs the language lint (`yanami.world._language.lint`) over every message.
@@ -89,8 +90,13 @@ class Audit:
     """(dialogue, turn, finding) of what the language lint flags in a message."""
     messages: int = 0
     self_void: int = 0
-    """Rollouts cut short where their own earlier choices made two objects identical (so that
-    words no longer single one out) or left no legible spot for a new object."""
+    """Rollouts cut short where their own earlier choices left the words naming no single object,
+    or no legible spot for a new object."""
+    self_identical: int = 0
+    """Rollout turns whose scene holds two identical objects, made so by the rollout's own choices."""
+    self_ill_posed: int = 0
+    """Checks of the rollouts that their own admissible choices made ill-posed (the judge leaves
+    them out of the score, see `yanami.world.rebase_checks`)."""
 
     def add(self, other: Audit) -> None:
         """Merge another audit into this one."""
@@ -106,6 +112,8 @@ class Audit:
             "images",
             "self_checks",
             "self_void",
+            "self_identical",
+            "self_ill_posed",
             "messages",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -146,6 +154,8 @@ class Audit:
             "self_history_undecidable_checks": len(self.self_undecidable),
             "self_history_undecidable_turns": len({(u.dialogue, u.turn) for u in self.self_undecidable}),
             "self_history_rollouts_cut_short": self.self_void,
+            "self_history_turns_with_identical_objects": self.self_identical,
+            "self_history_ill_posed_checks": self.self_ill_posed,
             "per_dialogue": {
                 "turns": self.turns / self.dialogues if self.dialogues else 0.0,
                 "images": self.images / self.dialogues if self.dialogues else 0.0,
@@ -258,14 +268,15 @@ def _self_rollout(report: Audit, d: Dialogue, seed: int, k: int) -> None:
                 op = drawn
             try:
                 new = apply_op(op, latest, shown)
-            except (OpError, IndexError):
-                new = latest
-            if not distinct(new.scene):  # its own choices made two objects the same: words no longer single one out
+            except (OpError, IndexError):  # its own choices made the words name no single object
                 report.self_void += 1
                 return
+            report.self_identical += not distinct(new.scene)
             for cid, pred in rebase_checks(d, t, mine).items():
                 report.self_checks += 1
-                if not evaluate(pred, new.scene, new.azimuth):
+                if pred is None:  # ill-posed by its own choices: undecidable for this rollout, never failed
+                    report.self_ill_posed += 1
+                elif not evaluate(pred, new.scene, new.azimuth):
                     text = next(c.text for c in t.checks if c.id == cid)
                     report.self_undecidable.append(Undecidable(d.id, t.index, cid, text, 1))
             mine[t.index] = new.scene

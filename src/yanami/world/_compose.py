@@ -46,6 +46,7 @@ from yanami.world._camera import HEIGHT, WIDTH
 from yanami.world._free import BUILD_DRAWS, loose, realizations
 from yanami.world._language import (
     REL_WORDS,
+    add_sentence,
     decorate,
     decorate_reply,
     full_where,
@@ -57,6 +58,7 @@ from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
 from yanami.world._scene import pairs, relation
+from yanami.world._shortcuts import Reading, choose_distractors
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,24 @@ class Composer:
         }
         self.turns.append(_Draft(user, assistant, set(caps), checks, state, intent))
         return index
+
+    def texts(self, since: int = 0) -> list[str]:
+        """The words of every message from turn ``since`` on, in order."""
+        return [
+            p.text
+            for t in self.turns[since:]
+            for parts in (t.user, t.assistant)
+            for p in parts
+            if isinstance(p, TextPart)
+        ]
+
+    def append_reply(self, turn: int, sentence: str) -> None:
+        """Add ``sentence`` to what the assistant says in ``turn`` (the dialogue is not finished yet)."""
+        parts = self.turns[turn].assistant
+        k = next(i for i, p in enumerate(parts) if isinstance(p, TextPart))
+        first = parts[k]
+        assert isinstance(first, TextPart)
+        parts[k] = TextPart(text=add_sentence(first.text, sentence))
 
     def show(self, view: View, user_text: str, assistant_text: str) -> int:
         """The user shares an image; the assistant answers in words."""
@@ -539,23 +559,30 @@ class Composer:
         after_turn: int,
         text: str,
         answer: str,
-        distractors: list[str],
+        pool: list[str],
         aligned: list[str] | None = None,
         alternatives: dict[str, str] | None = None,
     ) -> None:
-        """A DSU question with four options (the answer among three distractors).
+        """A DSU question with four options: the answer and three distractors from ``pool``.
 
-        ``alternatives`` are the answers a reference agent lacking one capability gives
-        (``{"no-corrections": the outdated value}``); an agent without one guesses.
+        ``pool`` holds the candidates a model could confuse the answer with (the stateless
+        reading, an earlier or outdated state, another object or value the dialogue named);
+        the three are chosen so that no surface feature of the visible text (where and how
+        often an option is mentioned, its length, its overlap with the rules, the question
+        or the last messages) tells the answer apart (`yanami.world._shortcuts`). The
+        answer's letter is drawn on its own for every question. ``alternatives`` are the
+        answers a reference agent lacking one capability gives (``{"no-corrections": the
+        outdated value}``); an agent without one guesses.
         """
-        options = [d for d in dict.fromkeys(distractors) if d != answer][:3]
-        self.rng.shuffle(options)
-        # The answer's letter: a per-dialogue rotation (from the dialogue's id, not its random
-        # draws), so over a bench each letter is the answer of a quarter of the questions.
-        options.insert((self._letter_offset + len(self.questions)) % (len(options) + 1), answer)
+        qid = f"q{len(self.questions)}"
+        rng = random.Random(_derived(f"options:{self.seed}:{self.dialogue_id}:{qid}"))
+        reading = Reading(self.visible_messages(after_turn), text)
+        options = choose_distractors(reading, answer, pool, rng)
+        rng.shuffle(options)
+        options.insert(answer_place(self.seed, self.dialogue_id, qid, len(options) + 1), answer)
         self.questions.append(
             Question(
-                id=f"q{len(self.questions)}",
+                id=qid,
                 type=qtype,
                 after_turn=after_turn,
                 text=text,
@@ -573,9 +600,13 @@ class Composer:
             )
         )
 
-    @property
-    def _letter_offset(self) -> int:
-        return int.from_bytes(hashlib.sha256(f"letters:{self.seed}:{self.dialogue_id}".encode()).digest()[:4], "big")
+    def visible_messages(self, last_turn: int) -> list[tuple[int, str, str]]:
+        """(turn, role, text) of every message up to ``last_turn``, as a model will read them."""
+        out = []
+        for i, t in enumerate(self.turns[: last_turn + 1]):
+            for role, parts in (("user", t.user), ("assistant", t.assistant)):
+                out.append((i, role, "\n\n".join(p.text for p in parts if isinstance(p, TextPart))))
+        return out
 
     # result ---------------------------------------------------------------------------
 
@@ -617,6 +648,17 @@ class Composer:
             questions=self.questions,
             meta=DialogueMeta(generator="world", version=__version__, seed=self.seed, params=params),
         )
+
+
+def answer_place(seed: int, dialogue_id: str, qid: str, options: int) -> int:
+    """Where a question's answer goes among its options: a draw of its own for each question
+    (uniform, independent of every other question's and of the distractors)."""
+    return random.Random(_derived(f"letter:{seed}:{dialogue_id}:{qid}")).randrange(options)
+
+
+def _derived(key: str) -> int:
+    """A seed derived from ``key`` (stable across runs and processes)."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
 def _a(text: str) -> str:

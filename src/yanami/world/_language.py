@@ -176,6 +176,14 @@ def decorate_reply(rng: random.Random, text: str) -> str:
     return opener + text + closer
 
 
+def add_sentence(reply: str, sentence: str) -> str:
+    """``reply`` with ``sentence`` added to what it says, before a closing follow-up question."""
+    for closer in _REPLY_CLOSERS:
+        if closer and reply.endswith(closer):
+            return reply[: -len(closer)] + " " + sentence + closer
+    return reply + " " + sentence
+
+
 _ENDS_WITH_A_CUE = re.compile(r"(\?|Ready when you are\.|Tell me what to change\.)$")
 """An assistant message that already hands the turn back: no follow-up question after it."""
 

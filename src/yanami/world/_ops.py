@@ -9,6 +9,9 @@ scene the operation applies to.
     {"op": "add", "object": {shape, colour, size, material, x, y}}
     {"op": "remove", "where": {...}}                what rested on it falls to the ground
     {"op": "set", "where": {...}, "attr": "colour" | "material" | "size", "value": ...}
+    {"op": "set", ..., "reverts": 3}               the same, naming the picture whose value it brings
+                                                    back (a correction: under Self-History, the value
+                                                    the model's own picture 3 shows, see _selfhistory)
     {"op": "move", "where": {...}, "x": .., "y": ..}  what rests on it moves along
     {"op": "swap", "a": {...}, "b": {...}}          exchange two ground objects' positions
     {"op": "stack", "where": {...}, "on": {...}}    put a small object on a large cube or cylinder

@@ -33,7 +33,7 @@ from yanami.schema import Dialogue, Turn
 from yanami.world._free import loose
 from yanami.world._hidden import turn_intent, turn_state
 from yanami.world._ops import View, apply_op
-from yanami.world._predicates import ATTRIBUTES, select
+from yanami.world._predicates import ATTRIBUTES, evaluate, select
 from yanami.world._scene import Scene, WorldObject, relation
 
 Slot = dict[str, Any]
@@ -98,7 +98,13 @@ def carry(op: Any, before: View, opened: Open, images: list[Open]) -> Open:
         return Open()
     found = select(scene, op["where"]) if "where" in op else []
     if kind == "set" and found:
-        out.attrs.get(found[0].id, {}).pop(op["attr"], None)
+        attrs = out.attrs.setdefault(found[0].id, {})
+        attrs.pop(op["attr"], None)
+        back = int(op.get("reverts", 0)) - 1
+        if 0 <= back < len(images):  # back to a value: open again if it was open in that picture
+            chosen = images[back].attrs.get(found[0].id, {}).get(op["attr"])
+            if chosen is not None:
+                attrs[op["attr"]] = chosen
     elif kind == "move" and found:
         out.spots.pop(found[0].id, None)
         for o in scene.objects:
@@ -317,10 +323,17 @@ def rebase_predicate(
     return out
 
 
-def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, dict[str, Any]]:
+def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, dict[str, Any] | None]:
     """The predicates of a target turn's checks under Self-History, by check id: each as the
-    model's own earlier images (``own``: parsed, by target turn) make it fair."""
-    checks = {c.id: c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)}
+    model's own earlier images (``own``: parsed, by target turn) make it fair.
+
+    None marks a check the model's own admissible choices made ill-posed: it fails even on
+    the scene that following every instruction with those choices shows (its words name two
+    objects that are now the same, say, or a value the model's own pick already had). Such a
+    check is undecidable for this model: left out of its score and counted, never failed."""
+    checks: dict[str, dict[str, Any] | None] = {
+        c.id: c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)
+    }
     if not own:
         return checks
     tracks = track(d)
@@ -332,7 +345,15 @@ def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str
     before = view_of(previous[-1]) if previous else None
     mine = own_values(d, tracked.carried, own, tracks)
     mine_before = own_values(d, tracked.before, own, tracks)
-    return {cid: rebase_predicate(p, gt, before, mine, mine_before) for cid, p in checks.items()}
+    if not mine and not mine_before:
+        return checks
+    expected = _rebased(gt.scene, mine)  # what following every instruction with its own choices shows
+    out: dict[str, dict[str, Any] | None] = {}
+    for cid, p in checks.items():
+        assert p is not None
+        rebased = rebase_predicate(p, gt, before, mine, mine_before)
+        out[cid] = rebased if evaluate(rebased, expected, gt.azimuth) else None
+    return out
 
 
 def rebase_op(op: Any, before: View, own: Own) -> Any:
@@ -364,7 +385,9 @@ def read_in_history(d: Dialogue, turn: Turn, op: Any, free: list[Slot], seen: Se
     tracks = track(d)
     tracked = tracks.get(turn.index)
     previous = [t for t in d.turns[: turn.index] if t.index in tracks]
-    if tracked is None or not tracked.before or not previous or not isinstance(op, dict):
+    if tracked is None or not previous or not isinstance(op, dict):
+        return op, free
+    if not tracked.before and "reverts" not in op:
         return op, free
     before = view_of(previous[-1])
     assert before is not None
@@ -373,7 +396,9 @@ def read_in_history(d: Dialogue, turn: Turn, op: Any, free: list[Slot], seen: Se
         if t.user.images() or t.assistant.images():
             position[t.index] = len(position)
     shown = {t: k for t, k in position.items() if k < len(seen)}
-    mine = own_values(d, tracked.before, Scenes(shown, lambda t: seen[shown[t]].scene), tracks)
+    scenes = Scenes(shown, lambda t: seen[shown[t]].scene)
+    op = _own_revert(d, op, before, position, scenes, tracks)
+    mine = own_values(d, tracked.before, scenes, tracks)
     if not mine:
         return op, free
     rebased = _rebased(before.scene, mine)
@@ -391,6 +416,28 @@ def read_in_history(d: Dialogue, turn: Turn, op: Any, free: list[Slot], seen: Se
             rules.append(rule)
         slots.append({**slot, "accept": rules} if "accept" in slot else slot)
     return rebase_op(op, before, mine), slots
+
+
+def _own_revert(
+    d: Dialogue,
+    op: dict[str, Any],
+    before: View,
+    position: dict[int, int],
+    scenes: Mapping[int, Scene],
+    tracks: dict[int, Tracked],
+) -> dict[str, Any]:
+    """A correction that brings a value back (``"reverts": k``): where that value was a free
+    choice in picture k, the model's own choice, read from its own image of the choosing turn."""
+    back = int(op.get("reverts", 0)) - 1
+    turn = next((t for t, k in position.items() if k == back), None)
+    found = select(before.scene, op["where"]) if op.get("op") == "set" and "where" in op else []
+    if turn is None or len(found) != 1:
+        return op
+    chosen = tracks[turn].after.attrs.get(found[0].id, {}).get(op["attr"])
+    if chosen is None:
+        return op
+    value = own_values(d, Open({}, {found[0].id: {op["attr"]: chosen}}), scenes, tracks).attrs.get(found[0].id, {})
+    return {**op, "value": value.get(op["attr"], op["value"])}
 
 
 class Scenes(Mapping[int, Scene]):

@@ -7,6 +7,7 @@ from yanami.world._compose import Composer
 from yanami.world._language import a, full_where, minimal_where, ordinal, phrase, pick
 from yanami.world._predicates import select
 from yanami.world._scenarios._skeleton import (
+    COLOUR_THINGS,
     CONSTRAINT,
     COREF,
     CORRECTION,
@@ -19,18 +20,20 @@ from yanami.world._scenarios._skeleton import (
     colours_except,
     decoy,
     first_allowed,
+    listed_ref,
     live,
     move,
 )
-from yanami.world._scene import COLOURS, Scene, WorldObject
+from yanami.world._scene import Scene, WorldObject
 
 
-def violating_edit(c: Composer, target: WorldObject) -> None:
-    """A request that would break the constraint; the assistant adjusts or declines."""
+def violating_edit(c: Composer, target: WorldObject, ref: str | None = None) -> None:
+    """A request that would break the constraint; the assistant adjusts or declines. ``ref``:
+    how the user names ``target`` (default: by its attributes)."""
     assert c.view is not None
     k = c.constraints[0]
     scene = c.view.scene
-    ref = "the " + phrase(minimal_where(target, scene, c.rng))
+    ref = ref or "the " + phrase(minimal_where(target, scene, c.rng))
     if k.kind == "forbid_colour":
         forbidden = k.value
         if target.colour == forbidden:
@@ -40,6 +43,10 @@ def violating_edit(c: Composer, target: WorldObject) -> None:
         where = minimal_where(target, scene, c.rng)
         op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": alt})
         literal = {"op": "set", "where": where, "attr": "colour", "value": forbidden}
+        # Half the time the user names a second choice (the substitute is then theirs, not open);
+        # half the time the request names the colour as the rule did, through a thing of that colour.
+        fallback = c.rng.random() < 0.5
+        said = forbidden if c.rng.random() < 0.5 else "the colour of " + c.rng.choice(COLOUR_THINGS[forbidden])
         user = pick(
             c.rng,
             [
@@ -51,16 +58,24 @@ def violating_edit(c: Composer, target: WorldObject) -> None:
                 "{ref} would look better in {col}; change it.",
             ],
             ref=ref,
-            col=forbidden,
+            col=said,
         )
+        if fallback:
+            user += pick(c.rng, [" If that's not possible, {alt}.", " Or {alt}, if that won't work."], alt=alt)
+        # The reply names the substitute, not the ruled-out colour (the acknowledgement did).
         asst = pick(
             c.rng,
             [
-                "You asked me to keep {col} out of the scene, so I painted it {alt} instead.",
-                "I can't use {col}: that was your rule from the start. Here it is in {alt};"
+                "That colour is ruled out by your rule, so I went with your second choice.",
+                "I can't use that colour: it was your rule from the start. So I used your other colour.",
+            ]
+            if fallback
+            else [
+                "That colour is ruled out by your rule, so I painted it {alt} instead.",
+                "I can't use that colour: it was your rule from the start. Here it is in {alt};"
                 " tell me if you prefer another colour.",
+                "Your rule keeps that colour out, so I painted it {alt} instead.",
             ],
-            col=forbidden,
             alt=alt,
         )
         old = target.colour
@@ -78,7 +93,7 @@ def violating_edit(c: Composer, target: WorldObject) -> None:
                 )
             ]
 
-        free = [{"slot": "value", "choices": substitutes}]
+        free = [] if fallback else [{"slot": "value", "choices": substitutes}]
         move(c, user, op, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT, focus=recoloured, free=free)
         return
     # protect: the user asks to remove the protected object; the assistant declines
@@ -86,6 +101,7 @@ def violating_edit(c: Composer, target: WorldObject) -> None:
     if not protected:
         raise Retry("protected object missing")
     where = minimal_where(protected[0], scene, c.rng)
+    named = listed_ref(c, protected[0].id) if "listed" in c.notes else "the " + phrase(where)
     user = pick(
         c.rng,
         [
@@ -96,40 +112,38 @@ def violating_edit(c: Composer, target: WorldObject) -> None:
             "I don't need {ref} any more; drop it.",
             "Clear {ref} out of the scene.",
         ],
-        ref="the " + phrase(where),
+        ref=named,
     )
     asst = pick(
         c.rng,
         [
-            "You asked me to keep the {obj} unchanged, so I left it in place. Here is the scene as it stands.",
+            "You asked me to keep that one unchanged, so I left it in place. Here is the scene as it stands.",
             "That one is protected by your earlier rule, so I kept it. Nothing else changed.",
         ],
-        obj=phrase(k.value),
     )
     literal = {"op": "remove", "where": where}
     move(c, user, {"op": "none"}, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT)
 
 
 def pronoun_edit(c: Composer, target: WorldObject) -> None:
-    """An edit that refers to the last changed object as "it"."""
+    """A recolouring that refers to the last changed object as "it"."""
     assert c.view is not None
     scene = c.view.scene
     current = next((o for o in scene.objects if full_where(o) == full_where(target) or o.id == target.id), None)
     if current is None:
         raise Retry("target gone")
     where = minimal_where(current, scene, c.rng)
-    flips = {
-        "material": "metal" if current.material == "matte" else "matte",
-        "size": "small" if current.size == "large" else "large",
-    }
-    attrs = c.rng.sample(list(flips), 2)
+    forbidden = [k.value for k in c.constraints if k.kind == "forbid_colour"]
+    choices = colours_except(current.colour, *forbidden)
     op = first_allowed(
-        c, ({"op": "set", "where": where, "attr": attr, "value": flips[attr]} for attr in attrs), "no allowed change"
+        c,
+        ({"op": "set", "where": where, "attr": "colour", "value": v} for v in c.rng.sample(choices, len(choices))),
+        "no allowed change",
     )
-    attr, value = op["attr"], op["value"]
+    value = op["value"]
     latest = c.latest.scene
     wrong = decoy([o for o in latest.objects if o.id != current.id])
-    stateless: Op = {"op": "set", "where": minimal_where(wrong, latest, c.rng), "attr": attr, "value": value}
+    stateless: Op = {"op": "set", "where": minimal_where(wrong, latest, c.rng), "attr": "colour", "value": value}
     user = pick(
         c.rng,
         [
@@ -142,32 +156,29 @@ def pronoun_edit(c: Composer, target: WorldObject) -> None:
         ],
         w=value,
     )
-    asst = pick(
-        c.rng,
-        ["Done: the {obj} is {w} now.", "Here you go, it is {w} now and nothing else moved."],
-        obj=phrase(where),
-        w=value,
-    )
+    if c.rng.random() < 0.5:  # the user weighs an alternative and drops it
+        other = c.rng.choice(colours_except(value, current.colour, *forbidden))
+        user += pick(c.rng, [" I thought about {o}, but {w} is better.", " Not {o}: {w}."], o=other, w=value)
+    # The reply does not name the object: the RR question asks who "it" is.
+    asst = pick(c.rng, ["Done: it is {w} now.", "Here you go, nothing else moved.", "Done."], w=value)
 
     def changed(after: Scene) -> list[Check]:
         w = full_where(after.by_id(current.id))
         return [c.atomic(f"There is {a(w)}.", {"op": "exists", "where": w}, CheckCategory.ATTRIBUTE)]
 
     turn = move(c, user, op, asst, {COREF}, stateless=stateless, lacking=COREF, focus=changed)
-    c.notes["pronoun"] = (
-        turn,
-        phrase(full_where(current)),
-        [phrase(full_where(o)) for o in scene.objects if o.id != current.id],
-    )
-    c.notes["revertible"] = (turn, current.id, attr, getattr(current, attr), value)
+    # the picture before this edit (1-based): what a correction of it goes back to
+    c.notes["revertible"] = (turn, current.id, "colour", current.colour, value, len(c.images) - 1)
 
 
 def correction_revert(c: Composer) -> None:
     """The user takes back the pronoun edit: the object goes back to how it was."""
     assert c.view is not None
-    turn, oid, attr, old, new_value = c.notes["revertible"]
+    turn, oid, attr, old, new_value, image = c.notes["revertible"]
     current = live(c, oid, "corrected object gone")
-    op = checked(c, {"op": "set", "where": minimal_where(current, c.view.scene, c.rng), "attr": attr, "value": old})
+    # back to the value in the picture before the edit (under Self-History: the model's own, if it chose it)
+    where = minimal_where(current, c.view.scene, c.rng)
+    op = checked(c, {"op": "set", "where": where, "attr": attr, "value": old, "reverts": image})
     user = pick(
         c.rng,
         [
@@ -180,11 +191,10 @@ def correction_revert(c: Composer) -> None:
         nth=ordinal(turn + 1),
         attr=attr,
     )
+    # The reply does not name the value: the CU question asks for it.
     asst = pick(
         c.rng,
-        ["Reverted: the {obj} is {old} again.", "Sure, the {obj} is back to {old}; everything else stays."],
-        obj=current.shape,
-        old=old,
+        ["Reverted, as you asked.", "Sure, that change is undone; everything else stays.", "Done: back to before."],
     )
 
     def reverted(after: Scene) -> list[tuple[str, Op]]:
@@ -195,27 +205,17 @@ def correction_revert(c: Composer) -> None:
         ]
 
     turn_now = move(c, user, op, asst, {CORRECTION, RETRIEVAL}, lacking=CORRECTION, correction=reverted)
-    c.notes["correction"] = (turn_now, phrase({"shape": current.shape}), attr, old, new_value)
+    c.notes["correction"] = (turn_now, attr, old, new_value)
 
 
-def edit_questions(c: Composer) -> None:
-    """The questions of fusion and editing: who "it" (or "the object you added") is, the
-    colour a request retrieved from the history, the constraint, and the corrected value."""
-    if "turn_ref" in c.notes:
-        turn, answer, others, word = c.notes["turn_ref"]
-    else:
-        turn, answer, others = c.notes["pronoun"]
-        word = "it"
-    rturn, _, old_colour, new_colour = c.notes["retrieved"]
-    cturn, shape, attr, old, new_value = c.notes["correction"]
+def edit_questions(c: Composer, rr: Ask) -> None:
+    """The questions of fusion and editing: ``rr`` (who a reference meant), the colour a request
+    retrieved from the history, the constraint, and the colour the correction brought back."""
+    rturn, old_colour, new_colour = c.notes["retrieved"]
+    cturn, attr, old, new_value = c.notes["correction"]
     ask_dsu(
         c,
-        Ask(
-            f'In turn {turn + 1}, which object does the user mean by "{word}"?',
-            f"the {answer}",
-            [f"the {o}" for o in others] + ["the largest object in the scene", "a new object"],
-            turn=turn,
-        ),
+        rr,
         Ask(
             f"What colour did the user's request in turn {rturn + 1} call for?",
             old_colour,
@@ -223,14 +223,9 @@ def edit_questions(c: Composer) -> None:
             outdated=new_colour,
         ),
         Ask(
-            f"After the user's correction in turn {cturn + 1}, what {attr} should the {shape} have?",
+            f"After the user's correction in turn {cturn + 1}, what {attr} should the corrected object have?",
             str(old),
-            [
-                str(new_value),
-                *{"material": ["matte", "metal"], "size": ["small", "large"]}.get(attr, list(COLOURS)),
-                "it was removed",
-                "it never changed",
-            ],
+            [str(new_value), *colours_except(str(old), str(new_value))],
             outdated=str(new_value),
         ),
     )

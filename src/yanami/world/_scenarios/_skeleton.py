@@ -31,12 +31,12 @@ from yanami.schema import Capability, Check, ImageSource, QuestionType
 from yanami.world._compose import Composer, Constraint
 from yanami.world._free import Slot
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY
-from yanami.world._language import full_where, listing, minimal_where, phrase, pick
+from yanami.world._language import full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import VIEWS, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
-from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject
+from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, camera_coords
 
 COREF = Capability.COREFERENCE
 RETRIEVAL = Capability.RETRIEVAL
@@ -190,13 +190,24 @@ def start(c: Composer, objects: tuple[int, int], stack_chance: float, leads: lis
     scene = random_scene(c.rng, c.rng.randint(*objects), stack_chance=stack_chance)
     view = View(scene, VIEWS[0], style)
     c.view = view  # the constraint is chosen against the picture
-    set_constraint(c, (view, *opening(c, view, pick(c.rng, leads))))
+    lead = pick(c.rng, leads)
+    if c.rng.random() < 0.5:  # a remark that names an object, any of them
+        o = c.rng.choice(list(scene.objects))
+        lead += pick(
+            c.rng, [" The {o} is my favourite.", " I'm fond of the {o}."], o=phrase(minimal_where(o, scene, c.rng))
+        )
+    set_constraint(c, (view, *opening(c, view, lead)))
     return scene
 
 
-def opening(c: Composer, view: View, lead: str) -> tuple[str, str]:
-    """What the user says sharing the start picture, and how the assistant lists what it shows."""
-    names = [phrase(full_where(o), c.rng) for o in view.scene.objects]
+def opening(c: Composer, view: View, lead: str) -> tuple[str, str, str]:
+    """What the user says sharing the start picture, how the assistant lists what it shows (in an
+    order drawn at random, kept in ``c.notes["listed"]`` for `listed_ref`), and how it hands the
+    turn back."""
+    objs = list(view.scene.objects)
+    c.rng.shuffle(objs)
+    c.notes["listed"] = [o.id for o in objs]
+    names = [phrase(full_where(o), c.rng) for o in objs]
     user = pick(
         c.rng,
         [
@@ -209,60 +220,131 @@ def opening(c: Composer, view: View, lead: str) -> tuple[str, str]:
         ],
         lead=lead,
     )
-    asst = pick(
+    listed, cue = c.rng.choice(_LISTINGS)
+    items = listing([("a " if n[0] not in "aeiou" else "an ") + n for n in names])
+    return user, listed.format(n=len(names), items=items), cue
+
+
+_LISTINGS = (
+    ("I can see {n} objects: {items}.", "What would you like to do?"),
+    ("Got it. The scene has {n} objects: {items}.", ""),
+    ("Thanks! I count {n} objects here: {items}.", "Tell me what to change."),
+    ("Nice picture. There are {n} objects in it: {items}.", "Where shall we start?"),
+    ("I see {items}, {n} objects in all.", "Ready when you are."),
+)
+"""How the assistant lists the start picture's objects, and how it then hands the turn back."""
+
+
+def listed_ref(c: Composer, oid: int) -> str:
+    """The object ``oid`` named by its place in the assistant's first listing ("the third object you listed")."""
+    nth = ordinal(c.notes["listed"].index(oid) + 1)
+    return c.rng.choice(["the {n} object you listed", "the {n} one in your list", "the {n} thing you listed"]).format(
+        n=nth
+    )
+
+
+def first_picture(c: Composer) -> list[str]:
+    """The objects of the first picture, described by all four attributes (the assistant listed them)."""
+    return [f"the {phrase(full_where(o))}" for o in c.images[0].scene.objects]
+
+
+COLOUR_THINGS: dict[str, tuple[str, ...]] = {
+    "red": ("ripe tomatoes", "fire engines", "strawberries"),
+    "blue": ("sapphires", "denim jeans", "a deep summer sky"),
+    "green": ("fresh grass", "emeralds", "spinach leaves"),
+    "brown": ("chocolate", "tree bark", "coffee beans"),
+    "purple": ("violets", "amethysts", "ripe plums"),
+    "yellow": ("lemons", "ripe bananas", "sunflowers"),
+    "gray": ("rain clouds", "elephants", "wet concrete"),
+}
+"""Everyday things of one of the world's colours. A colour rule names its colour through one
+of them, so the rule's own words do not hold the answer to the question about it (cyan has no
+thing that every reader calls cyan, so no rule bans it)."""
+EXTREMES = {
+    "front": ("the object nearest to us", "the one closest to the camera", "the object at the very front"),
+    "behind": ("the object furthest back", "the one furthest from us", "the object at the very back"),
+    "left": ("the object furthest to the left", "the leftmost object", "the one on the far left"),
+    "right": ("the object furthest to the right", "the rightmost object", "the one on the far right"),
+}
+"""How a user points at an object by where it stands in the picture (see `extreme`)."""
+
+
+def extreme(scene: Scene, azimuth: float, side: str) -> WorldObject | None:
+    """The object standing furthest to ``side`` (of the camera at ``azimuth``), if it is a lone
+    object on the ground (no stack: "the one at the front" must single out one object)."""
+    right, forward = (
+        (lambda o: camera_coords(o, azimuth)[0]),
+        (lambda o: camera_coords(o, azimuth)[1]),
+    )
+    key, far = {"left": (right, min), "right": (right, max), "front": (forward, min), "behind": (forward, max)}[side]
+    best = far(scene.objects, key=key)
+    if best.on is not None or scene.supported_by(best.id) is not None:
+        return None
+    return best
+
+
+def banned_reply(c: Composer, col: str, candidates: list[str]) -> str:
+    """How the assistant acknowledges a colour ban: it names the banned colour and two it may
+    still use (from ``candidates`` where it can), the ban first, between or last."""
+    others = [x for x in candidates if x != col]
+    if len(others) < 2:
+        others = colours_except(col)
+    fine = c.rng.sample(others, 2)
+    return pick(
         c.rng,
         [
-            "I can see {n} objects: {items}. What would you like to do?",
-            "Got it. The scene has {n} objects: {items}.",
-            "Thanks! I count {n} objects here: {items}. Tell me what to change.",
-            "Nice picture. There are {n} objects in it: {items}. Where shall we start?",
-            "I see {items}, {n} objects in all. Ready when you are.",
-        ],
-        n=len(names),
-        items=listing([("a " if n[0] not in "aeiou" else "an ") + n for n in names]),
+            "Understood: no {f} from now on, though {a} and {b} are still fine.",
+            "Understood. {A} is fine, {f} is not, and {b} is fine too.",
+            "Understood: {a} and {b} are still fine, but no {f} from now on.",
+        ][c.rng.randrange(3) :][:1],
+        f=col,
+        a=fine[0],
+        A=fine[0].capitalize(),
+        b=fine[1],
     )
-    return user, asst
 
 
-def set_constraint(c: Composer, opening: tuple[View, str, str] | None = None) -> Constraint:
+def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = None) -> Constraint:
     """Forbid a colour that is absent, or protect an object; returns the constraint. With
-    ``opening`` (the picture and its words), the rule comes in the same message as the picture."""
+    ``opening`` (the picture and its words), the rule comes in the same message as the picture.
+
+    The user's rule never names its value: a colour through an everyday thing of that colour
+    ("the colour of ripe tomatoes"; the assistant's acknowledgement names the colour), an
+    object by where it stands in the picture ("the object nearest to us"; the assistant's
+    listing names it, once, like every other object)."""
     assert c.view is not None
     scene = c.view.scene
 
     def constrain(kind: str, value: Any, user: str, asst: str) -> Constraint:
         if opening is None:
             return c.constrain(kind, value, user, asst)
-        view, shared, listed = opening
-        return c.constrain(kind, value, f"{shared} {user}", f"{asst} {listed}", picture=view)
+        view, shared, listed, cue = opening
+        said = f"{listed} {asst} {cue}".rstrip()  # what the rule bans comes after the objects listed
+        return c.constrain(kind, value, f"{shared} {user}", said, picture=view)
 
-    absent = [col for col in COLOURS if not select(scene, {"colour": col})]
-    if absent and c.rng.random() < 0.6:
+    absent = [col for col in COLOUR_THINGS if not select(scene, {"colour": col})]
+    sides = [side for side in EXTREMES if extreme(scene, c.view.azimuth, side) is not None]
+    if absent and (c.rng.random() < 0.6 or not sides):
         col = c.rng.choice(absent)
+        thing = c.rng.choice(COLOUR_THINGS[col])
         user = pick(
             c.rng,
             [
-                "One rule for everything we do: no {col} objects, even if I ask for one later.",
-                "Please keep {col} out of this scene from now on, whatever I say later.",
-                "I really dislike {col}. Never put anything {col} in the scene.",
-                "Before we begin: {col} is banned. Hold me to that even if I forget.",
-                "Ground rule: nothing in this scene may ever be {col}.",
+                "One rule for everything we do: nothing the colour of {thing}, even if I ask for it later.",
+                "Please keep the colour of {thing} out of this scene from now on, whatever I say later.",
+                "I really dislike the colour of {thing}. Never put anything that colour in the scene.",
+                "Before we begin: the colour of {thing} is banned. Hold me to that even if I forget.",
+                "Ground rule: nothing in this scene may ever be the colour of {thing}.",
             ],
-            col=col,
+            thing=thing,
         )
-        asst = pick(
-            c.rng,
-            [
-                "Understood: nothing {col}, for the rest of our conversation.",
-                "Noted. I'll keep the scene free of {col} from here on.",
-                "Deal. No {col}, even if you ask for it later.",
-                "Got it; {col} stays out of every version I make.",
-            ],
-            col=col,
-        )
-        return constrain("forbid_colour", col, user, asst)
-    o = c.rng.choice(list(scene.objects))
-    ref = "the " + phrase(minimal_where(o, scene, c.rng))
+        return constrain("forbid_colour", col, user, banned_reply(c, col, absent))
+    if not sides:
+        raise Retry("no object to point at")
+    side = c.rng.choice(sides)
+    o = extreme(scene, c.view.azimuth, side)
+    assert o is not None
+    c.notes["rule_side"] = side
     user = pick(
         c.rng,
         [
@@ -272,9 +354,10 @@ def set_constraint(c: Composer, opening: tuple[View, str, str] | None = None) ->
             "I'm attached to {ref}. Promise me it survives every change, even if I say otherwise.",
             "Rule number one: leave {ref} alone, always.",
         ],
-        ref=ref,
+        ref=c.rng.choice(EXTREMES[side]),
     )
-    asst = pick(c.rng, ["Understood, {ref} will stay untouched.", "Okay: I won't change {ref}."], ref=ref)
+    # The reply does not name it: the listing names every object once, the rule's one included.
+    asst = pick(c.rng, ["Understood, that one will stay untouched.", "Okay: I won't change it."])
     return constrain("protect", full_where(o), user, asst)
 
 
@@ -310,7 +393,8 @@ def ask_dsu(c: Composer, rr: Ask, cr: Ask, cu: Ask) -> None:
 
 
 def ask_constraint_question(c: Composer) -> None:
-    """The CT question: which colour is ruled out, or which object is protected."""
+    """The CT question: which colour is ruled out, or which object is protected. The options are
+    colours the dialogue named, or objects of the first picture (as they looked there)."""
     k = c.constraints[0]
     aligned = c.capability_checks.get(CONSTRAINT, [])
     last = len(c.turns) - 1
@@ -324,12 +408,37 @@ def ask_constraint_question(c: Composer) -> None:
             aligned,
         )
     else:
-        others = [phrase(full_where(o)) for o in c.images[0].scene.objects if full_where(o) != k.value]
+        named = {phrase(full_where(o)) for view in c.images for o in view.scene.objects}
         c.ask(
             QuestionType.CT,
             last,
             "Which object did the user ask to keep unchanged throughout?",
             f"the {phrase(k.value)}",
-            [f"the {o}" for o in others] + ["none of them", "every object in the scene"],
+            [f"the {o}" for o in sorted(named) if o != phrase(k.value)],
             aligned,
         )
+
+
+STANDING = {
+    "left": "furthest to the left",
+    "right": "furthest to the right",
+    "front": "nearest to the viewer",
+    "behind": "furthest from the viewer",
+}
+
+
+def first_picture_extreme(c: Composer) -> Ask:
+    """A CR question on the first picture: which object stood furthest to one side. Only the
+    picture tells (the listing has no positions), and the side is drawn at random."""
+    view = c.images[0]
+    sides = [s for s in STANDING if s != c.notes.get("rule_side") and extreme(view.scene, view.azimuth, s)]
+    if not sides:
+        raise Retry("no object stands out in the first picture")
+    side = c.rng.choice(sides)
+    o = extreme(view.scene, view.azimuth, side)
+    assert o is not None
+    return Ask(
+        f"In the first picture, which object stood {STANDING[side]}?",
+        f"the {phrase(full_where(o))}",
+        first_picture(c),
+    )

@@ -9,11 +9,14 @@ from yanami.world._scenarios._moves import correction_revert, edit_questions, pr
 from yanami.world._scenarios._skeleton import (
     COREF,
     RETRIEVAL,
+    Ask,
     Op,
     Retry,
     checked,
     colours_except,
     decoy,
+    first_picture,
+    listed_ref,
     live,
     move,
     plain_edit,
@@ -29,7 +32,7 @@ def compose(c: Composer) -> None:
     a request against the protected object."""
     scene = start(
         c,
-        (3, 5),
+        (4, 5),
         0.15,
         [
             "I want to edit this picture step by step.",
@@ -39,7 +42,11 @@ def compose(c: Composer) -> None:
         ],
     )
     changed = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
-    first_step(c, changed, "Make the {ref} {col}.")
+    ref = listed_ref(c, changed.id)
+    first_step(c, changed, ref)
+    turn = len(c.turns) - 1
+    rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', f"the {phrase(full_where(changed))}",
+             first_picture(c), turn=turn)  # fmt: skip
     pronoun_edit(c, changed)
     retrieval_add(c, changed)
     correction_revert(c)
@@ -47,20 +54,29 @@ def compose(c: Composer) -> None:
         violating_edit(c, changed)
     elif c.rng.random() < 0.6:
         swap_added(c) if c.rng.random() < 0.4 else reference_by_turn(c)
-    edit_questions(c)
+    edit_questions(c, rr)
 
 
-def first_step(c: Composer, o: WorldObject, request: str) -> None:
-    """Recolour ``o``: against the forbidden colour if there is one (the assistant adjusts),
-    else as a plain edit (shown, but not judged: read alone it is already solvable)."""
+def first_step(c: Composer, o: WorldObject, ref: str) -> None:
+    """Recolour ``o`` (named by ``ref``): against the forbidden colour if there is one (the
+    assistant adjusts), else as a plain edit (shown, not judged)."""
     if c.constraints[0].kind == "forbid_colour":
-        violating_edit(c, o)
+        violating_edit(c, o, ref)
         return
     assert c.view is not None
     col = c.rng.choice(colours_except(o.colour))
     where = minimal_where(o, c.view.scene, c.rng)
     op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": col})
-    plain_edit(c, op, request.format(ref=phrase(where), col=col), f"Done, the {phrase(where)} is {col} now.")
+    user = pick(
+        c.rng, ["Make {ref} {col}.", "Could you paint {ref} {col}?", "Let's try {ref} in {col}."], ref=ref, col=col
+    )
+    if c.rng.random() < 0.5:  # the user weighs an alternative and drops it
+        other = c.rng.choice(colours_except(col, o.colour))
+        user += pick(c.rng, [" I thought about {x}, but {col} is better.", " Not {x}: {col}."], x=other, col=col)
+    replies = ["Done, it is {col} now.", "Here it is in {col}."]
+    if c.rng.random() < 0.5:  # the reply names the old colour half the time
+        replies = ["Done, it is {col} now instead of {old}.", "Here it is in {col}; it was {old} before."]
+    plain_edit(c, op, user, pick(c.rng, replies, col=col, old=o.colour))
 
 
 def retrieval_add(c: Composer, source: WorldObject) -> None:
@@ -93,13 +109,13 @@ def retrieval_add(c: Composer, source: WorldObject) -> None:
         shape=new.shape,
         ref=ref,
     )
+    # The reply does not name the colour: the CR question asks for it.
     asst = pick(
         c.rng,
         [
-            "Added a small {col} {shape}: {col} is what {ref} looked like at the start.",
-            "Here it is, a small {col} {shape}.",
+            "Added a small {shape} in the colour {ref} had at the start.",
+            "Here it is, a small {shape} in that original colour.",
         ],
-        col=original.colour,
         shape=new.shape,
         ref=ref,
     )
@@ -112,19 +128,14 @@ def retrieval_add(c: Composer, source: WorldObject) -> None:
     # The words fix the shape, the size and the colour; the material and the spot are open.
     free = [{"slot": "material", "choices": ["matte", "metal"]}, {"slot": "position", "accept": []}]
     turn = move(c, user, op, asst, {RETRIEVAL}, stateless=stateless, lacking=RETRIEVAL, focus=added, free=free)
-    c.notes["added"] = (turn, new.id, phrase(w))
-    c.notes["retrieved"] = (
-        turn,
-        phrase({"shape": original.shape, "size": original.size}),
-        original.colour,
-        current.colour,
-    )
+    c.notes["added"] = (turn, new.id)
+    c.notes["retrieved"] = (turn, original.colour, current.colour)
 
 
 def reference_by_turn(c: Composer) -> None:
     """Move "the object we added" next to another one."""
     assert c.view is not None
-    turn, oid, desc = c.notes["added"]
+    turn, oid = c.notes["added"]
     added = live(c, oid, "added object gone")
     scene = c.view.scene
     anchors = [o for o in scene.ground_objects() if o.id != oid]
@@ -152,8 +163,7 @@ def reference_by_turn(c: Composer) -> None:
     )
     asst = pick(
         c.rng,
-        ["Moved the {d} {rel} {anchor}.", "Done, the {d} is now {rel} {anchor}."],
-        d=desc,
+        ["Moved it {rel} {anchor}.", "Done, it is now {rel} {anchor}."],
         rel=REL_WORDS[rel],
         anchor=aref,
     )
@@ -168,13 +178,12 @@ def reference_by_turn(c: Composer) -> None:
         focus=lambda after: [relation_check(c, after, oid, anchor.id, rel)],
         free=[{"slot": "position", "accept": [{"side": rel, "of": full_where(anchor), "azimuth": c.view.azimuth}]}],
     )
-    note_turn_ref(c, user, desc, scene, oid)
 
 
 def swap_added(c: Composer) -> None:
     """Swap "the object you added" with another ground object."""
     assert c.view is not None
-    turn, oid, desc = c.notes["added"]
+    turn, oid = c.notes["added"]
     scene = c.view.scene
     added = next((o for o in scene.objects if o.id == oid), None)
     others = [o for o in scene.ground_objects() if o.id != oid and scene.supported_by(o.id) is None]
@@ -198,7 +207,7 @@ def swap_added(c: Composer) -> None:
         nth=ordinal(turn + 1),
         o=oref,
     )
-    asst = pick(c.rng, ["Swapped the {d} and {o}.", "They have traded places: the {d} and {o}."], d=desc, o=oref)
+    asst = pick(c.rng, ["Swapped them.", "They have traded places: the one we added and {o}."], o=oref)
     azimuth = c.view.azimuth
 
     def swapped(after: Scene) -> list[Check]:
@@ -206,7 +215,6 @@ def swap_added(c: Composer) -> None:
         return [relation_check(c, after, oid, other.id, rel)]
 
     move(c, user, op, asst, {COREF, RETRIEVAL}, stateless=stateless, lacking=COREF, focus=swapped)
-    note_turn_ref(c, user, desc, scene, oid)
 
 
 def relation_check(c: Composer, scene: Scene, a_id: int, b_id: int, rel: str) -> Check:
@@ -217,10 +225,3 @@ def relation_check(c: Composer, scene: Scene, a_id: int, b_id: int, rel: str) ->
         {"op": "relation", "a": wa, "b": wb, "rel": rel},
         CheckCategory.RELATION,
     )
-
-
-def note_turn_ref(c: Composer, user: str, desc: str, scene: Scene, oid: int) -> None:
-    """Remember how the user named "the object you added", for the RR question."""
-    phrase_used = "the object you added" if "object you added" in user else "the piece we added"
-    others = [phrase(full_where(o)) for o in scene.objects if o.id != oid]
-    c.notes["turn_ref"] = (len(c.turns) - 1, desc, others, phrase_used)

@@ -11,15 +11,18 @@ from yanami.world._predicates import select
 from yanami.world._render import STYLES
 from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
+    COLOUR_THINGS,
     COREF,
     RETRIEVAL,
+    Ask,
     Op,
     Retry,
+    banned_reply,
     checked,
     colours_except,
     move,
 )
-from yanami.world._scene import COLOURS, Scene, WorldObject
+from yanami.world._scene import Scene, WorldObject
 
 
 def compose(c: Composer) -> None:
@@ -30,14 +33,19 @@ def compose(c: Composer) -> None:
     picks, col, items_desc = agree_on_picks(c, sources)
     composite = combine(c, styles, sources, picks, items_desc)
     assert c.view is not None
-    first = next(o for o in c.view.scene.objects if o.colour != col)
-    violating_edit(c, first)
+    first = c.rng.choice([o for o in c.view.scene.objects if o.colour != col])
+    ref = c.rng.choice(["the {n} one you suggested", "the {n} object you suggested"]).format(n=ordinal(first.id + 1))
+    violating_edit(c, first, ref)
+    turn = len(c.turns) - 1
+    sourced = [f"the {phrase(full_where(o))}" for s in sources for o in s.objects]
+    rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', f"the {phrase(full_where(first))}",
+             sourced, turn=turn)  # fmt: skip
     pronoun_edit(c, first)
     retrieval_from_picture(c, sources, col)
     correction_revert(c)
     if c.rng.random() < 0.5:
         back_to_composite(c, composite)
-    edit_questions(c)
+    edit_questions(c, rr)
 
 
 def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
@@ -83,8 +91,9 @@ def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, W
     for k, scene in enumerate(sources):
         take = c.rng.sample(list(scene.objects), 2 if k == 0 else 1)
         picks.extend((k, o) for o in take)
-    forbid = [col for col in COLOURS if col not in {o.colour for _, o in picks}]
+    forbid = [col for col in COLOUR_THINGS if col not in {o.colour for _, o in picks}]
     col = c.rng.choice(forbid)
+    thing = c.rng.choice(COLOUR_THINGS[col])
     items_desc = listing(
         [f"the {phrase(minimal_where(o, sources[k], c.rng))} from the {ordinal(k + 1)} picture" for k, o in picks]
     )
@@ -92,12 +101,12 @@ def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, W
     rule = pick(
         c.rng,
         [
-            "For the combined scene, nothing may be {col}.",
-            "Whatever we build from these, keep {col} out of it.",
-            "One condition for the mix: no {col} at all.",
-            "No matter what we combine, {col} is not allowed.",
+            "For the combined scene, nothing may be the colour of {thing}.",
+            "Whatever we build from these, keep the colour of {thing} out of it.",
+            "One condition for the mix: nothing the colour of {thing}, ever.",
+            "No matter what we combine, the colour of {thing} is not allowed.",
         ],
-        col=col,
+        thing=thing,
     )
     question = pick(
         c.rng,
@@ -109,7 +118,7 @@ def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, W
             "Which objects should make it into the combined scene?",
         ],
     )
-    noted = pick(c.rng, ["Understood, no {col} in any combination.", "Noted: {col} stays out."], col=col)
+    noted = banned_reply(c, col, [x for x in COLOUR_THINGS if x not in {o.colour for _, o in picks}])
     suggestion = pick(
         c.rng,
         [
@@ -195,11 +204,12 @@ def back_to_composite(c: Composer, image: int) -> None:
 def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) -> None:
     """Bring in another object from a source picture by naming the picture."""
     assert c.view is not None
+    # named by its shape and picture alone (the CR question asks for its colour)
     options = [
         (k, o)
         for k, s in enumerate(sources)
         for o in s.objects
-        if o.colour != forbidden and not select(c.view.scene, full_where(o))
+        if o.colour != forbidden and not select(c.view.scene, full_where(o)) and len(select(s, {"shape": o.shape})) == 1
     ]
     if not options:
         raise Retry("nothing left to bring in")
@@ -224,14 +234,15 @@ def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) ->
             "And add the {shape} from picture {n} as well.",
             "I'd like the {shape} from picture {n} in there too.",
         ],
-        shape=phrase(minimal_where(o, sources[k], c.rng)),
+        shape=o.shape,
         n=k + 1,
         nth=ordinal(k + 1),
     )
+    # The reply does not name the colour: the CR question asks for it.
     asst = pick(
         c.rng,
         ["Added the {d} from picture {n}.", "Here it is with the {d} from picture {n}."],
-        d=phrase(full_where(o)),
+        d=o.shape,
         n=k + 1,
     )
     w = full_where(o)
@@ -241,5 +252,4 @@ def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) ->
 
     free = [{"slot": "position", "accept": []}]
     turn = move(c, user, op, asst, {RETRIEVAL, COREF}, stateless=stateless, lacking=RETRIEVAL, focus=brought, free=free)
-    c.notes["added"] = (turn, o.id, phrase(w))
-    c.notes["retrieved"] = (turn, f"{o.shape} from picture {k + 1}", o.colour, wrong)
+    c.notes["retrieved"] = (turn, o.colour, wrong)

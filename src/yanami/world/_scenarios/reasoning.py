@@ -5,7 +5,7 @@ from __future__ import annotations
 from yanami.schema import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import Slot
-from yanami.world._language import a, full_where, minimal_where, ordinal, phrase, pick
+from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._scenarios._skeleton import (
     CONSTRAINT,
     COREF,
@@ -17,16 +17,18 @@ from yanami.world._scenarios._skeleton import (
     ask_dsu,
     checked,
     decoy,
+    first_picture,
+    first_picture_extreme,
     move,
     spot,
     start,
 )
-from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject
+from yanami.world._scene import COLOURS, Scene, WorldObject
 
 
 def compose(c: Composer) -> None:
-    """A goal; the assistant's plan, largest first; "do step 1"; a what-if about "the one
-    you'd remove next"; back to an earlier picture; "step 2"; "step 1 was a mistake"."""
+    """A goal (so many objects left); the assistant's plan; a what-if about "the one you'd remove
+    in step k"; back to the start; steps 1 and 2; "step k was a mistake"."""
     scene = start(
         c,
         (4, 5),
@@ -38,64 +40,74 @@ def compose(c: Composer) -> None:
         ],
     )
     protected = [k.value for k in c.constraints if k.kind == "protect"]
-    by_shape: dict[str, list[WorldObject]] = {}
-    for o in scene.objects:
-        if full_where(o) not in protected:
-            by_shape.setdefault(o.shape, []).append(o)
-    shape = max(sorted(by_shape), key=lambda k: len(by_shape[k]))
-    plan = sorted(by_shape[shape], key=lambda o: (-SIZES[o.size], o.id))
-    if len(plan) < 2:
+    removable = [o for o in scene.objects if full_where(o) not in protected]
+    if len(removable) < 3:
         raise Retry("no plan of two steps")
+    # The goal is a number of objects; the assistant picks which go, in an order of its own:
+    # the plan's steps are objects like any other (the questions ask about them).
+    keep = c.rng.randint(len(scene.objects) - len(removable) + 1, len(scene.objects) - 2)
+    plan = c.rng.sample(removable, len(scene.objects) - keep)
     names = [phrase(minimal_where(o, scene, c.rng)) for o in plan]
     steps = "; ".join(f"step {k + 1}, remove the {n}" for k, n in enumerate(names))
+    # The plan names every object, the ones that stay too.
+    rest = [o for o in scene.objects if o not in plan]
+    c.rng.shuffle(rest)
+    stay = listing([f"the {phrase(minimal_where(o, scene, c.rng))}" for o in rest])
+    stay = f"{stay[0].upper()}{stay[1:]} {'stays as it is' if len(rest) == 1 else 'stay as they are'}"
+    # the objects that stay come first or last in the reply
+    steps = f"{steps}. {stay}" if c.rng.random() < 0.5 else f"{stay}; {steps}"
     rule = c.constraints[0]
     goals = (
         [
-            "The goal: no {shape}s left in the end, except what my rule protects. What's the plan?",
-            "I'd like every {shape} gone eventually, but not the one I asked you to keep. How would you do it?",
-            "Let's aim for a scene without {shape}s; my rule still applies. Plan it out?",
-            "End state I want: all {shape}s removed, except any my rule protects. Steps?",
+            "The goal: only {n} objects left in the end, one of them what my rule protects. What's the plan?",
+            "I'd like to get down to {n} objects, keeping the one I asked you to keep. How would you do it?",
+            "Let's aim for a scene of {n} objects; my rule still applies. Plan it out?",
+            "End state I want: {n} objects left, including any my rule protects. Steps?",
         ]
         if rule.kind == "protect"
         else [
-            "The goal: no {shape}s left in the end, and still nothing {col}. What's the plan?",
-            "I'd like every {shape} gone eventually (keeping {col} out, as agreed). How would you do it?",
-            "Let's aim for a scene without {shape}s; the ban on {col} still applies. Plan it out?",
-            "End state I want: all {shape}s removed, with no {col} anywhere. Steps?",
+            "The goal: only {n} objects left in the end, and still nothing {col}. What's the plan?",
+            "I'd like to get down to {n} objects, with nothing {col} anywhere. How would you do it?",
+            "Let's aim for a scene of {n} objects, and without {col}. Plan it out?",
+            "End state I want: {n} objects left, and no {col} anywhere. Steps?",
+        ]
+        if c.rng.random() < 0.5
+        else [
+            "The goal: only {n} objects left in the end, and still nothing in the colour I banned. What's the plan?",
+            "I'd like to get down to {n} objects (keeping my colour rule, as agreed). How would you do it?",
+            "Let's aim for a scene of {n} objects; the colour ban still applies. Plan it out?",
+            "End state I want: {n} objects left, and the banned colour nowhere. Steps?",
         ]
     )
     c.chat(
-        pick(c.rng, goals, shape=shape, col=rule.value),
-        pick(c.rng, ["Here's a plan, largest first: {steps}.", "I suggest: {steps}."], steps=steps),
+        pick(c.rng, goals, n=keep, col=rule.value),
+        pick(c.rng, ["Here's a plan: {steps}.", "I suggest: {steps}."], steps=steps),
         {CONSTRAINT, RETRIEVAL},
         {"op": "none", "plan": [full_where(o) for o in plan]},
     )
-    plan_step(c, plan[0], 1)
     checkpoint = len(c.images)
-    hypothesis(c, plan[1])
+    asked = c.rng.randrange(len(plan))
+    hypothesis(c, plan[asked], asked + 1)
     restore(c, checkpoint)
+    plan_step(c, plan[0], 1)
     plan_step(c, plan[1], 2)
-    plan_correction(c, plan[0])
-    turn, answer, others = c.notes["pronoun"]
+    undone = c.rng.randrange(2)
+    plan_correction(c, plan[undone], undone + 1)
+    turn, ref = c.notes["hypothesis"]
     (cturn,) = c.notes["correction"]
-    first = f"the {phrase(full_where(plan[0]))}"
     ask_dsu(
         c,
         Ask(
-            f'In turn {turn + 1}, which object does "the one you\'d remove next" refer to?',
-            f"the {answer}",
-            [f"the {o}" for o in others] + ["the largest object in the scene"],
+            f'In turn {turn + 1}, which object does "{ref}" refer to?',
+            f"the {phrase(full_where(plan[asked]))}",
+            first_picture(c),
             turn=turn,
         ),
-        Ask(
-            "Which object did the assistant's plan remove first?",
-            first,
-            [f"the {phrase(full_where(o))}" for o in scene.objects if o.id != plan[0].id],
-        ),
+        first_picture_extreme(c),
         Ask(
             f"After the user's correction in turn {cturn + 1}, which object should be back in the scene?",
-            first,
-            [f"the {phrase(full_where(o))}" for o in plan[1:]] + ["none", "every removed object"],
+            f"the {phrase(full_where(plan[undone]))}",
+            first_picture(c),
         ),
     )
 
@@ -118,9 +130,7 @@ def plan_step(c: Composer, o: WorldObject, k: int) -> None:
         ],
         k=k,
     )
-    asst = pick(
-        c.rng, ["Step {k} done: the {o} is gone.", "I removed the {o}, as planned for step {k}."], k=k, o=phrase(where)
-    )
+    asst = pick(c.rng, ["Step {k} done.", "Done: step {k} of the plan is carried out."], k=k)
     w = full_where(o)
     gone = f"There is no {phrase(w)}."
     move(
@@ -134,48 +144,42 @@ def plan_step(c: Composer, o: WorldObject, k: int) -> None:
     )
 
 
-def hypothesis(c: Composer, nxt: WorldObject) -> None:
-    """A what-if about the object the plan removes next ("the one you'd remove next")."""
+def hypothesis(c: Composer, target: WorldObject, step: int) -> None:
+    """A what-if about the object step ``step`` of the plan removes ("the one you'd remove in step 2")."""
     assert c.view is not None
     scene = c.view.scene
     forbidden = {k.value for k in c.constraints if k.kind == "forbid_colour"}
-    col = c.rng.choice([x for x in COLOURS if x not in forbidden and x != nxt.colour])
-    where = minimal_where(nxt, scene, c.rng)
+    col = c.rng.choice([x for x in COLOURS if x not in forbidden and x != target.colour])
+    where = minimal_where(target, scene, c.rng)
     op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": col})
     latest = c.latest.scene
-    wrong = decoy([o for o in latest.objects if o.id != nxt.id])
+    wrong = decoy([o for o in latest.objects if o.id != target.id])
     stateless: Op = {"op": "set", "where": minimal_where(wrong, latest, c.rng), "attr": "colour", "value": col}
+    ref = pick(c.rng, ["the one you'd remove in step {k}", "the object step {k} removes"], k=step)
     user = pick(
         c.rng,
         [
-            "Before step 2, a what-if: show me the one you'd remove next painted {col}.",
-            "Just to compare: what would it look like if the one you'd remove next were {col}?",
-            "Quick detour: how would the one you'd remove next look in {col}?",
-            "Hypothetically, paint the one you'd remove next {col} and show me.",
+            "Before we start, a what-if: show me {ref} painted {col}.",
+            "Just to compare: what would it look like if {ref} were {col}?",
+            "Quick detour first: how would {ref} look in {col}?",
+            "Hypothetically, paint {ref} {col} and show me.",
         ],
+        ref=ref,
         col=col,
     )
-    asst = pick(
-        c.rng,
-        ["Here is that idea: the {o} in {col}.", "This is the scene with the {o} turned {col}."],
-        o=phrase(where),
-        col=col,
-    )
+    # The reply does not name the object: the RR question asks which it is.
+    asst = pick(c.rng, ["Here is that idea, in {col}.", "This is the scene with that one turned {col}."], col=col)
 
     def painted(after: Scene) -> list[Check]:
-        w = full_where(after.by_id(nxt.id))
+        w = full_where(after.by_id(target.id))
         return [c.atomic(f"There is {a(w)}.", {"op": "exists", "where": w}, CheckCategory.ATTRIBUTE)]
 
     turn = move(c, user, op, asst, {COREF, RETRIEVAL}, stateless=stateless, lacking=COREF, focus=painted)
-    c.notes["pronoun"] = (
-        turn,
-        phrase(full_where(nxt)),
-        [phrase(full_where(o)) for o in scene.objects if o.id != nxt.id],
-    )
+    c.notes["hypothesis"] = (turn, ref)
 
 
-def plan_correction(c: Composer, first: WorldObject) -> None:
-    """The user corrects the plan: the first removal was a mistake; the object comes back."""
+def plan_correction(c: Composer, first: WorldObject, step: int) -> None:
+    """The user corrects the plan: the removal of step ``step`` was a mistake; the object comes back."""
     assert c.view is not None
     spec = {
         "shape": first.shape,
@@ -195,17 +199,15 @@ def plan_correction(c: Composer, first: WorldObject) -> None:
     user = pick(
         c.rng,
         [
-            "I need to correct the plan: step 1 was a mistake. Bring back what it removed.",
-            "Correction: the first removal shouldn't have happened. Put that object back.",
-            "Plan correction: undo step 1 and return the object it took out.",
-            "Step 1 was wrong after all. Please restore that object.",
+            "I need to correct the plan: step {k} was a mistake. Bring back what it removed.",
+            "Correction: the removal in step {k} shouldn't have happened. Put that object back.",
+            "Plan correction: undo step {k} and return the object it took out.",
+            "Step {k} was wrong after all. Please restore that object.",
         ],
+        k=step,
     )
-    asst = pick(
-        c.rng,
-        ["Restored the {o} from before step 1.", "The {o} is back, as it was before step 1."],
-        o=phrase(full_where(first)),
-    )
+    # The reply does not name the object: the CU question asks which it is.
+    asst = pick(c.rng, ["Restored, as it was before step {k}.", "It is back, as it was before step {k}."], k=step)
     w = full_where(first)
     turn = move(
         c,

@@ -23,6 +23,9 @@ from yanami.world._scenarios._skeleton import (
     checked,
     decoy,
     first_allowed,
+    first_picture,
+    first_picture_extreme,
+    listed_ref,
     move,
     plain_edit,
     start,
@@ -69,7 +72,7 @@ def compose(c: Composer) -> None:
     stacked, or a request against the constraint."""
     start(
         c,
-        (3, 5),
+        (4, 5),
         0.5,
         [
             "Let's play out what happens to this scene.",
@@ -122,27 +125,25 @@ def relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, floa
         raise Retry("no room on either side")
     anchor, rel, x, y = found
     op = checked(c, {"op": "move", "where": minimal_where(mover, scene, c.rng), "x": x, "y": y})
-    mref, aref = phrase(minimal_where(mover, scene, c.rng)), phrase(minimal_where(anchor, scene, c.rng))
+    # Both are named by their places in the listing (the RR question asks which one a place
+    # means), and the mover is never named by its attributes before the correction (the CU
+    # question asks which object it moved).
+    mref, aref = listed_ref(c, mover.id), listed_ref(c, anchor.id)
     user = pick(
         c.rng,
         [
-            "Move the {m} so that it is {r} the {a}.",
-            "Put the {m} {r} the {a}.",
-            "Reposition the {m}: it belongs {r} the {a}.",
-            "Can the {m} go {r} the {a}?",
-            "Shift the {m} until it's {r} the {a}.",
+            "Move {m} so that it is {r} {a}.",
+            "Put {m} {r} {a}.",
+            "Reposition {m}: it belongs {r} {a}.",
+            "Can {m} go {r} {a}?",
+            "Shift {m} until it's {r} {a}.",
         ],
         m=mref,
         r=REL_WORDS[rel],
-        a=aref,
+        a=aref.replace(" object ", " one ").replace(" thing ", " one "),
     )
-    asst = pick(
-        c.rng,
-        ["Done: the {m} is now {r} the {a}.", "Moved. The {m} sits {r} the {a}."],
-        m=mref,
-        r=REL_WORDS[rel],
-        a=aref,
-    )
+    c.notes["listed_refs"] = [(mref, mover), (aref, anchor)]
+    asst = pick(c.rng, ["Done: it is now where you wanted it.", "Moved, as you asked."])
     azimuth = c.view.azimuth
     slots = [{"slot": "position", "accept": [{"side": rel, "of": full_where(anchor), "azimuth": c.view.azimuth}]}]
     plain_edit(c, op, user, asst, slots)
@@ -244,9 +245,7 @@ def push_it(c: Composer, mover: WorldObject, keep: tuple[WorldObject, str, float
         ],
         w=words,
     )
-    asst = pick(
-        c.rng, ["Pushed the {o} {w}.", "Here it is after the push: the {o} slid {w}."], o=current.shape, w=words
-    )
+    asst = pick(c.rng, ["Pushed it {w}.", "Here it is after the push: it slid {w}."], w=words)
 
     def pushed(after: Scene) -> list[Check]:
         w = minimal_where(after.by_id(current.id), after, c.rng)
@@ -296,8 +295,7 @@ def relation_correction(
     )
     asst = pick(
         c.rng,
-        ["Fixed: seen from where we started, the {m} is now {r} the {a}.", "Got it, the {m} goes {r} the {a} instead."],
-        m=phrase(minimal_where(current, scene, c.rng)),
+        ["Fixed: seen from where we started, it is now {r} the {a}.", "Got it, it goes {r} the {a} instead."],
         r=REL_WORDS[want],
         a=phrase(minimal_where(anc, scene, c.rng)),
     )
@@ -331,7 +329,7 @@ def relation_correction(
         correction=corrected,
         free=free,
     )
-    c.notes["correction"] = (turn, want)
+    c.notes["correction"] = (turn, want, c.view.scene)
 
 
 def remove_support_from_start(c: Composer) -> None:
@@ -348,21 +346,19 @@ def remove_support_from_start(c: Composer) -> None:
     user = pick(
         c.rng,
         [
-            "Last one: pull out the {s} and show me the result from where we first looked at the scene.",
-            "Remove the {s}, then go back to the original viewpoint and show me what happened.",
-            "Take away the {s}, and show the outcome from our very first viewpoint.",
-            "What if the {s} disappeared? Show me from the angle of the original picture.",
+            "Last one: pull out {s} and show me the result from where we first looked at the scene.",
+            "Remove {s}, then go back to the original viewpoint and show me what happened.",
+            "Take away {s}, and show the outcome from our very first viewpoint.",
+            "What if {s} disappeared? Show me from the angle of the original picture.",
         ],
-        s=phrase(where),
+        s=listed_ref(c, support.id),
     )
     asst = pick(
         c.rng,
         [
-            "The {t} lost its support and dropped to the floor; this is the view we started from.",
-            "Without the {s}, the {t} falls straight down. Shown from the first viewpoint.",
+            "What it carried lost its support and dropped to the floor; this is the view we started from.",
+            "Without it, the object on top falls straight down. Shown from the first viewpoint.",
         ],
-        t=phrase(minimal_where(top, scene, c.rng)),
-        s=phrase(where),
     )
 
     def fallen(after: Scene) -> list[Check]:
@@ -425,8 +421,7 @@ def stack_it(c: Composer, mover: WorldObject) -> None:
         ["Now lift it onto {s}.", "Put it on top of {s}.", "Stack it on {s}, please.", "Can it sit on top of {s}?"],
         s=sref,
     )
-    oref = phrase(minimal_where(current, scene, c.rng))
-    asst = pick(c.rng, ["It now rests on {s}.", "Done: the {o} sits on top of {s}."], s=sref, o=oref)
+    asst = pick(c.rng, ["It now rests on {s}.", "Done: it sits on top of {s}."], s=sref)
 
     def stacked(after: Scene) -> list[Check]:
         wt = minimal_where(after.by_id(current.id), after, c.rng)
@@ -438,27 +433,23 @@ def stack_it(c: Composer, mover: WorldObject) -> None:
 
 
 def world_questions(c: Composer, mover: WorldObject, anchor: WorldObject, rel: str, first_turn: int) -> None:
-    """Who "it" is, the side first asked for, the constraint, and the corrected side."""
-    turn, answer, others = c.notes["pronoun"]
-    m, a_ = phrase(full_where(mover)), phrase(full_where(anchor))
-    cturn, want = c.notes["correction"]
+    """Which object a place in the listing meant, which object stood out in the first picture,
+    the constraint, and which object the correction moved."""
+    cturn, _, _ = c.notes["correction"]
+    ref, meant = c.rng.choice(c.notes["listed_refs"])
     ask_dsu(
         c,
         Ask(
-            f'In turn {turn + 1}, which object does the user mean by "it"?',
-            f"the {answer}",
-            [f"the {o}" for o in others] + ["the object furthest back", "a new object"],
-            turn=turn,
+            f'In turn {first_turn + 1}, which object does the user mean by "{ref}"?',
+            f"the {phrase(full_where(meant))}",
+            first_picture(c),
+            turn=first_turn,
         ),
+        first_picture_extreme(c),
         Ask(
-            f"In turn {first_turn + 1}, on which side of the {a_} did the user first ask for the {m}?",
-            REL_WORDS[rel],
-            [REL_WORDS[r] for r in ("left", "right", "front", "behind") if r != rel],
-        ),
-        Ask(
-            f"After the correction in turn {cturn + 1}, where should the {m} be relative to the {a_}, as first seen?",
-            REL_WORDS[want],
-            [REL_WORDS[r] for r in ("left", "right", "front", "behind") if r != want],
-            outdated=REL_WORDS[rel],
+            f"Which object did the correction in turn {cturn + 1} move?",
+            f"the {phrase(full_where(mover))}",
+            first_picture(c),
+            turn=cturn,
         ),
     )

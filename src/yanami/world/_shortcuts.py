@@ -1,0 +1,540 @@
+"""Text-only shortcuts: how far rules that track no state get on a bench's DSU questions.
+
+A DSU question must be answerable only by tracking the dialogue's state. This battery
+plays the part of a model that reads the visible text alone (the messages before the
+question, the question and its options; never an image, never a hidden field) and picks
+an option by a surface rule: the option mentioned latest, earliest, most or least often,
+the longest or shortest, the one sharing most words with the user's rule sentences, with
+the question, with the turn the question names or with the last messages, the one most
+like the other options, a fixed letter, and every pair of such rules (the second breaks
+the first's ties). A rule that ties between options is credited its expected share.
+
+Pairs are many, so the best pair of a question type is chosen on one half of the
+dialogues and scored on the other (and the reverse): the figure is what a rule found in
+advance would get, not the luckiest of two thousand. A linear reader trained the same way
+on every feature at once stands for any weighted combination of them.
+
+Mentions are read generously, as a shallow reader would: words are lower-cased, plurals
+and the world's synonyms folded (``rubber`` is ``matte``, ``shiny`` is ``metal``), and an
+object option counts as mentioned wherever a noun phrase names its shape with attributes
+that all fit it (``the red cube`` mentions ``the small red metal cube``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from yanami.schema import Dialogue, Question
+
+SYNONYMS = {"rubber": "matte", "shiny": "metal", "metallic": "metal", "cubes": "cube", "spheres": "sphere",
+            "cylinders": "cylinder", "objects": "object", "grey": "gray"}  # fmt: skip
+SHAPES = frozenset({"cube", "sphere", "cylinder"})
+ATTRIBUTES = frozenset(
+    {"small", "large", "matte", "metal", "gray", "red", "blue", "green", "brown", "purple", "cyan", "yellow"}
+)
+STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "it",
+        "its",
+        "is",
+        "was",
+        "be",
+        "as",
+        "and",
+        "or",
+        "that",
+        "this",
+        "one",
+        "ones",
+        "from",
+        "with",
+        "for",
+        "by",
+        "my",
+        "your",
+        "our",
+    ]
+)
+RULE_MARKERS = frozenset(
+    [
+        "rule",
+        "rules",
+        "never",
+        "banned",
+        "ban",
+        "off",
+        "limits",
+        "forbid",
+        "forbidden",
+        "whatever",
+        "always",
+        "untouched",
+        "unchanged",
+        "alone",
+        "keep",
+        "out",
+    ]
+)
+"""Words that mark a user sentence as setting a standing rule."""
+_WORD = re.compile(r"[a-z]+|\d+")
+_SENTENCE = re.compile(r"(?<=[.!?;:])\s+")
+_NAMED_TURN = re.compile(r"\b(?:turn|message) (\d+)\b|\bmy (\w+) message\b")
+_ORDINALS = {
+    w: k
+    for k, w in enumerate(
+        ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"], 1
+    )
+}
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens with plurals and the world's synonyms folded."""
+    return [SYNONYMS.get(w, w) for w in _WORD.findall(text.lower())]
+
+
+def content(text: str) -> list[str]:
+    """The words of ``text`` that carry meaning (no articles, prepositions, pronouns)."""
+    return [w for w in words(text) if w not in STOP]
+
+
+@dataclass(frozen=True)
+class Visible:
+    """What a text-only reader sees of one DSU question."""
+
+    dialogue: str
+    qtype: str
+    messages: tuple[tuple[int, str, str], ...]
+    """(turn, role, text) of every message before the question, in order."""
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    """The index of the right option (for scoring the rules; no rule reads it)."""
+
+
+def visible(d: Dialogue, q: Question) -> Visible:
+    """The text a model sees for question ``q`` (its messages, the question, the options)."""
+    msgs = []
+    for t in d.turns[: q.after_turn + 1]:
+        msgs.append((t.index, "user", t.user.text()))
+        msgs.append((t.index, "assistant", t.assistant.text()))
+    assert q.choices is not None
+    return Visible(d.id, q.type.value, tuple(msgs), q.text, tuple(q.choices), q.choices.index(q.answer))
+
+
+@dataclass
+class _Mention:
+    pos: int
+    role: str
+    turn: int
+
+
+def _mentions(option: str, stream: list[tuple[int, str, int, list[str]]]) -> list[_Mention]:
+    """Where the visible text mentions ``option`` (see the module docstring)."""
+    want = content(option)
+    if not want:
+        return []
+    shape = next((w for w in want if w in SHAPES), None)
+    attrs = {w for w in want if w in ATTRIBUTES}
+    out: list[_Mention] = []
+    for pos0, role, turn, toks in stream:
+        if shape is not None and attrs | {shape} >= set(want) - {"object"}:
+            # an object: a noun phrase naming its shape with attributes that all fit it
+            for i, w in enumerate(toks):
+                if w != shape:
+                    continue
+                j = i
+                while j > 0 and toks[j - 1] in ATTRIBUTES:
+                    j -= 1
+                if set(toks[j:i]) <= attrs:
+                    out.append(_Mention(pos0 + j, role, turn))
+        elif set(want) <= set(toks):
+            first = min(i for i, w in enumerate(toks) if w in want)
+            out.append(_Mention(pos0 + first, role, turn))
+    return out
+
+
+FEATURES = (
+    "count",
+    "first",
+    "last",
+    "user_count",
+    "assistant_count",
+    "last_user",
+    "last_assistant",
+    "chars",
+    "content_words",
+    "rule_overlap",
+    "question_overlap",
+    "last_user_overlap",
+    "last_assistant_overlap",
+    "named_turn_overlap",
+    "named_turn_count",
+    "likeness",
+    "exact_count",
+    "recent_count",
+    "opening_count",
+)
+"""What the rules read of each option (NaN: not mentioned, for the position features)."""
+
+
+class Reading:
+    """The visible text of one question as a shallow reader indexes it, for reading option after option."""
+
+    def __init__(self, messages: Iterable[tuple[int, str, str]], question: str) -> None:
+        self.stream: list[tuple[int, str, int, list[str]]] = []
+        pos = 0
+        rule_words: set[str] = set()
+        msgs = list(messages)
+        for turn, role, text in msgs:
+            for sentence in _SENTENCE.split(text):
+                toks = words(sentence)
+                self.stream.append((pos, role, turn, toks))
+                pos += len(toks)
+                if role == "user" and RULE_MARKERS & set(toks):
+                    rule_words |= set(toks) - STOP
+        self.rule_words = rule_words
+        self.total = max(pos, 1)
+        self.last_turn = max((t for t, _, _ in msgs), default=0)
+        self.last_user = set(content(next((x for t, r, x in reversed(msgs) if r == "user"), "")))
+        self.last_asst = set(content(next((x for t, r, x in reversed(msgs) if r == "assistant"), "")))
+        self.question = set(content(question))
+        self.named = _named_turn(question)
+        self.named_words = set(content(" ".join(x for t, _, x in msgs if self.named is not None and t == self.named)))
+        self.flat = " " + " ".join(" ".join(s[3]) for s in self.stream) + " "
+        self._rows: dict[str, list[float]] = {}
+
+    def row(self, option: str) -> list[float]:
+        """`FEATURES` of one option, except ``likeness`` (which depends on the other options)."""
+        found = self._rows.get(option)
+        if found is not None:
+            return found
+        ms = _mentions(option, self.stream)
+        user = [m for m in ms if m.role == "user"]
+        asst = [m for m in ms if m.role == "assistant"]
+        mine = set(content(option))
+        phrase = " ".join(w for w in words(option) if w not in ("the", "a", "an"))
+        nan, total = float("nan"), self.total
+        found = [
+            len(ms),
+            ms[0].pos / total if ms else nan,
+            ms[-1].pos / total if ms else nan,
+            len(user),
+            len(asst),
+            user[-1].pos / total if user else nan,
+            asst[-1].pos / total if asst else nan,
+            len(option),
+            len(mine),
+            len(mine & self.rule_words),
+            len(mine & self.question),
+            len(mine & self.last_user),
+            len(mine & self.last_asst),
+            len(mine & self.named_words),
+            sum(1 for m in ms if m.turn == self.named),
+            0.0,
+            self.flat.count(f" {phrase} ") if phrase else 0,
+            sum(1 for m in ms if m.turn >= self.last_turn - 1),
+            sum(1 for m in ms if m.turn == 0),
+        ]
+        self._rows[option] = found
+        return found
+
+    def features(self, options: Iterable[str]) -> np.ndarray:
+        """(options, features) array of `FEATURES`."""
+        opts = list(options)
+        x = np.array([self.row(o) for o in opts], dtype=float)
+        sets = [set(content(o)) for o in opts]
+        for k, mine in enumerate(sets):
+            others = [o for j, o in enumerate(sets) if j != k]
+            x[k, LIKENESS] = np.mean([len(mine & o) / max(len(mine | o), 1) for o in others]) if others else 0.0
+        return x
+
+
+LIKENESS = FEATURES.index("likeness")
+
+
+def features(v: Visible) -> np.ndarray:
+    """(options, features) array of `FEATURES` for one question."""
+    return Reading(v.messages, v.question).features(v.options)
+
+
+def _named_turn(question: str) -> int | None:
+    """The turn index a question names ("turn 4", "my third message"), if any."""
+    m = _NAMED_TURN.search(question.lower())
+    if m is None:
+        return None
+    if m.group(1):
+        return int(m.group(1)) - 1
+    return _ORDINALS[m.group(2)] - 1 if m.group(2) in _ORDINALS else None
+
+
+def pick(values: np.ndarray, largest: bool) -> np.ndarray:
+    """Each option's share of a rule's pick, for questions (Q, options) at once: the best value(s)
+    among the options that have one (NaN: no value), every option when none has one."""
+    ok = ~np.isnan(values)
+    v = np.where(ok, values, -np.inf if largest else np.inf)
+    best = v.max(axis=1, keepdims=True) if largest else v.min(axis=1, keepdims=True)
+    hit = ok & (v == best)
+    none = ~ok.any(axis=1)
+    hit[none] = True
+    return hit / hit.sum(axis=1, keepdims=True)
+
+
+def _way(largest: bool) -> str:
+    return "most" if largest else "least"
+
+
+def rule_shares(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Every rule's shares (Q, options) on features ``x`` (Q, options, F): each feature read both
+    ways, the four fixed letters, and every ordered pair of feature rules (the second breaks the
+    first's ties)."""
+    n_q, n_o, _ = x.shape
+    singles: dict[tuple[int, bool], np.ndarray] = {}
+    out: dict[str, np.ndarray] = {}
+    for f, name in enumerate(FEATURES):
+        for big in (True, False):
+            singles[f, big] = pick(x[:, :, f], big)
+            out[f"{_way(big)} {name}"] = singles[f, big]
+    for k, letter in enumerate("ABCD"[:n_o]):
+        out[f"letter {letter}"] = np.broadcast_to(np.eye(n_o)[k], (n_q, n_o))
+    for (f1, big1), first in singles.items():
+        tied = first > 0
+        unique = tied.sum(axis=1, keepdims=True) == 1
+        for f2 in range(len(FEATURES)):
+            if f2 == f1:
+                continue
+            for big2 in (True, False):
+                second = pick(np.where(tied, x[:, :, f2], np.nan), big2)
+                name = f"{_way(big1)} {FEATURES[f1]}, then {_way(big2)} {FEATURES[f2]}"
+                out[name] = np.where(unique, first, second)
+    return out
+
+
+@dataclass
+class Battery:
+    """How well each text-only rule answers each question type (0..1)."""
+
+    questions: dict[str, int] = field(default_factory=dict)
+    """Questions with four options, per type."""
+    single: dict[str, dict[str, float]] = field(default_factory=dict)
+    """type -> one-feature (or fixed-letter) rule -> accuracy."""
+    best_pair: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """type -> (the pairs chosen on each half, their accuracy on the other half, averaged)."""
+    linear: dict[str, float] = field(default_factory=dict)
+    """type -> the cross-validated accuracy of a linear reader over every feature."""
+    letters: dict[str, int] = field(default_factory=dict)
+    """How often each letter is the right one."""
+    same_letter: float = 0.0
+    """How often two questions of one dialogue share their right letter (independent letters: 1/4)."""
+    short: int = 0
+    """Questions with fewer than four options (not in the battery)."""
+    unmentioned: int = 0
+    """Options of four-option questions that the visible text never mentions."""
+
+    def strongest(self) -> tuple[str, str, float]:
+        """(type, rule, accuracy) of the strongest rule of all."""
+        best = ("", "", 0.0)
+        for qtype, rules in self.single.items():
+            for rule, acc in rules.items():
+                if acc > best[2]:
+                    best = (qtype, rule, acc)
+            pair, acc = self.best_pair.get(qtype, ("", 0.0))
+            if acc > best[2]:
+                best = (qtype, pair, acc)
+            if self.linear.get(qtype, 0.0) > best[2]:
+                best = (qtype, "linear reader", self.linear[qtype])
+        return best
+
+    def best_single(self, qtype: str) -> tuple[str, float]:
+        """The strongest one-feature rule of a type."""
+        rules = self.single.get(qtype, {})
+        return max(rules.items(), key=lambda kv: kv[1]) if rules else ("", 0.0)
+
+    def summary(self) -> dict[str, object]:
+        """The figures, as JSON (accuracies 0..1)."""
+        return {
+            "questions": self.questions,
+            "best_single": {t: self.best_single(t) for t in self.single},
+            "best_pair_cross_validated": self.best_pair,
+            "linear_reader_cross_validated": self.linear,
+            "rules": self.single,
+            "answer_letters": self.letters,
+            "same_letter_within_dialogue": self.same_letter,
+            "questions_with_fewer_options": self.short,
+            "options_never_mentioned": self.unmentioned,
+            "strongest": self.strongest(),
+        }
+
+
+def _half(dialogue_id: str) -> int:
+    return hashlib.sha256(dialogue_id.encode()).digest()[0] & 1
+
+
+class Shortcuts:
+    """Runs the battery over dialogues fed one at a time (`add`), then scores every rule (`result`)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, list[tuple[str, np.ndarray, int]]] = {}
+        self._letters: dict[str, int] = {}
+        self._same = self._pairs = 0
+        self.short = 0
+        """Questions with fewer than four options (left out of the battery)."""
+        self.unmentioned = 0
+        """Options (of four-option questions) that the visible text never mentions."""
+
+    def add(self, d: Dialogue) -> None:
+        """Read one dialogue's four-option questions."""
+        mine = []
+        for q in d.questions:
+            if not q.choices or q.answer not in q.choices:
+                continue
+            if len(q.choices) != 4:
+                self.short += 1
+                continue
+            v = visible(d, q)
+            x = features(v)
+            self.unmentioned += int((x[:, 0] == 0).sum())
+            self._rows.setdefault(v.qtype, []).append((d.id, x, v.answer))
+            letter = "ABCD"[v.answer]
+            self._letters[letter] = self._letters.get(letter, 0) + 1
+            mine.append(letter)
+        for i in range(len(mine)):
+            for j in range(i + 1, len(mine)):
+                self._pairs += 1
+                self._same += mine[i] == mine[j]
+
+    def result(self) -> Battery:
+        """Every rule's accuracy per question type."""
+        out = Battery(
+            letters=dict(sorted(self._letters.items())),
+            same_letter=self._same / self._pairs if self._pairs else 0.0,
+            short=self.short,
+            unmentioned=self.unmentioned,
+        )
+        for qtype, found in sorted(self._rows.items()):
+            x = np.stack([r[1] for r in found])
+            y = np.array([r[2] for r in found])
+            half = np.array([_half(r[0]) for r in found])
+            hits = {name: s[np.arange(len(y)), y] for name, s in rule_shares(x).items()}
+            out.questions[qtype] = len(y)
+            out.single[qtype] = {n: float(h.mean()) for n, h in hits.items() if ", then " not in n}
+            chosen, scores = [], []
+            for train in (0, 1):
+                a, b = half == train, half != train
+                if not a.any() or not b.any():
+                    continue
+                name = max((n for n in hits if ", then " in n), key=lambda n: float(hits[n][a].mean()))
+                chosen.append(name)
+                scores.append(float(hits[name][b].mean()))
+            out.best_pair[qtype] = (" / ".join(chosen), float(np.mean(scores)) if scores else 0.0)
+            out.linear[qtype] = _linear_cv(x, y, half)
+        return out
+
+
+def run_battery(dialogues: Iterable[Dialogue]) -> Battery:
+    """Every rule on every four-option DSU question of ``dialogues``."""
+    shortcuts = Shortcuts()
+    for d in dialogues:
+        shortcuts.add(d)
+    return shortcuts.result()
+
+
+def _design(x: np.ndarray) -> np.ndarray:
+    """The linear reader's inputs per option: every feature (unmentioned: -1, plus a flag) and its
+    rank among the question's options, each centred on the question's mean."""
+    z = np.concatenate([np.nan_to_num(x, nan=-1.0), np.isnan(x[:, :, 1:2]).astype(float)], axis=2)
+    ranks = np.argsort(np.argsort(z, axis=1, kind="stable"), axis=1, kind="stable") / (z.shape[1] - 1)
+    both = np.concatenate([z, ranks], axis=2)
+    return both - both.mean(axis=1, keepdims=True)
+
+
+def _linear_cv(x: np.ndarray, y: np.ndarray, half: np.ndarray) -> float:
+    """2-fold accuracy of a softmax-linear reader trained on one half of the dialogues."""
+    xs = _design(x)
+    accs = []
+    for train in (0, 1):
+        a, b = half == train, half != train
+        if a.sum() < 8 or not b.any():
+            continue
+        xtr, ytr, xte, yte = xs[a], y[a], xs[b], y[b]
+        scale = xtr.reshape(-1, xtr.shape[-1]).std(axis=0) + 1e-9
+        xtr, xte = xtr / scale, xte / scale
+        w = np.zeros(xtr.shape[-1])
+        onehot = np.eye(xtr.shape[1])[ytr]
+        for _ in range(400):  # gradient descent on the softmax cross-entropy, lightly regularized
+            logits = xtr @ w
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            w -= 0.5 * (np.einsum("nk,nkf->f", p - onehot, xtr) / len(xtr) + 0.01 * w)
+        logits = xte @ w
+        best = logits == logits.max(axis=1, keepdims=True)
+        accs.append(float(np.mean(best[np.arange(len(yte)), yte] / best.sum(axis=1))))
+    return float(np.mean(accs)) if accs else 0.0
+
+
+def ranks(x: np.ndarray, k: int = 0) -> np.ndarray:
+    """Option ``k``'s rank (0: smallest) among the options on each feature, ties sharing; NaN is smallest."""
+    v = np.nan_to_num(x, nan=-1e9)
+    below = (v < v[k]).sum(axis=0)
+    tied = (v == v[k]).sum(axis=0) - 1
+    return below + tied / 2
+
+
+def mentioned(reading: Reading, option: str) -> bool:
+    """Whether the visible text mentions ``option`` (as `Reading` reads mentions)."""
+    return reading.row(option)[0] > 0
+
+
+def choose_distractors(
+    reading: Reading, answer: str, pool: Iterable[str], rng: random.Random, n: int = 3, most: int = 200
+) -> list[str]:
+    """``n`` distractors from ``pool`` such that the answer's rank among the options on each
+    surface feature comes out where a random draw put it (adversarial filtering against a
+    shallow reader): over many questions, no feature tells the answer from its distractors.
+
+    Candidates the text never mentions are used only when too few are mentioned."""
+    cands = [p for p in dict.fromkeys(pool) if p != answer]
+    said = [p for p in cands if mentioned(reading, p)]
+    if len(said) >= n:
+        cands = said
+    if len(cands) <= n:
+        return cands
+    everyone = [answer, *cands]
+    raw = np.array([reading.row(o) for o in everyone], dtype=float)
+    sets = [set(content(o)) for o in everyone]
+    jaccard = np.array([[len(a & b) / max(len(a | b), 1) for b in sets] for a in sets])
+    target = np.array([rng.randrange(n + 1) for _ in FEATURES], dtype=float)
+    triples = list(itertools.combinations(range(1, len(everyone)), n))
+    if len(triples) > most:
+        triples = rng.sample(triples, most)
+    idx = np.array([(0, *t) for t in triples])  # (T, n + 1), the answer first
+    x = raw[idx]  # (T, n + 1, F)
+    pair = jaccard[idx[:, :, None], idx[:, None, :]]  # (T, n + 1, n + 1)
+    x[:, :, LIKENESS] = (pair.sum(axis=2) - 1) / n
+    # The answer's rank on each feature (unmentioned: lowest) should land on the drawn target...
+    v = np.nan_to_num(x, nan=-1e9)
+    mine = v[:, :1, :]
+    rank = (v < mine).sum(axis=1) + ((v == mine).sum(axis=1) - 1) / 2  # (T, F)
+    cost = np.abs(rank - target).sum(axis=1)
+    # ...and the rules that pick the largest or the smallest value (among options that have
+    # one, as `pick` reads them) should pick it exactly when the target is the top or the bottom.
+    for f in range(x.shape[2]):
+        cost += np.abs(pick(x[:, :, f], True)[:, 0] - (target[f] == n))
+        cost += np.abs(pick(x[:, :, f], False)[:, 0] - (target[f] == 0))
+    cost += np.array([rng.random() for _ in triples]) * 1e-6
+    best = triples[int(np.argmin(cost))]
+    return [everyone[k] for k in best]
