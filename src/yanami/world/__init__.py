@@ -17,7 +17,7 @@ from yanami.world._hidden import (
     turn_state,
 )
 from yanami.world._ops import View, apply_op
-from yanami.world._parse import Parse, ParsedObject, parse_cached, parse_image, parse_workers
+from yanami.world._parse import Parse, ParsedObject, parse_cached, parse_image, parse_views, parse_workers
 from yanami.world._place import VIEWS, random_scene, valid
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
@@ -56,6 +56,7 @@ __all__ = [
     "evaluate",
     "parse_cached",
     "parse_image",
+    "parse_views",
     "parse_workers",
     "plan",
     "question_intent",

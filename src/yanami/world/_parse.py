@@ -1,20 +1,33 @@
 """The pixel parser: a world-style image back to a scene.
 
-It is the eyes of the exact judge, so it is built to be right rather than clever:
+It is the eyes of the exact judge, so it is built to be right rather than clever. It reads
+a picture as a person would, so a correct picture whose pixels are not the renderer's own
+(another brightness, white balance or gamma, JPEG, another size, a border, a crop) reads
+the same:
 
-1. find the floor style (the empty floor of every style is known exactly) and mark as
-   foreground every pixel that differs from it;
-2. split the foreground into connected components: one per stack (an object, or a small
-   object resting on a large one), since valid scenes never overlap on screen;
-3. explain each component by synthesis: for every hypothesis (a single object of each
+1. bring the picture to the renderer's frame: strip uniform borders and letterbox bars
+   (bands of one colour that end in a sharp edge), and resize what is left to 512 x 384;
+2. bring it to the renderer's tone: the style is the one whose floor tint is nearest, and
+   a per-channel map (gain and offset) is fitted from that style's known empty floor to
+   the picture's floor pixels; a clean render fits exactly, with the identity. A picture
+   that is not a clean render also tries every plausible style and a few curvatures
+   (gamma), and keeps the map under which its objects look most like the renderer's
+   (the floor spans too few grey levels to fix the map for dark colours, and a strong
+   white balance can make one floor look like another);
+3. mark as foreground every pixel that differs from the known floor, and split it into
+   connected components: one per stack (an object, or a small object resting on a large
+   one), since valid scenes never overlap on screen;
+4. explain each component by synthesis: for every hypothesis (a single object of each
    shape and size, or a stack of each allowed pair), solve the ground position that puts
    its silhouette's bottom and centre where the component's are, ray-cast that silhouette,
-   and keep the hypothesis whose silhouette best overlaps the component;
-4. read each object's colour from the hue of its most saturated pixels, and its material
-   from the mirror-like sky reflection metal shows on its upward faces.
+   and keep the hypothesis whose silhouette best overlaps the component. Objects come in
+   two sizes, so their areas against their silhouettes tell whether the picture was
+   cropped: if so, it is scaled back about its centre and steps 2-4 run again;
+5. read each object's colour and material against reference renders (see Appearance).
 
 Positions come back in world coordinates for the azimuth the caller names (the parser
-cannot tell a view from its 90-degree orbits; relations read the same either way).
+cannot tell a view from its 90-degree orbits; relations read the same either way);
+`parse_views` reads one picture in several camera frames, normalising it once.
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,6 +91,17 @@ class Parse:
     """Mean absolute difference (0..255 per channel) between the floor's pixels and the known floor."""
     speckle: float = 0.0
     """Share of the image in foreground specks too small to be objects."""
+    fits: tuple[float, ...] = ()
+    """Per foreground component (an object or a stack), the silhouette IoU of the hypothesis that explains it."""
+    content: tuple[int, int, int, int] | None = None
+    """Where the picture lies in the image (left, top, right, bottom), once uniform borders and
+    letterbox bars are stripped; it was then resized to the renderer's frame."""
+    zoom: float = 1.0
+    """How much larger the objects appeared than the renderer draws them (a crop); undone before synthesis."""
+    gain: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    gamma: float = 1.0
+    """The tone map undone, per channel: observed = gain * 255 (rendered / 255) ** gamma + offset."""
 
     def to_scene(self) -> Scene:
         """The parse as a scene (ids are list positions)."""
@@ -100,18 +124,98 @@ class Parse:
 
 def parse_image(data: bytes | Image.Image | np.ndarray, azimuth: float = BASE_AZIMUTH) -> Parse:
     """Parse an image (bytes, PIL image or RGB array) in the world's style."""
-    rgb = _as_array(data)
-    style = _style(rgb)
-    diff = _floor_difference(rgb, style)
+    return _parse_all(data, [float(azimuth)])[float(azimuth)]
+
+
+def parse_views(data: bytes, azimuths: Sequence[float], sha256: str | None = None) -> dict[float, Parse]:
+    """The image parsed in several camera frames at once: ``{azimuth: Parse}``.
+
+    Normalisation (borders, size, tone, scale), style, foreground and components are found
+    once; only the synthesis (the hypotheses' silhouettes and the ground positions they
+    solve) is done per azimuth. Each parse equals `parse_image`'s for that azimuth, and
+    shares `parse_cached`'s cache (by content and azimuth) and worker processes.
+    """
+    wanted = list(dict.fromkeys(float(a) for a in azimuths))
+    sha = sha256 or hashlib.sha256(data).hexdigest()
+    out: dict[float, Parse] = {}
+    with _PARSES_LOCK:
+        for az in wanted:
+            found = _PARSES.get((sha, az))
+            if found is not None:
+                _PARSES.move_to_end((sha, az))
+                out[az] = found
+    missing = [az for az in wanted if az not in out]
+    if missing:
+        pool = _POOL
+        fresh = pool.submit(_parse_all, data, missing).result() if pool is not None else _parse_all(data, missing)
+        with _PARSES_LOCK:
+            for az, found in fresh.items():
+                _PARSES[(sha, az)] = found
+            while len(_PARSES) > _PARSES_SIZE:
+                _PARSES.popitem(last=False)
+        out.update(fresh)
+    return {az: out[az] for az in wanted}
+
+
+_PARSES: OrderedDict[tuple[str, float], Parse] = OrderedDict()
+_PARSES_SIZE = 8192
+_PARSES_LOCK = threading.Lock()
+
+
+def parse_cached(data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None = None) -> Parse:
+    """`parse_image` of encoded bytes, remembered by content: the same image is parsed once per process."""
+    return parse_views(data, (azimuth,), sha256)[float(azimuth)]
+
+
+def _parse_all(data: bytes | Image.Image | np.ndarray, azimuths: list[float]) -> dict[float, Parse]:
+    """Normalise once, then synthesise in each camera frame (the first one also checks the tone and scale)."""
+    raw = _decode(data)
+    frame, content, tone = _frame(raw)
+    prep = _prepare(frame, tone, content, 1.0)
+    first, reads = _synthesise(prep, azimuths[0])
+    if not tone.exact:
+        # Not the renderer's own pixels: the objects, read under each plausible tone map, say
+        # which one the picture went through; their sizes say whether it was cropped.
+        better = _choose_tone(frame, tone, reads)
+        if better != tone:
+            tone = better
+            prep = _prepare(frame, tone, content, 1.0)
+            first, reads = _synthesise(prep, azimuths[0])
+        zoom, least = 1.0, ZOOM_MIN
+        for _ in range(3):  # the first estimate is short: cropped objects also sit further out
+            step = _zoom(prep, reads, least)
+            if step == 1.0:
+                break
+            zoom, least = zoom * step, ZOOM_STEP
+            unzoomed = _unzoom(frame, zoom, tone)
+            prep = _prepare(unzoomed, _fit_tone(unzoomed, tone.style, tone.gamma), content, zoom)
+            first, reads = _synthesise(prep, azimuths[0])
+    out = {azimuths[0]: first}
+    for az in azimuths[1:]:
+        out[az] = _synthesise(prep, az)[0]
+    return out
+
+
+@dataclass
+class _Prepared:
+    """An image brought to the renderer's frame and tone, its foreground split into components."""
+
+    rgb: np.ndarray
+    tone: _Tone
+    diff: np.ndarray
+    """Per pixel, the summed |RGB| difference from the style's empty floor."""
+    comps: list[_Component]
+    residual: float
+    speckle: float
+    content: tuple[int, int, int, int]
+    zoom: float
+
+
+def _prepare(frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int], zoom: float) -> _Prepared:
+    rgb = _apply_tone(frame, tone)
+    diff = _floor_difference(rgb, tone.style)
     mask = diff > FOREGROUND
-    objects: list[ParsedObject] = []
     comps = _components(mask)
-    if comps:
-        cam = _camera(azimuth)
-        anchors = np.array([_anchor(c) for c in comps])
-        positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
-        for k, comp in enumerate(comps):
-            objects.extend(_explain(rgb, comp, cam, positions[k], dims[k], style, len(objects)))
     # Quality signals: a clean render has exactly the known floor around its objects, and no specks.
     near = mask.copy()
     for k in (1, 2):
@@ -123,29 +227,36 @@ def parse_image(data: bytes | Image.Image | np.ndarray, azimuth: float = BASE_AZ
     residual = float(diff[floor].mean()) / 3 if floor.any() else 255.0
     kept = sum(int(c.area) for c in comps)
     speckle = max(0, int(np.count_nonzero(mask)) - kept) / mask.size
-    return Parse(style, tuple(objects), residual, speckle)
+    return _Prepared(rgb, tone, diff, comps, residual, speckle, content, zoom)
 
 
-_PARSES: OrderedDict[tuple[str, float], Parse] = OrderedDict()
-_PARSES_SIZE = 8192
-_PARSES_LOCK = threading.Lock()
-
-
-def parse_cached(data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None = None) -> Parse:
-    """`parse_image` of encoded bytes, remembered by content: the same image is parsed once per process."""
-    key = (sha256 or hashlib.sha256(data).hexdigest(), float(azimuth))
-    with _PARSES_LOCK:
-        found = _PARSES.get(key)
-        if found is not None:
-            _PARSES.move_to_end(key)
-            return found
-    pool = _POOL
-    found = pool.submit(parse_image, data, azimuth).result() if pool is not None else parse_image(data, azimuth)
-    with _PARSES_LOCK:
-        _PARSES[key] = found
-        if len(_PARSES) > _PARSES_SIZE:
-            _PARSES.popitem(last=False)
-    return found
+def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
+    """Explain every component by the hypothesis whose silhouette fits it best, in one camera frame."""
+    objects: list[ParsedObject] = []
+    reads: list[_Read] = []
+    comps = prep.comps
+    if comps:
+        cam = _camera(azimuth)
+        anchors = np.array([_anchor(c) for c in comps])
+        positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
+        for k, comp in enumerate(comps):
+            found, read = _explain(prep.rgb, comp, cam, positions[k], dims[k], prep.tone.style, len(objects))
+            objects.extend(found)
+            reads.append(read)
+    tone = prep.tone
+    parse = Parse(
+        tone.style,
+        tuple(objects),
+        prep.residual,
+        prep.speckle,
+        fits=tuple(r.iou for r in reads),
+        content=prep.content,
+        zoom=prep.zoom,
+        gain=tone.gain,
+        offset=tone.offset,
+        gamma=tone.gamma,
+    )
+    return parse, reads
 
 
 _POOL: ProcessPoolExecutor | None = None
@@ -153,7 +264,7 @@ _POOL: ProcessPoolExecutor | None = None
 
 @contextmanager
 def parse_workers(n: int) -> Iterator[None]:
-    """Within the block, `parse_cached` parses in ``n`` worker processes (``n`` <= 1: in the caller).
+    """Within the block, `parse_cached` and `parse_views` parse in ``n`` worker processes (``n`` <= 1: in the caller).
 
     The callers are threads (the runner's), which wait without holding the GIL while a worker
     parses, so the machine's cores share the parsing; results are the same as in-process.
@@ -221,7 +332,10 @@ def _floor_difference(rgb: np.ndarray, style: str) -> np.ndarray:
     return d[:, :, 0] + d[:, :, 1] + d[:, :, 2]
 
 
-def _as_array(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
+def _decode(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
+    """The image as an RGB uint8 array at its own size."""
+    if isinstance(data, np.ndarray) and data.ndim == 3 and data.shape[2] == 3 and data.dtype == np.uint8:
+        return data
     if isinstance(data, np.ndarray):
         img = Image.fromarray(data)
     elif isinstance(data, Image.Image):
@@ -230,21 +344,303 @@ def _as_array(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
         img = Image.open(io.BytesIO(data))
     if img.mode != "RGB":
         img = img.convert("RGB")
-    if img.size != (WIDTH, HEIGHT):
-        img = img.resize((WIDTH, HEIGHT), Image.Resampling.BILINEAR)
     return np.asarray(img)
 
 
+def _frame(raw: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int], _Tone]:
+    """The picture in the renderer's frame (borders stripped, resized), where it lay, and its first tone map."""
+    h, w = raw.shape[:2]
+    if (h, w) == (HEIGHT, WIDTH):
+        tone = _identity_if_exact(raw)
+        if tone is not None:  # the renderer's own floor: nothing to strip, nothing to map
+            return raw, (0, 0, w, h), tone
+    content = _content_box(raw)
+    left, top, right, bottom = content
+    frame = raw
+    if content != (0, 0, w, h) or (h, w) != (HEIGHT, WIDTH):
+        img = Image.fromarray(np.ascontiguousarray(raw[top:bottom, left:right]))
+        frame = np.asarray(img.resize((WIDTH, HEIGHT), Image.Resampling.BILINEAR))
+    return frame, content, _fit_tone(frame, _style(frame), 1.0)
+
+
+# Geometry: borders, letterbox bars, a crop ----------------------------------------------
+
+BORDER_MAX = 0.3
+"""A border or bar covers at most this share of the image's height (width)."""
+BORDER_EDGE = 60
+"""Summed |RGB| difference between a border's colour and the picture just inside it."""
+
+
+def _content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of the picture once uniform borders and letterbox bars are
+    stripped: on each side, a band of lines of one colour that ends in a sharp edge."""
+    h, w = rgb.shape[:2]
+    cols = rgb.transpose(1, 0, 2)
+    top, bottom = _band(rgb), _band(rgb[::-1])
+    left, right = _band(cols), _band(cols[::-1])
+    if h - top - bottom < h // 2 or w - left - right < w // 2:
+        return 0, 0, w, h
+    return left, top, w - right, h - bottom
+
+
+def _band(lines: np.ndarray) -> int:
+    """How many of ``lines`` (``lines[0]`` outermost) form a uniform band that ends in an edge.
+
+    The world's floor never does: along a row it changes slowly, so a run of similar rows
+    never ends in a sharp step (objects stand well inside the picture), and along a column
+    it changes too much to be uniform.
+    """
+    n = lines.shape[0]
+    limit = int(n * BORDER_MAX)
+    if limit < 2:
+        return 0
+    step = max(1, lines.shape[1] // 128)  # a sample of each line is enough to know its colour
+    head = lines[: limit + 4, ::step].astype(np.int16)
+    typical = np.median(head, axis=1)
+    drift = np.abs(typical - typical[0]).sum(axis=1)
+    beyond = np.flatnonzero(drift > 12)
+    k = int(beyond[0]) if len(beyond) else len(drift)
+    if k == 0 or k >= limit or drift[min(k + 3, len(drift) - 1)] < BORDER_EDGE:
+        return 0
+    if (np.abs(head[:k] - typical[0]).sum(axis=2) <= 30).mean() < 0.9:
+        return 0  # not one colour across the lines
+    # The picture starts at the first line nearer to it than to the band (a blended line
+    # that is mostly band belongs to the band).
+    inner = drift[min(k + 3, len(drift) - 1)]
+    while k < limit and drift[k] < inner / 2:
+        k += 1
+    return k
+
+
+ZOOM_MIN = 0.02
+"""A scale the objects put within this of 1 is taken as 1 (clean, JPEG'd or resized renders read within 1.3 %)."""
+ZOOM_STEP = 0.004
+"""Once a picture is found cropped, its scale is refined until the objects put it within this of 1."""
+ZOOM_MAX = 0.15
+"""Beyond this the objects' sizes are not a crop's: the picture is left as it is."""
+ZOOM_FIT = 0.8
+"""Only components that a hypothesis explains at least this well (IoU) measure the scale."""
+
+
+def _zoom(prep: _Prepared, reads: list[_Read], least: float) -> float:
+    """How much larger than the renderer would draw them the objects appear: a crop's magnification.
+
+    The world has two sizes, so a picture's scale is known from its objects: each well-fitted
+    component's area against its best silhouette's gives the square of the scale, and the
+    median over components is robust to one odd fit. The area is measured so that a blur
+    (JPEG, resampling) does not grow it: the component's solid interior counts whole, and
+    each pixel around it by its difference from the floor relative to the interior next to
+    it (blurring an edge moves that mass, it does not add to it).
+    """
+    ratios = []
+    for comp, read in zip(prep.comps, reads, strict=True):
+        if read.iou >= ZOOM_FIT and read.predicted > 0:
+            ratios.append(_soft_area(prep.diff, comp) / read.predicted)
+    if not ratios:
+        return 1.0
+    zoom = float(np.sqrt(np.median(ratios)))
+    return zoom if least < abs(zoom - 1.0) < ZOOM_MAX else 1.0
+
+
+def _soft_area(diff: np.ndarray, comp: _Component) -> float:
+    """A component's area, edge pixels counted by their share of the nearby interior's contrast."""
+    pad = 4
+    h, w = comp.mask.shape
+    d = _crop(diff[..., None], comp.x0 - pad, comp.y0 - pad, w + 2 * pad, h + 2 * pad)[..., 0].astype(np.float32)
+    inner = np.zeros(d.shape, dtype=bool)
+    inner[pad:-pad, pad:-pad] = comp.mask
+    for k in (1, 2):
+        m = inner.copy()
+        inner[k:, :] &= m[:-k, :]
+        inner[:-k, :] &= m[k:, :]
+        inner[:, k:] &= m[:, :-k]
+        inner[:, :-k] &= m[:, k:]
+    contrast = np.where(inner, d, 0.0)
+    for axis in (0, 1):  # the largest interior contrast within 4 pixels (separable maximum)
+        src = contrast.copy()
+        for k in range(1, pad + 1):
+            lo = [slice(None), slice(None)]
+            hi = [slice(None), slice(None)]
+            lo[axis], hi[axis] = slice(k, None), slice(None, -k)
+            np.maximum(contrast[tuple(lo)], src[tuple(hi)], out=contrast[tuple(lo)])
+            np.maximum(contrast[tuple(hi)], src[tuple(lo)], out=contrast[tuple(hi)])
+    edge = ~inner & (contrast > 0)
+    return float(np.count_nonzero(inner) + np.minimum(1.0, d[edge] / contrast[edge]).sum())
+
+
+def _unzoom(frame: np.ndarray, zoom: float, tone: _Tone) -> np.ndarray:
+    """The frame shrunk (grown) by ``zoom`` about its centre, as the uncropped picture was.
+
+    A crop's centre is taken to be the picture's (nothing in the world fixes it). Where the
+    crop cut the picture off, the known floor is drawn, in the picture's own tone.
+    """
+    h, w = frame.shape[:2]
+    coefficients = (zoom, 0.0, w / 2 * (1 - zoom), 0.0, zoom, h / 2 * (1 - zoom))
+    bilinear = Image.Resampling.BILINEAR
+    out = Image.fromarray(frame).transform((w, h), Image.Transform.AFFINE, coefficients, resample=bilinear)
+    inside = Image.new("L", (w, h), 255).transform((w, h), Image.Transform.AFFINE, coefficients, resample=bilinear)
+    cover = np.asarray(inside, dtype=np.float32)[..., None] / 255.0
+    floor = _forward(ground_srgb(tone.style, WIDTH, HEIGHT).astype(np.float32), tone)
+    blended = np.asarray(out, dtype=np.float32) * cover + floor * (1.0 - cover)
+    return np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+
+
+# Tone: the style and the map from its floor ---------------------------------------------
+
+TONE_STEP = 8
+"""Spacing of the pixels the tone map is fitted on."""
+GAIN_RANGE = (0.5, 2.0)
+"""A fitted gain outside this range is no camera's tone change: the fit keeps an offset only."""
+GAMMAS = (0.71, 0.8, 0.89, 1.0, 1.12, 1.25, 1.41)
+"""Curvatures a tone map is tried with (a floor alone cannot tell them apart: it spans too few grey levels)."""
+GAMMA_FIRST = (1.0, 0.8, 1.25)
+"""The curvatures every plausible style is tried with first; the best one's neighbours in `GAMMAS` follow."""
+TINT_SLACK = 0.25
+"""Styles whose floor tint lies within this of the nearest are tried too (a white balance of
++-10 % moves a tint about 0.2)."""
+
+
+@dataclass(frozen=True)
+class _Tone:
+    """How the picture's tones relate to the renderer's: observed = gain * 255 (rendered / 255) ** gamma + offset."""
+
+    style: str
+    gamma: float
+    gain: tuple[float, float, float]
+    offset: tuple[float, float, float]
+    spread: float
+    """Mean summed |RGB| residual of the floor pixels the map was fitted on (0 on a clean render)."""
+    exact: bool = False
+    """The picture shows the renderer's own floor pixels: the map is the identity."""
+
+
+@lru_cache(maxsize=len(STYLES))
+def _style_chroma(style: str) -> np.ndarray:
+    return np.median(_chroma(ground_srgb(style, WIDTH, HEIGHT)[2::8, 2::8].reshape(-1, 3)), axis=0)
+
+
+def _chroma(px: np.ndarray) -> np.ndarray:
+    """Each pixel's colour relative to its own grey level: a floor pixel's is its style's tint
+    wherever it lies (the floor is one colour times a shading), and a brightness, contrast or
+    gamma change moves it little."""
+    px = px.astype(np.float32)
+    return px / np.maximum(px.mean(axis=-1, keepdims=True), 1.0) - 1.0
+
+
+def _tints(rgb: np.ndarray) -> dict[str, float]:
+    """How far the image's typical tint (objects are a minority) lies from each style's floor tint."""
+    tint = np.median(_chroma(rgb[2::8, 2::8].reshape(-1, 3)), axis=0)
+    return {name: float(np.abs(tint - _style_chroma(name)).sum()) for name in STYLES}
+
+
 def _style(rgb: np.ndarray) -> str:
-    """The style whose empty floor is closest to the image (objects are a small minority)."""
-    small = rgb[::8, ::8].astype(np.int16)
-    best, best_err = "", np.inf
-    for name in STYLES:
-        g = ground_srgb(name, WIDTH, HEIGHT)[::8, ::8].astype(np.int16)
-        err = float(np.median(np.abs(small - g).sum(axis=2)))
-        if err < best_err:
-            best, best_err = name, err
-    return best
+    """The style whose floor tint is nearest the image's."""
+    tints = _tints(rgb)
+    return min(tints, key=lambda name: tints[name])
+
+
+@lru_cache(maxsize=len(STYLES))
+def _floor_samples(style: str) -> np.ndarray:
+    out = ground_srgb(style, WIDTH, HEIGHT)[2::TONE_STEP, 2::TONE_STEP].reshape(-1, 3).astype(np.float32)
+    out.flags.writeable = False
+    return out
+
+
+def _identity_if_exact(rgb: np.ndarray) -> _Tone | None:
+    """The identity map, when most sampled pixels are exactly one style's floor (a clean render)."""
+    seen = rgb[2::TONE_STEP, 2::TONE_STEP].reshape(-1, 3)
+    for style in STYLES:
+        if np.count_nonzero((seen == _floor_samples(style)).all(axis=1)) * 2 > len(seen):
+            return _Tone(style, 1.0, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), 0.0, exact=True)
+    return None
+
+
+def _fit_tone(rgb: np.ndarray, style: str, gamma: float) -> _Tone:
+    """Per channel, the gain and offset that best map the style's floor, bent by ``gamma``,
+    onto the image's floor."""
+    return _fit_samples(_samples(rgb), style, (gamma,))[0][0]
+
+
+def _samples(rgb: np.ndarray) -> np.ndarray:
+    return rgb[2::TONE_STEP, 2::TONE_STEP].reshape(-1, 3).astype(np.float32)
+
+
+def _fit_samples(seen: np.ndarray, style: str, gammas: Sequence[float]) -> tuple[list[_Tone], np.ndarray]:
+    """`_fit_tone` for each of ``gammas`` (the first is fitted, the others reuse its floor pixels).
+
+    Fitted on a grid of pixels, trimming those that are not floor (objects, specks) by their
+    residual, which leaves the floor: it is most of every picture. Returns the tones and the
+    pixels kept as floor.
+    """
+    known = _bent(_floor_samples(style), gammas[0])
+    gain = np.ones(3, dtype=np.float32)
+    offset = np.median(seen - known, axis=0)
+    keep = np.ones(len(seen), dtype=bool)
+    for _ in range(3):
+        r = np.abs(seen - (known * gain + offset)).sum(axis=1)
+        kept = r <= max(3.0 * float(np.median(r)), 3.0)
+        if np.count_nonzero(kept) < 32:
+            break
+        keep = kept
+        gain, offset = _regress(known[keep], seen[keep])
+    first = _tone(style, gammas[0], gain, offset, seen[keep], known[keep])
+    return [first, *_refit(seen, style, gammas[1:], keep)], keep
+
+
+def _refit(seen: np.ndarray, style: str, gammas: Sequence[float], keep: np.ndarray) -> list[_Tone]:
+    """Tones for other curvatures, fitted on the floor pixels an earlier fit kept."""
+    out = []
+    for gamma in gammas:
+        bent = _bent(_floor_samples(style), gamma)[keep]
+        out.append(_tone(style, gamma, *_regress(bent, seen[keep]), seen[keep], bent))
+    return out
+
+
+def _bent(known: np.ndarray, gamma: float) -> np.ndarray:
+    return known if gamma == 1.0 else 255.0 * (known / 255.0) ** np.float32(gamma)
+
+
+def _regress(known: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel, least-squares gain and offset from ``known`` to ``seen`` (gain kept in `GAIN_RANGE`)."""
+    km, om = known.mean(axis=0), seen.mean(axis=0)
+    var = ((known - km) ** 2).mean(axis=0)
+    g = np.where(var > 1e-3, ((known - km) * (seen - om)).mean(axis=0) / np.maximum(var, 1e-3), 1.0)
+    g = np.where((g >= GAIN_RANGE[0]) & (g <= GAIN_RANGE[1]), g, 1.0)
+    return g.astype(np.float32), (om - g * km).astype(np.float32)
+
+
+def _tone(style: str, gamma: float, gain: np.ndarray, offset: np.ndarray, seen: np.ndarray, known: np.ndarray) -> _Tone:
+    """A fitted tone, its spread measured on the floor pixels it was fitted on."""
+    spread = float(np.abs(seen - (known * gain + offset)).sum(axis=1).mean()) if len(seen) else 0.0
+    g = (float(gain[0]), float(gain[1]), float(gain[2]))
+    return _Tone(style, gamma, g, (float(offset[0]), float(offset[1]), float(offset[2])), spread)
+
+
+def _forward(rendered: np.ndarray, tone: _Tone) -> np.ndarray:
+    """Rendered values (float) as the picture shows them."""
+    if tone.gamma != 1.0:
+        rendered = 255.0 * (rendered / 255.0) ** np.float32(tone.gamma)
+    return rendered * np.array(tone.gain, dtype=np.float32) + np.array(tone.offset, dtype=np.float32)
+
+
+def _luts(tone: _Tone) -> np.ndarray:
+    """(3, 256) uint8: per channel, the rendered value of each observed value (the map undone)."""
+    v = np.arange(256, dtype=np.float64)[None, :]
+    lin = np.clip((v - np.array(tone.offset)[:, None]) / np.array(tone.gain)[:, None], 0.0, 255.0)
+    if tone.gamma != 1.0:
+        lin = 255.0 * (lin / 255.0) ** (1.0 / tone.gamma)
+    return np.clip(np.round(lin), 0, 255).astype(np.uint8)
+
+
+def _apply_tone(rgb: np.ndarray, tone: _Tone) -> np.ndarray:
+    """The image with the tone map undone."""
+    if tone.exact:
+        return rgb
+    luts = _luts(tone)
+    out = np.empty_like(rgb)
+    for c in range(3):
+        out[..., c] = luts[c][rgb[..., c]]
+    return out
 
 
 @dataclass
@@ -482,9 +878,25 @@ def _covers(
     return side | ((tt > 0) & (px * px + py * py <= h * h))
 
 
+_Job = tuple[int, int, np.ndarray, tuple[str, ...]]
+"""An appearance read: (left, top, region, reference key), in image coordinates."""
+
+
+@dataclass
+class _Read:
+    """How one component was explained, for the checks that follow the synthesis."""
+
+    iou: float
+    """Of the best hypothesis's silhouette with the component."""
+    predicted: int
+    """Pixels of that silhouette."""
+    jobs: list[_Job]
+    """The appearance reads made."""
+
+
 def _explain(
     rgb: np.ndarray, comp: _Component, cam: Camera, positions: np.ndarray, dims: np.ndarray, style: str, offset: int
-) -> list[ParsedObject]:
+) -> tuple[list[ParsedObject], _Read]:
     m = comp.mask
     pad = 3
     box = (comp.x0 - pad, comp.y0 - pad, comp.x0 + m.shape[1] + pad, comp.y0 + m.shape[0] + pad)
@@ -493,21 +905,21 @@ def _explain(
     # Every hypothesis's position is solved; ray-cast only the few whose box fits best.
     width, height = m.shape[1], m.shape[0]
     fit = np.abs(dims[:, 0] - width) + np.abs(dims[:, 1] - height)
-    best: tuple[float, _Hypothesis, float, float] | None = None
+    best: tuple[float, _Hypothesis, float, float, int] | None = None
     rays = cam.ray_components(*box)
 
-    def score(k: int) -> tuple[float, _Hypothesis, float, float]:
+    def score(k: int) -> tuple[float, _Hypothesis, float, float, int]:
         h, x, y = _HYPOTHESES[k], float(positions[k, 0]), float(positions[k, 1])
         predicted = _silhouette(h, x, y, cam, rays)
         inter = int(np.count_nonzero(predicted & observed))
-        return inter / max(int(np.count_nonzero(predicted | observed)), 1), h, x, y
+        return inter / max(int(np.count_nonzero(predicted | observed)), 1), h, x, y, int(np.count_nonzero(predicted))
 
     for k in np.argsort(fit, kind="stable")[:SHORTLIST]:
         scored = score(int(k))
         if best is None or scored[0] > best[0]:
             best = scored
     assert best is not None
-    iou, h, x, y = best
+    iou, h, x, y, area = best
     shape, size = h.bottom
     # Appearance is read on the component's box, with a one-pixel empty border.
     y0, x0 = comp.y0 - 1, comp.x0 - 1
@@ -516,7 +928,8 @@ def _explain(
     region[1:-1, 1:-1] = m
     if h.top is None:
         colour, material = _appearance(crop, region, (shape,), style)
-        return [ParsedObject(shape, colour, size, material, x, y, None, iou)]
+        read = _Read(iou, area, [(x0, y0, region, (shape,))])
+        return [ParsedObject(shape, colour, size, material, x, y, None, iou)], read
     # Split the stack: the top object's silhouette, and the rest for its support.
     d = cam.ray_components(x0, y0, x0 + region.shape[1], y0 + region.shape[0])
     top_hit = _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * SIZES[size], cam.basis[0], d)  # type: ignore[index]
@@ -529,11 +942,14 @@ def _explain(
         alone = score(_HYPOTHESES.index(_Hypothesis(h.bottom, None)))
         if alone[0] >= iou - STACK_TIE:
             colour, material = _appearance(crop, region, (shape,), style)
-            return [ParsedObject(shape, colour, size, material, alone[2], alone[3], None, alone[0])]
+            read = _Read(alone[0], alone[4], [(x0, y0, region, (shape,))])
+            return [ParsedObject(shape, colour, size, material, alone[2], alone[3], None, alone[0])], read
+    jobs = [(x0, y0, region & ~top_hit, (shape, h.top[0])), (x0, y0, region & top_hit, (h.top[0],))]
+    read = _Read(iou, area, jobs)
     return [
         ParsedObject(shape, c0, size, m0, x, y, None, iou),
         ParsedObject(h.top[0], c1, h.top[1], m1, x, y, offset, iou),
-    ]
+    ], read
 
 
 def _crop(rgb: np.ndarray, x0: int, y0: int, w: int, h: int) -> np.ndarray:
@@ -543,6 +959,79 @@ def _crop(rgb: np.ndarray, x0: int, y0: int, w: int, h: int) -> np.ndarray:
     sy1, sx1 = min(y0 + h, rgb.shape[0]), min(x0 + w, rgb.shape[1])
     out[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0] = rgb[sy0:sy1, sx0:sx1]
     return out
+
+
+# The tone map, chosen by the objects ------------------------------------------------------
+
+TONE_CAP = 0.08
+"""An object's distance to its nearest reference counts at most this much (one odd object cannot decide)."""
+TONE_SPREAD_WEIGHT = 0.02
+"""Cost per grey level of the floor fit's median residual (a style whose floor pattern fits worse)."""
+TONE_GAMMA_WEIGHT = 0.05
+"""Cost per unit of |ln gamma|: a curved map must explain the objects clearly better than a straight one."""
+
+
+def _choose_tone(frame: np.ndarray, first: _Tone, reads: list[_Read]) -> _Tone:
+    """The tone map under which the picture's objects look most like the renderer's.
+
+    The floor fixes a map only near the floor's own grey levels, and a strong white balance
+    can make one style's floor look like another's. So every plausible style (by floor tint)
+    and curvature is fitted to the floor, and each candidate is scored by how close the
+    objects, undone by it, come to their nearest reference render (plus small costs for a
+    worse floor fit and for curvature). Without objects, the floor's first fit stands.
+    """
+    jobs = [j for j in (_job_pixels(frame, job) for read in reads for job in read.jobs) if j is not None]
+    if not jobs:
+        return first
+    tints = _tints(frame)
+    nearest = min(tints.values())
+    seen = _samples(frame)
+
+    def cost(tone: _Tone) -> float:
+        luts = _luts(tone)
+        total = TONE_SPREAD_WEIGHT * tone.spread + TONE_GAMMA_WEIGHT * abs(float(np.log(tone.gamma)))
+        refs = _references(tone.style)
+        for px, (starts, ends), key in jobs:
+            sums = np.zeros((len(px) + 1, 3))
+            np.cumsum(np.stack([luts[c][px[:, c]] for c in range(3)], axis=1), axis=0, out=sums[1:])
+            f = ((sums[ends] - sums[starts]) / (ends - starts)[:, None] / 255.0).ravel()
+            total += min(TONE_CAP, float(((refs[key][0] - f) ** 2).sum(axis=1).min()))
+        return total
+
+    # Every plausible style with a straight map and the two curvatures the grid ends near,
+    # then the best one's neighbouring curvatures.
+    scored: dict[tuple[str, float], tuple[float, _Tone]] = {}
+    floors: dict[str, np.ndarray] = {}
+    for style in STYLES:
+        if tints[style] <= nearest + TINT_SLACK:
+            tones, floors[style] = _fit_samples(seen, style, GAMMA_FIRST)
+            for tone in tones:
+                scored[style, tone.gamma] = (cost(tone), tone)
+    style, gamma = min(scored, key=lambda k: scored[k][0])
+    at = GAMMAS.index(gamma)
+    around = [g for g in GAMMAS[max(at - 1, 0) : at + 2] if (style, g) not in scored]
+    for tone in _refit(seen, style, around, floors[style]):
+        scored[style, tone.gamma] = (cost(tone), tone)
+    best = min(scored.values(), key=lambda ct: ct[0])[1]
+    if (best.style, best.gamma) == (first.style, first.gamma):
+        return first
+    return best
+
+
+def _job_pixels(
+    frame: np.ndarray, job: _Job
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], tuple[str, ...]] | None:
+    """An appearance read's pixels in the frame, in the order of brightness the features use,
+    with the bounds of the features' bands of brightness."""
+    x0, y0, region, key = job
+    px = _feature_pixels(_crop(frame, x0, y0, region.shape[1], region.shape[0]), region)
+    if px is None:
+        return None
+    n = len(px)
+    starts = np.array([int(a * n) for a, _ in _BANDS])
+    ends = np.array([max(int(b * n), int(a * n) + 1) for a, b in _BANDS])
+    lum = px.astype(np.float32) @ np.array([0.3, 0.59, 0.11], dtype=np.float32)
+    return px[np.argsort(lum, kind="stable")], (starts, ends), key
 
 
 # Appearance ---------------------------------------------------------------------------
@@ -559,6 +1048,15 @@ _CALIBRATION_SPOTS = ((0.0, 0.0), (-2.2, 1.5), (2.0, -1.8))
 
 
 def _features(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
+    px = _feature_pixels(rgb, region)
+    if px is None:
+        return None
+    f = px.astype(np.float32) / 255.0
+    return _band_means(f[np.argsort(f @ np.array([0.3, 0.59, 0.11], dtype=np.float32), kind="stable")])
+
+
+def _feature_pixels(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
+    """The region's pixels that the features read: without its anti-aliased rim where it is big enough."""
     inner = region.copy()
     inner[1:, :] &= region[:-1, :]
     inner[:-1, :] &= region[1:, :]
@@ -566,11 +1064,12 @@ def _features(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
     inner[:, :-1] &= region[:, 1:]
     if np.count_nonzero(inner) >= 12:
         region = inner  # drop the anti-aliased rim, which mixes in the background
-    px = rgb[region].astype(np.float32) / 255.0
-    if len(px) < 4:
-        return None
-    lum = px @ np.array([0.3, 0.59, 0.11], dtype=np.float32)
-    px = px[np.argsort(lum, kind="stable")]
+    px = rgb[region]
+    return px if len(px) >= 4 else None
+
+
+def _band_means(px: np.ndarray) -> np.ndarray:
+    """The mean colour of each band of brightness of pixels (0..1) sorted from dark to bright."""
     n = len(px)
     return np.concatenate([px[int(a * n) : max(int(b * n), int(a * n) + 1)].mean(axis=0) for a, b in _BANDS])
 
