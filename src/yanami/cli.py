@@ -1161,7 +1161,7 @@ def demo(
     ablations of the stateful agent, stateful, oracle, and stateful under Self-History. A
     second call resumes: it rebuilds or reruns only what is missing or made by another yanami.
     """
-    from yanami.demo import FLOOR_MODELS, run_demo
+    from yanami.demo import run_demo
     from yanami.scoring import irreducibility, markdown, tables
 
     with _resumable():
@@ -1174,15 +1174,11 @@ def demo(
     for line in result.loaded.warnings:
         err.print(f"warning: {line}", markup=False)
     _print_scores(scores)
+    # Table 21 is over the runs `gap_selection` chooses, the same as the report's Table 21 and
+    # Figure 6 (a); its notes say which runs, and which were left out and why.
     for t in tables(runs, scores):
-        if t.key in ("table3", "sc_effects"):
-            out.print(markdown(t), markup=False)
-    # The gap is computed on the dialogues every model understood; agents that guess would
-    # shrink that subset to nothing, so the demo prints it over the agents that track state.
-    tracking = [(r, s) for r, s in zip(runs, scores, strict=True) if r.model_spec not in FLOOR_MODELS]
-    t21 = next(t for t in tables([r for r, _ in tracking], [s for _, s in tracking]) if t.key == "table21")
-    out.print("Over the stateful agent, its ablations and the oracle (the report has every run):", markup=False)
-    out.print(markdown(t21), markup=False)
+        if t.key in ("table3", "sc_effects", "table21"):
+            out.print("\n" + markdown(t), markup=False)
     for label, share in irreducibility(runs, scores):
         out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
     out.print(f"{result.report}: the full report (tables, Figure 6, per-sample viewer)", markup=False)

@@ -39,8 +39,6 @@ DEMO_RUNS: tuple[tuple[str, History], ...] = (
 RUN_ORDER = (8, 7, 0, 3, 4, 5, 6, 2, 1, 9)
 """The order the runs are made in (indexes into `DEMO_RUNS`): the oracle first, so the ground-truth
 images are parsed once and every later run that shows or copies them finds them parsed."""
-FLOOR_MODELS = ("reference:copy-input", "reference:random", "reference:stateless")
-"""The demo runs that do not track the dialogue state: the floor any model should clear."""
 
 Counter = Callable[[str, int | None], AbstractContextManager[Callable[[], None]]]
 """(label, total) -> a context that yields ``advance()``: a progress display that counts."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from yanami.bench import (
+    RUN_VERSION,
     CheckResult,
     Prediction,
     Results,
@@ -95,7 +96,7 @@ def test_an_item_is_written_whole_or_not_at_all(small_run, tmp_path, monkeypatch
 def test_a_manifest_of_another_format_version_is_one_line(small_run, tmp_path) -> None:
     run = _copy(small_run, tmp_path / "run")
     path = run / "manifest.json"
-    path.write_text(path.read_text().replace('"version": 3', '"version": 9'))
+    path.write_text(path.read_text().replace(f'"version": {RUN_VERSION}', '"version": 9'))
     with pytest.raises(UserError, match="format version 9"):
         read_manifest(run)
     with pytest.raises(UserError, match="not a yanami run"):

@@ -54,7 +54,7 @@ def test_score_json_and_tables(cli, runs) -> None:
     assert by["reference:stateful"]["average"]["scene"] > by["reference:stateless"]["average"]["scene"] + 20
     assert "constraint_adherence" in data["gap"]["eligible"]
     md = cli("score", *runs, "--format", "md")
-    assert "**Table 2:" in md.out and "**Table 21:" in md.out and "| reference:stateless |" in md.out
+    assert "**Table 2:" in md.out and "**Table 21:" in md.out and "| reference:stateless ‡ |" in md.out
     tex = cli("score", *runs, "--format", "latex")
     assert "\\begin{tabular}" in tex.out and "\\toprule" in tex.out
 
@@ -133,20 +133,20 @@ def test_score_and_report_warn_and_mark_rows_that_are_not_comparable(cli, runs, 
     lines = _warnings(r.err)
     for what in ("different bench", "different limit", "coverage under 100 %"):
         assert sum(what in line for line in lines) == 1, (what, lines)
-    # every label says its bench (they differ); the full run is the reference: not marked;
-    # the others are, with a note saying why
+    # every label says its bench (they differ); the full run is the reference: not marked †;
+    # the others are, with a note saying why (and every one reads the bench: ‡)
     rows = {line.split(" | ")[0][2:]: line for line in r.out.splitlines() if line.startswith("| reference:")}
     assert len(rows) == 4
-    assert "†" not in rows["reference:stateful (bench 2275b34e)".replace("2275b34e", _sha8(runs[0]))]
-    limited = f"reference:stateless (limit 4, bench {_sha8(runs[0])}) †"
+    assert "†" not in rows[f"reference:stateful (bench {_sha8(runs[0])}) ‡"]
+    limited = f"reference:stateless (limit 4, bench {_sha8(runs[0])}) † ‡"
     assert limited in rows and "--limit 4, the others the whole bench" in r.out
-    assert any("% coverage, bench" in k and k.endswith("†") for k in rows) and "items valid" in r.out
-    assert "reference:stateless (bench 00000000) †" in rows and "bench 000000000000, the others" in r.out
+    assert any("% coverage, bench" in k and "†" in k for k in rows) and "items valid" in r.out
+    assert "reference:stateless (bench 00000000) † ‡" in rows and "bench 000000000000, the others" in r.out
     md = cli("score", *args, "--format", "md")
     assert md.out.count(f"| {limited}") >= 5 and "**Table 2:" in md.out
     assert f"| {limited} | --limit 4 |" in md.out  # the coverage table says the limit
     tex = cli("score", *args, "--format", "latex")
-    assert limited.replace(" †", " \\textsuperscript{\\dag}") in tex.out
+    assert limited.replace(" †", " \\textsuperscript{\\dag}").replace(" ‡", " \\textsuperscript{\\ddag}") in tex.out
     data = json.loads(cli("score", *args, "--json").out)
     assert data["comparability"]["warnings"] == [line.removeprefix("warning: ") for line in lines]
     page = tmp_path / "r.html"
@@ -167,7 +167,7 @@ def test_two_runs_of_one_model_keep_their_own_rows(cli, runs, odd_runs) -> None:
     assert set(data["gap"]["gap"]) == set(labels)
     md = cli("score", runs[0], odd_runs["again"], "--format", "md").out
     table21 = md[md.index("**Table 21:") :].split("\n\n")[1]
-    assert all(f"| {label} |" in table21 for label in labels)
+    assert all(f"| {label} ‡ |" in table21 for label in labels)  # the stateful agent reads the bench
 
 
 def test_score_text_names_the_tables_and_degenerate_intervals(cli, runs) -> None:

@@ -20,10 +20,11 @@ from yanami.models import OUTPUT_LONG_EDGE
 from yanami.store import MANIFEST, Dataset
 
 RUN_FORMAT = "yanami-run"
-RUN_VERSION = 3
+RUN_VERSION = 4
 """The run format's version (2: verdicts carry a status; 3: a family, reply items, metric scores
-and graded checks, for WEAVE and IMUG-Bench; a version 2 run is read as a YANAMI run)."""
-READS = (2, 3)
+and graded checks, for WEAVE and IMUG-Bench; a version 2 run is read as a YANAMI run; 4: the
+manifest records ``privileged``, which older runs read as None, not recorded)."""
+READS = (2, 3, 4)
 RUN_MANIFEST = "manifest.json"
 
 Status = Literal["ok", "refused", "error", "missing"]
@@ -60,6 +61,10 @@ class RunManifest(BaseModel):
     model_settings: dict[str, Any] | None = None
     """The model's config file, as read (it names the API key's variable, never the key)."""
     model_name: str
+    privileged: bool | None = None
+    """Whether the model read the bench: the runner handed it the bench directory, hidden
+    annotations and all (it implements `yanami.models.ReadsBench`), so its scores are not a
+    model result. None: a run of format 3 or older, which did not record it."""
     answers: bool
     """Whether the model answers questions (DSU is scored only then)."""
     generates: bool

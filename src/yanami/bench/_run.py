@@ -207,8 +207,9 @@ def evaluate(
     if spec.kind != "none":
         picker = load_model(spec.picker, responses) if spec.picker else None
         the_model = StrategyModel(the_model, spec, picker)
-    if isinstance(the_model, ReadsBench):
-        the_model.bind_bench(dataset.root)
+    privileged = reads_bench(the_model)
+    if privileged:
+        the_model.bind_bench(dataset.root)  # type: ignore[attr-defined]
     family = dataset.manifest.family
     if family == Family.IMUG and history == "gt":
         raise UserError(
@@ -232,6 +233,7 @@ def evaluate(
         model=model,
         model_settings=config.model_dump(mode="json") if config is not None else None,
         model_name=the_model.name,
+        privileged=privileged,
         answers=answers,
         generates=generates,
         history=history,
@@ -256,6 +258,13 @@ def evaluate(
     finally:
         responses.close()
         lock.release()
+
+
+def reads_bench(model: object) -> bool:
+    """Whether the runner hands ``model`` the bench (it has ``bind_bench``: `ReadsBench`), which makes
+    its run privileged: it reads the bench, so its scores are not a model result. The one place
+    that decides it; the manifest records the answer (``privileged``)."""
+    return isinstance(model, ReadsBench)
 
 
 def _load_judge(spec: str, dataset: Dataset, responses: ResponseCache) -> Judge:
@@ -322,6 +331,7 @@ def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> 
         if mine[k] != theirs[k]
         and (k not in _MAY_CHANGE or (k == "items" and same_limit))
         and not (k == "judge" and newer_judge)
+        and not (k == "privileged" and theirs[k] is None)  # a run of format 3 did not record it
     ]
     if changed:
         k = changed[0]

@@ -1,16 +1,22 @@
 """Scores, analyses, tables and the HTML report, computed from run directories alone."""
 
-from yanami.scoring._compare import MARK, caveats, warnings
+from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
 from yanami.scoring._report import figure6, grouped_bars, render_report, viewer_bench, write_report
 from yanami.scoring._scores import (
     GAP_CAPABILITIES,
+    GAP_MIN_UNDERSTANDING,
+    MIN_COVERAGE,
+    PRIVILEGED_NOTE,
     QTYPES,
     SCENARIOS,
     DialogueRecord,
+    GapSelection,
     Run,
     RunScores,
     ScenarioScores,
+    failures_as_zero,
+    gap_selection,
     history_effect,
     label_runs,
     load_run,
@@ -18,6 +24,7 @@ from yanami.scoring._scores import (
     progression,
     run_scores,
     scenario_scores,
+    shared_gap,
     understanding_realization_gap,
 )
 from yanami.scoring._tables import (
@@ -40,11 +47,16 @@ from yanami.scoring._weights import (
 
 __all__ = [
     "GAP_CAPABILITIES",
+    "GAP_MIN_UNDERSTANDING",
     "MARK",
+    "MIN_COVERAGE",
+    "PRIVILEGED_MARK",
+    "PRIVILEGED_NOTE",
     "QTYPES",
     "SCENARIOS",
     "WEIGHTS",
     "DialogueRecord",
+    "GapSelection",
     "Loaded",
     "Run",
     "RunScores",
@@ -53,7 +65,9 @@ __all__ = [
     "Weights",
     "caveats",
     "check_run_dir",
+    "failures_as_zero",
     "figure6",
+    "gap_selection",
     "generation_score",
     "grouped_bars",
     "history_effect",
@@ -73,6 +87,7 @@ __all__ = [
     "run_scores",
     "scenario_scores",
     "scene_score",
+    "shared_gap",
     "summary_table",
     "tables",
     "understanding_realization_gap",

@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable
 
-from yanami.scoring._scores import SCENARIOS, RunScores
+from yanami.scoring._scores import MIN_COVERAGE, SCENARIOS, RunScores
 
 MARK = "†"
 """The marker of a row that is not comparable with the others (a footnote says why)."""
+PRIVILEGED_MARK = "‡"
+"""The marker of a row whose model read the bench (a privileged run): not a model result."""
 
 
 def _reference(values: list[Hashable], prefer: Hashable | None = None) -> Hashable:
@@ -57,7 +59,10 @@ def caveats(scores: list[RunScores]) -> dict[str, list[str]]:
             out[s.label].append(f"verdicts of several versions of a judge ({s.judge})")
         cov = s.coverage
         if cov.get("percent", 100) < 100:
-            out[s.label].append(f"{cov['valid']} of {cov['expected']} items valid ({cov['percent']} % coverage)")
+            withheld = f"; under {100 * MIN_COVERAGE:g} %: Avg. and its interval withheld" if s.withheld else ""
+            out[s.label].append(
+                f"{cov['valid']} of {cov['expected']} items valid ({cov['percent']} % coverage{withheld})"
+            )
         if not s.all_scenarios:
             out[s.label].append(f"averages over {len(s.average_over)} of {len(SCENARIOS)} scenarios")
     return out
@@ -85,7 +90,13 @@ def warnings(scores: list[RunScores]) -> list[str]:
         lines.append(
             "coverage under 100 %: "
             + "; ".join(f"{s.label} {s.coverage['valid']}/{s.coverage['expected']} items valid" for s in partial)
-            + f" (scores are over the valid items only); marked {MARK}"
+            + " (scores are over the valid items only"
+            + (
+                f"; below {100 * MIN_COVERAGE:g} % the benchmark score and its interval are withheld"
+                if any(s.withheld for s in partial)
+                else ""
+            )
+            + f"); marked {MARK}"
         )
     fewer = [s for s in scores if not s.all_scenarios]
     if fewer:

@@ -21,8 +21,9 @@ from yanami.bench import RunManifest, read_rows
 from yanami.bench._format import open_bench
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
+from yanami.scoring._compare import PRIVILEGED_MARK
 from yanami.scoring._protocols import IMUG_TEXT_SCALE, WEAVE_METRICS, weave_metric_means, weave_score
-from yanami.scoring._tables import Table, scaling_table
+from yanami.scoring._tables import PRIVILEGED_TABLE_NOTE, Table, scaling_table
 
 
 @dataclass
@@ -115,6 +116,8 @@ def load_family_runs(paths: list[Path], judge: str | None = None) -> list[Family
     for r in runs:
         if labels.count(r.label) > 1:
             r.label = str(r.path)
+        if r.manifest.privileged:  # the model read the bench: every table names the run with the mark
+            r.label = f"{r.label} {PRIVILEGED_MARK}"
     return runs
 
 
@@ -178,6 +181,7 @@ def family_json(runs: list[FamilyRun]) -> dict[str, Any]:
             "history": run.manifest.history,
             "model": run.manifest.model_name,
             "judge": run.manifest.judge.name,
+            "privileged": bool(run.manifest.privileged),
             "coverage": run.coverage,
             "overall": row(run.records),
             "by_domain": {
@@ -351,7 +355,7 @@ def _diff(v: dict[str, float | None]) -> float | None:
 
 
 def _comparable_notes(runs: list[FamilyRun]) -> list[str]:
-    notes = []
+    notes = [PRIVILEGED_TABLE_NOTE] if any(r.manifest.privileged for r in runs) else []
     if len({r.manifest.bench_sha256 for r in runs}) > 1:
         notes.append("Not comparable: these runs are on different benches.")
     if len({(r.manifest.judge.name, r.manifest.judge.version) for r in runs}) > 1:

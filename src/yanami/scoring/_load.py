@@ -18,6 +18,7 @@ from yanami.errors import UserError
 from yanami.scoring._compare import caveats, warnings
 from yanami.scoring._scores import (
     BOOTSTRAP,
+    PRIVILEGED_NOTE,
     Run,
     RunScores,
     history_effect,
@@ -26,7 +27,7 @@ from yanami.scoring._scores import (
     pair_histories,
     progression,
     run_scores,
-    understanding_realization_gap,
+    shared_gap,
 )
 from yanami.store import FORMAT_NAME as DATASET_FORMAT
 
@@ -105,10 +106,14 @@ class Loaded:
         gt = [r for r in self.runs if r.history == "gt"]
         return {
             "runs": [dataclasses.asdict(s) for s in self.scores],
-            "gap": understanding_realization_gap(gt),
+            "gap": shared_gap(self.runs),
             "progression": {r.label: progression(r) for r in gt},
             "history_effect": {g.label: history_effect(g, s) for g, s in pair_histories(self.runs)},
-            "comparability": {"warnings": self.warnings, "rows": caveats(self.scores)},
+            "comparability": {
+                "warnings": self.warnings,
+                "rows": caveats(self.scores),
+                "privileged": {s.label: PRIVILEGED_NOTE for s in self.scores if s.privileged},
+            },
         }
 
 

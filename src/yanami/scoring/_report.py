@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,13 @@ from yanami._files import atomic_write
 from yanami.bench import Results, RunManifest, bench_sha256, open_bench, question_prompt
 from yanami.errors import UserError
 from yanami.schema import Dialogue, ImagePart
-from yanami.scoring._compare import warnings
+from yanami.scoring._compare import PRIVILEGED_MARK, warnings
 from yanami.scoring._scores import (
+    PRIVILEGED_NOTE,
     SCENARIOS,
     Run,
     RunScores,
+    gap_selection,
     history_effect,
     pair_histories,
     progression,
@@ -31,84 +34,176 @@ from yanami.scoring._weights import generation_formula
 from yanami.store import Dataset
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
+MAX_BAR = 48.0
+"""The widest a bar is drawn (px), so that a chart of one or two groups does not draw slabs."""
+LABEL_CHARS = 40
+"""Longer group labels are cut with an ellipsis (the bar's tooltip has the whole label)."""
+_TILT = math.radians(30)
+"""Group labels are drawn rotated by this much, so long labels do not run into each other."""
 
 
-def grouped_bars(title: str, groups: list[str], series: list[tuple[str, list[float | None]]], ymax: float) -> str:
-    """An SVG grouped bar chart: one group per model, one bar per series."""
-    width, height, left, bottom, top = 760, 300, 48, 90, 30
-    plot_w, plot_h = width - left - 10, height - bottom - top
+def text_width(text: str, size: float) -> float:
+    """A generous estimate of a sans-serif text's width in px (at ``size`` px): margins are computed
+    from it, so a label never runs out of the figure however the browser's font measures it."""
+    return 0.62 * size * len(text)
+
+
+def grouped_bars(
+    title: str,
+    groups: list[str],
+    series: list[tuple[str, list[float | None]]],
+    ymax: float,
+    *,
+    key: str = "chart",
+    subtitle: str = "",
+    width: int = 760,
+) -> str:
+    """An inline SVG grouped bar chart: one group per model, one bar per series.
+
+    The legend is a row of its own between the title and the plot, so it never covers a bar,
+    and every swatch has a dark outline (a swatch never vanishes against a bar of its colour).
+    The left and bottom margins are computed from the longest tilted label, so no label is
+    clipped. Elements carry classes for checks in a browser (`tests/scoring/test_browser.py`):
+    ``bar`` (with ``data-group`` and ``data-series``), ``legend``, ``label``, ``na`` (no value).
+    """
     n = max(1, len(groups))
-    group_w = plot_w / n
-    bar_w = group_w * 0.8 / max(1, len(series))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    out.append(f'<text x="{left}" y="18" font-size="14" font-weight="bold">{html.escape(title)}</text>')
+    names = [g if len(g) <= LABEL_CHARS else g[: LABEL_CHARS - 1] + "…" for g in groups]
+    longest = max((text_width(g, 10) for g in names), default=0.0)
+    reach_x, reach_y = longest * math.cos(_TILT), longest * math.sin(_TILT) + 10
+    left, right = 48.0, 12.0
+    for _ in range(3):  # the first label's reach to the left depends on the group width, which depends on ``left``
+        group_w = (width - left - right) / n
+        left = max(48.0, reach_x - group_w / 2 + 6)
+    group_w = (width - left - right) / n
+    y = 18
+    out = [f'<text x="8" y="{y}" font-size="14" font-weight="bold" class="title">{html.escape(title)}</text>']
+    if subtitle:
+        y += 17
+        out.append(f'<text x="8" y="{y}" font-size="12" class="subtitle">{html.escape(subtitle)}</text>')
+    y += 12
+    legend = [f'<g class="legend" id="{key}-legend">']
+    x = left
+    for s, (name, _) in enumerate(series):
+        legend.append(
+            f'<rect class="swatch" x="{x:.1f}" y="{y}" width="12" height="12" fill="{PALETTE[s % len(PALETTE)]}" '
+            'stroke="#333" stroke-width="1"/>'
+        )
+        legend.append(f'<text x="{x + 17:.1f}" y="{y + 10}" font-size="11">{html.escape(name)}</text>')
+        x += 17 + text_width(name, 11) + 16
+    legend.append("</g>")
+    out += legend
+    top = y + 12 + 14
+    plot_h = 190
+    base = top + plot_h
+    height = math.ceil(base + 6 + reach_y + 8)
     for k in range(5):
         tick = ymax * k / 4
-        y = top + plot_h - plot_h * k / 4
-        out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick:g}</text>')
+        ty = base - plot_h * k / 4
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 4:.1f}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">{tick:g}</text>')
+    bar_w = min(group_w * 0.8 / max(1, len(series)), MAX_BAR)
     for g, name in enumerate(groups):
-        x0 = left + g * group_w + group_w * 0.1
+        x0 = left + g * group_w + (group_w - bar_w * len(series)) / 2
         for s, (series_name, values) in enumerate(series):
             v = values[g]
+            bx = x0 + s * bar_w
             if v is None:
+                out.append(
+                    f'<text class="na" x="{bx + bar_w * 0.45:.1f}" y="{base - 3:.1f}" font-size="9" '
+                    f'text-anchor="middle" fill="#888">n/a<title>{html.escape(f"{name}, {series_name}")}: no value'
+                    "</title></text>"
+                )
                 continue
-            h = plot_h * max(0.0, min(v, ymax)) / ymax
-            x = x0 + s * bar_w
+            h = max(1.0, plot_h * max(0.0, min(v, ymax)) / ymax)  # a zero still shows, as a line
             out.append(
-                f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w * 0.9:.1f}" height="{h:.1f}" '
-                f'fill="{PALETTE[s % len(PALETTE)]}"><title>{html.escape(f"{name}, {series_name}")}: {v:.2f}'
-                "</title></rect>"
+                f'<rect class="bar" data-group="{g}" data-series="{s}" x="{bx:.1f}" y="{base - h:.1f}" '
+                f'width="{bar_w * 0.9:.1f}" height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
+                f"<title>{html.escape(f'{name}, {series_name}')}: {v:.2f}</title></rect>"
             )
-        label = html.escape(name if len(name) <= 28 else name[:27] + "…")
         cx = left + g * group_w + group_w / 2
         out.append(
-            f'<text x="{cx:.1f}" y="{top + plot_h + 12}" font-size="10" text-anchor="end" '
-            f'transform="rotate(-30 {cx:.1f} {top + plot_h + 12})">{label}</text>'
+            f'<text class="label" x="{cx:.1f}" y="{base + 14:.1f}" font-size="10" text-anchor="end" '
+            f'transform="rotate(-30 {cx:.1f} {base + 14:.1f})">{html.escape(names[g])}</text>'
         )
-    for s, (name, _) in enumerate(series):
-        x = width - 170
-        y = top + 14 * s
-        out.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{PALETTE[s % len(PALETTE)]}"/>')
-        out.append(f'<text x="{x + 14}" y="{y + 9}" font-size="11">{html.escape(name)}</text>')
-    out.append("</svg>")
-    return "".join(out)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{key}" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">' + "".join(out) + "</svg>"
+    )
 
 
-def figure6(runs: list[Run]) -> list[str]:
-    """Figure 6's panels: (a) the understanding-realization gap, (b) first vs last turn, (c) GT vs Self."""
-    gt = [r for r in runs if r.history == "gt"]
-    gap = understanding_realization_gap(gt)
+def _figure_label(run: Run) -> str:
+    return f"{run.label} {PRIVILEGED_MARK}" if run.privileged else run.label
+
+
+def figure6(runs: list[Run]) -> list[dict[str, Any]]:
+    """Figure 6's panels, each ``{"key", "svg", "notes"}``: (a) the understanding-realization gap over
+    the runs `gap_selection` chooses (as Table 21), (b) first vs last turn, (c) GT vs Self."""
+    selection = gap_selection(runs)
+    gap = understanding_realization_gap(selection.runs)
+    eligible = gap["eligible"]
     labels = list(gap["gap"])
+    shown = {r.label: _figure_label(r) for r in runs}
+    privileged = [f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}."] if any(r.privileged for r in runs) else []
+    ck, cu = eligible.get("constraint_adherence", 0), eligible.get("correction_updating", 0)
     panels = [
-        grouped_bars(
-            "(a) Understanding-realization gap (lower is better)",
-            labels,
-            [
-                (name, [gap["gap"][m].get(key) for m in labels])
-                for name, key in (("CK", "constraint_adherence"), ("CU", "correction_updating"), ("Overall", "overall"))
-            ],
-            1.0,
-        )
+        {
+            "key": "fig6a",
+            "svg": grouped_bars(
+                "(a) Understanding-realization gap (lower is better)",
+                [shown.get(m, m) for m in labels],
+                [
+                    (name, [gap["gap"][m].get(k) for m in labels])
+                    for name, k in (
+                        ("CK", "constraint_adherence"),
+                        ("CU", "correction_updating"),
+                        ("Overall", "overall"),
+                    )
+                ],
+                1.0,
+                key="fig6a",
+                subtitle=(
+                    f"{ck} CK and {cu} CU dialogues, understood by all {len(labels)} runs of the set (as Table 21)"
+                    if labels
+                    else "no run in the set (see below)"
+                ),
+            ),
+            "notes": [*selection.notes(), *privileged],
+        }
     ]
+    gt = [r for r in runs if r.history == "gt"]
     prog = [progression(r) for r in gt]
+    counts = sorted({int(p["dialogues"] or 0) for p in prog})
+    span = "" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     panels.append(
-        grouped_bars(
-            f"(b) First vs last generation turn, GT-History ({generation_formula()})",
-            [r.label for r in gt],
-            [("First", [p["first"] for p in prog]), ("Last", [p["last"] for p in prog])],  # type: ignore[misc]
-            100.0,
-        )
+        {
+            "key": "fig6b",
+            "svg": grouped_bars(
+                f"(b) First vs last generation turn, GT-History ({generation_formula()})",
+                [_figure_label(r) for r in gt],
+                [("First", [p["first"] for p in prog]), ("Last", [p["last"] for p in prog])],  # type: ignore[misc]
+                100.0,
+                key="fig6b",
+                subtitle=f"{span or 0} dialogues with two or more judged generation turns per run (as Table 20)",
+            ),
+            "notes": privileged,
+        }
     )
     pairs = pair_histories(runs)
     effects = [history_effect(g, s) for g, s in pairs]
+    dialogues = sorted({int(e["dialogues"] or 0) for e in effects})
     panels.append(
-        grouped_bars(
-            f"(c) GT-History vs Self-History ({generation_formula()})",
-            [g.label for g, _ in pairs],
-            [("GT-History", [e["gt"] for e in effects]), ("Self-History", [e["self"] for e in effects])],  # type: ignore[misc]
-            100.0,
-        )
+        {
+            "key": "fig6c",
+            "svg": grouped_bars(
+                f"(c) GT-History vs Self-History ({generation_formula()})",
+                [_figure_label(g) for g, _ in pairs],
+                [("GT-History", [e["gt"] for e in effects]), ("Self-History", [e["self"] for e in effects])],  # type: ignore[misc]
+                100.0,
+                key="fig6c",
+                subtitle=f"{', '.join(map(str, dialogues)) or 0} Self-History dialogues (as the History effect table)",
+            ),
+            "notes": privileged,
+        }
     )
     return panels
 
@@ -255,7 +350,7 @@ def render_report(
     sample_data, images, why = _samples(runs, samples, bench)
     return env.get_template("report.html.j2").render(
         tables=[Markup(html_table(t)) for t in table_list],  # cells are escaped by html_table
-        panels=[Markup(p) for p in figure6(runs)],  # the SVG escapes its text
+        panels=[{**p, "svg": Markup(p["svg"])} for p in figure6(runs)],  # the SVG escapes its text
         audit=irreducibility(runs, scores),
         warnings=warnings(scores),
         runs=[
@@ -269,6 +364,7 @@ def render_report(
                 "judge": r.judge_text,
                 "limit": "the whole bench" if r.limit is None else f"--limit {r.limit}",
                 "coverage": f"{r.valid}/{r.expected} items valid ({r.coverage_percent} %)",
+                "privileged": f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.privileged else "",
                 "yanami_version": r.setting("yanami_version") or "-",
             }
             for r in runs

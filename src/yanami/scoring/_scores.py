@@ -10,6 +10,7 @@ made where a value is missing are listed in docs/evaluation.md ("Scoring choices
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,14 @@ GAP_CAPABILITIES = {"CT": "constraint_adherence", "CU": "correction_updating"}
 BOOTSTRAP = 1000
 MIN_INTERVAL_DIALOGUES = 5
 """Fewer dialogues than this in a scenario: no bootstrap interval (it would be a few resample values)."""
+MIN_COVERAGE = 0.95
+"""Below this share of valid items, a run's benchmark score (Avg.) and its interval are withheld."""
+GAP_MIN_UNDERSTANDING = 50.0
+"""A run enters the understanding-realization gap's shared subset only if its S_understanding
+(0-100, averaged over scenarios) is at least this: a run below it answers mostly by chance,
+and equation (4) would leave its lucky guesses to decide the subset (see `gap_selection`)."""
+PRIVILEGED_NOTE = "reads the bench: not a model result"
+"""What a privileged run's mark says: the runner handed the model the bench (hidden annotations and all)."""
 
 
 @dataclass
@@ -52,6 +61,10 @@ class DialogueRecord:
     """Target turn -> {``change`` | ``preservation``: passed share of its atomic checks of that effect}."""
     failed_turns: int = 0
     """Target turns with at least one failed check (atomic or capability-specific)."""
+    invalid_questions: set[str] = field(default_factory=set)
+    """Question types whose question has no valid record (refused, error, missing or unjudged)."""
+    invalid_turns: set[int] = field(default_factory=set)
+    """Target turns without a valid record."""
 
 
 @dataclass
@@ -148,6 +161,16 @@ class Run:
         return bool(self.setting("answers"))
 
     @property
+    def privileged(self) -> bool:
+        """Whether the model read the bench (the manifest's ``privileged``): its scores are not a model result.
+
+        A run of format 3 or older did not record it: for yanami's own reference agents it is
+        asked again of the agent the spec names (`privileged_spec`); other old runs read as False.
+        """
+        v = self.setting("privileged")
+        return privileged_spec(self.model_spec, self.setting("model_settings")) if v is None else bool(v)
+
+    @property
     def valid(self) -> int:
         """Items with a valid (ok and judged) record."""
         return self.statuses.get("ok", 0) - self.unjudged
@@ -208,6 +231,35 @@ def label_runs(runs: list[Run]) -> None:
         r.given_label = label
 
 
+def privileged_spec(spec: str, settings: dict[str, Any] | None = None) -> bool:
+    """Whether the reference agent a run's spec (or config) names reads the bench, asked of the agent
+    itself by the runner's own test (`yanami.bench._run.reads_bench`); False for any other model.
+
+    Only for runs that did not record ``privileged`` (run format 3 and older). Only yanami's own
+    ``reference`` kind is rebuilt here (cheaply, without a bench); a plug-in is never loaded for it.
+    """
+    from yanami.models import looks_like_config
+
+    if settings and settings.get("kind") == "reference":
+        agent = str(settings.get("agent") or "")
+    else:
+        kind, _, agent = spec.partition(":")
+        if looks_like_config(spec) or kind != "reference":
+            return False
+    return _reference_reads_bench(agent)
+
+
+@functools.cache
+def _reference_reads_bench(agent: str) -> bool:
+    from yanami.bench._run import reads_bench
+    from yanami.models import ENTRY_POINTS, load_plugin
+
+    try:
+        return reads_bench(load_plugin(ENTRY_POINTS, "--model", f"reference:{agent}", "reference", agent))
+    except UserError:
+        return False
+
+
 def _compose(name: str, parts: list[str]) -> str:
     return name + (f" ({', '.join(parts)})" if parts else "")
 
@@ -235,6 +287,12 @@ def build_run(
         statuses[p.status] = statuses.get(p.status, 0) + 1
         rec = dialogues.setdefault(p.dialogue, DialogueRecord(p.dialogue, p.scenario))
         v = verdicts.get(item)
+        valid = p.status == "ok" and v is not None and v.status == "ok"
+        if not valid:
+            if p.kind == "question" and p.qtype is not None:
+                rec.invalid_questions.add(p.qtype)
+            elif p.kind == "turn":
+                rec.invalid_turns.add(p.turn)
         if p.status != "ok":
             continue
         if v is None or v.status != "ok":
@@ -348,6 +406,36 @@ class RunScores:
     limit: int | None = None
     judge: str = ""
     """The scored judge and its version(s), e.g. ``exact v2``."""
+    privileged: bool = False
+    """Whether the model read the bench (`Run.privileged`): its scores are not a model result."""
+    withheld: str | None = None
+    """Why the benchmark score (``average["scene"]``) and its interval are withheld, e.g.
+    ``n/a, coverage 83 %`` (coverage under `MIN_COVERAGE`); None when they are shown."""
+    failures_as_zero: float | None = None
+    """The benchmark score with every item that has no valid record (refused, error, missing,
+    unjudged) counted as 0, over the scenarios the run has items in (None: see its note)."""
+    failures_as_zero_note: str | None = None
+    """Why there is no failures-as-zero score, e.g. ``n/a, 12 items not run``."""
+
+    @property
+    def average_text(self) -> str | float | None:
+        """The benchmark score as a table prints it: the number, ``62.50 (2/4 scen.)`` over fewer
+        scenarios than all, or why it is withheld (``n/a, coverage 83 %``)."""
+        if self.withheld is not None:
+            return self.withheld
+        return self._over_scenarios(self.average["scene"])
+
+    @property
+    def failures_as_zero_text(self) -> str | float | None:
+        """The failures-as-zero score as a table prints it (like `average_text`)."""
+        if self.failures_as_zero is None and self.failures_as_zero_note is not None:
+            return self.failures_as_zero_note
+        return self._over_scenarios(self.failures_as_zero)
+
+    def _over_scenarios(self, v: float | None) -> str | float | None:
+        if v is None or self.all_scenarios:
+            return v
+        return f"{v:.2f} ({len(self.average_over)}/{len(SCENARIOS)} scen.)"
 
     @property
     def interval_text(self) -> str:
@@ -391,8 +479,18 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
         "strategy": run.setting("strategy") or "none",
     }
     interval, note = None, None
-    if bootstrap:
+    withheld = None
+    if run.expected > 0 and run.valid < MIN_COVERAGE * run.expected:
+        withheld = f"n/a, coverage {run.coverage_percent} %"
+        average["scene"], note = None, withheld
+    elif bootstrap:
         interval, note = _bootstrap({s: by[s] for s in present}, run.answers, bootstrap)
+    unrun = run.expected - sum(run.statuses.values())
+    zero, zero_note = None, None
+    if unrun > 0:
+        zero_note = f"n/a, {unrun} item{'s' if unrun != 1 else ''} not run"
+    else:
+        zero = _macro([failures_as_zero(by[s], run.answers) for s in present])
     return RunScores(
         run.label,
         per,
@@ -409,7 +507,29 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
         bench_sha256=run.bench_sha256,
         limit=run.limit,
         judge=run.judge_text,
+        privileged=run.privileged,
+        withheld=withheld,
+        failures_as_zero=zero,
+        failures_as_zero_note=zero_note,
     )
+
+
+def failures_as_zero(records: list[DialogueRecord], answers: bool) -> float | None:
+    """A scenario's scene score (equations 1-3) with every item that has no valid record counted as
+    0: a question as score 0, a target turn as SC 0 and VQ 0. A run cannot raise it by refusing."""
+    dsu = {
+        t: _mean([100 * r.dsu.get(t, 0.0) for r in records if t in r.dsu or t in r.invalid_questions]) for t in QTYPES
+    }
+    understanding = None
+    if answers and all(v is not None for v in dsu.values()):
+        understanding = sum(v for v in dsu.values() if v is not None) / 4
+    sc = _mean([s * 100 for r in records for s, _ in r.images.values() if s is not None]
+               + [0.0 for r in records for _ in r.invalid_turns])  # fmt: skip
+    vq = _mean([q * 10 for r in records for _, q in r.images.values() if q is not None]
+               + [0.0 for r in records for _ in r.invalid_turns])  # fmt: skip
+    if sc is None or vq is None or (answers and understanding is None):
+        return None
+    return scene_score(understanding, sc, vq)
 
 
 def _bootstrap(
@@ -500,6 +620,68 @@ def understanding_realization_gap(runs: list[Run]) -> dict[str, Any]:
         gaps["overall"] = (
             sum(v for v in vals if v is not None) / len(vals) if all(v is not None for v in vals) else None
         )
+    return out
+
+
+@dataclass
+class GapSelection:
+    """The runs the understanding-realization gap is over (Table 21, Figure 6 a), and those left out."""
+
+    runs: list[Run]
+    left_out: list[tuple[Run, str]]
+    """(run, why it is not in the set)."""
+
+    def notes(self) -> list[str]:
+        """What the set is, in words: the runs it is over and, apart, those left out and why."""
+        over = ", ".join(r.label for r in self.runs) or "no run"
+        lines = [f"Over {len(self.runs)} run{'s' if len(self.runs) != 1 else ''}: {over}."]
+        if self.left_out:
+            lines.append("Left out: " + "; ".join(f"{r.label} [{why}]" for r, why in self.left_out) + ".")
+        return lines
+
+
+def run_understanding(run: Run) -> float | None:
+    """A run's S_understanding (equation 1), averaged over its scenarios (None: not every type answered)."""
+    by = {s: [r for r in run.dialogues.values() if r.scenario == s] for s in SCENARIOS}
+    return _macro([scenario_scores(g, run.answers).understanding for g in by.values() if g])
+
+
+def gap_selection(runs: list[Run]) -> GapSelection:
+    """Which runs form the gap's shared subset (equation 4): the one place that decides, for the
+    terminal's Table 21, the report's Table 21 and Figure 6 (a), and ``score --json``.
+
+    A run is in the set when it is a GT-History run that answers questions and understands at
+    least `GAP_MIN_UNDERSTANDING` (S_understanding on 0-100). The subset holds the dialogues
+    *every* run of the set understood, so a run that answers by chance (the trivial floor, a
+    stateless reader) would leave its lucky guesses to decide it: with two guessing runs in the
+    set, about one dialogue in sixteen would remain.
+    """
+    chosen: list[Run] = []
+    left: list[tuple[Run, str]] = []
+    for r in runs:
+        if r.history != "gt":
+            left.append((r, "not GT-History"))
+            continue
+        if not r.answers:
+            left.append((r, "answers no questions"))
+            continue
+        u = run_understanding(r)
+        if u is None:
+            left.append((r, "no understanding score: a question type without a valid answer"))
+        elif u < GAP_MIN_UNDERSTANDING:
+            left.append((r, f"understanding {u:.2f} < {GAP_MIN_UNDERSTANDING:g}, mostly chance"))
+        else:
+            chosen.append(r)
+    return GapSelection(chosen, left)
+
+
+def shared_gap(runs: list[Run]) -> dict[str, Any]:
+    """The understanding-realization gap over `gap_selection`'s runs: `understanding_realization_gap`'s
+    result plus ``left_out`` (label -> why) and ``notes`` (the set in words)."""
+    selection = gap_selection(runs)
+    out = understanding_realization_gap(selection.runs)
+    out["left_out"] = {r.label: why for r, why in selection.left_out}
+    out["notes"] = selection.notes()
     return out
 
 

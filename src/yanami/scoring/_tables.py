@@ -6,8 +6,10 @@ import html
 from dataclasses import dataclass, field
 
 from yanami.scenarios import FACTS
-from yanami.scoring._compare import MARK, caveats
+from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats
 from yanami.scoring._scores import (
+    MIN_COVERAGE,
+    PRIVILEGED_NOTE,
     QTYPES,
     SCENARIO_TITLES,
     SCENARIOS,
@@ -17,7 +19,7 @@ from yanami.scoring._scores import (
     label_runs,
     pair_histories,
     progression,
-    understanding_realization_gap,
+    shared_gap,
 )
 from yanami.scoring._weights import generation_formula
 
@@ -48,8 +50,23 @@ def _cell(v: str | float | int | None, digits: int = 2) -> str:
 DASH_NOTE = "A dash (-) means no value: no valid item of that component or scenario (see the coverage table)."
 
 
+FAILURES_AS_ZERO = "Avg. failures as 0"
+"""The header of the failures-as-zero column, beside the benchmark score (Avg.)."""
+FAILURES_AS_ZERO_NOTE = (
+    f"{FAILURES_AS_ZERO}: the same average with every item that has no valid record (refused, error, missing, "
+    "unjudged) counted as 0, so refusing items never raises it. Avg. counts valid items only (the paper's rule); "
+    f"below {100 * MIN_COVERAGE:g} % coverage it and its interval are withheld (n/a, coverage N %)."
+)
+PRIVILEGED_TABLE_NOTE = (
+    f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}: the runner handed the model the bench, hidden annotations and all."
+)
+
+
 def _average_cell(s: RunScores, key: str) -> str | float | None:
-    """A macro-average, with the number of scenarios it is over when that is fewer than all."""
+    """A macro-average, with the number of scenarios it is over when that is fewer than all; the
+    benchmark score (``scene``) reads ``n/a, coverage N %`` when it is withheld."""
+    if key == "scene":
+        return s.average_text
     v = s.average[key]
     if v is None or s.all_scenarios:
         return v
@@ -57,15 +74,25 @@ def _average_cell(s: RunScores, key: str) -> str | float | None:
 
 
 def _marked(t: Table, scores: list[RunScores]) -> Table:
-    """Mark the rows of ``t`` whose runs are not comparable with the other rows, and say why."""
+    """Mark the rows of ``t`` whose runs are not comparable with the other rows (`MARK`), and say
+    why; mark the rows of privileged runs (`PRIVILEGED_MARK`: they read the bench)."""
     by = {s.label: s for s in scores}
     present = [by[row[0]] for row in t.rows if isinstance(row[0], str) and row[0] in by]
     why = caveats(present)
+    privileged = False
     for row in t.rows:
-        reasons = why.get(row[0], []) if isinstance(row[0], str) else []
+        label = row[0]
+        if not isinstance(label, str):
+            continue
+        reasons = why.get(label, [])
         if reasons:
-            t.notes.append(f"{MARK} {row[0]}: {'; '.join(reasons)}")
+            t.notes.append(f"{MARK} {label}: {'; '.join(reasons)}")
             row[0] = f"{row[0]} {MARK}"
+        if label in by and by[label].privileged:
+            row[0] = f"{row[0]} {PRIVILEGED_MARK}"
+            privileged = True
+    if privileged:
+        t.notes.append(PRIVILEGED_TABLE_NOTE)
     if any(c is None for row in t.rows for c in row):
         t.notes.append(DASH_NOTE)
     return t
@@ -85,12 +112,13 @@ def summary_table(scores: list[RunScores]) -> Table:
         Table(
             "summary",
             "Scores (0-100; Avg. is the macro-average over scenarios; 95 % bootstrap interval)",
-            ["Model", *SCENARIOS, "Avg.", "95 % CI", "DSU", "SC", "VQ", "valid/items"],
+            ["Model", *SCENARIOS, "Avg.", FAILURES_AS_ZERO, "95 % CI", "DSU", "SC", "VQ", "valid/items"],
             [
                 [
                     s.label,
                     *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
                     _average_cell(s, "scene"),
+                    s.failures_as_zero_text,
                     s.interval_text,
                     s.average["understanding"],
                     s.average["sc"],
@@ -99,6 +127,7 @@ def summary_table(scores: list[RunScores]) -> Table:
                 ]
                 for s in scores
             ],
+            [FAILURES_AS_ZERO_NOTE],
         ),
         scores,
     )
@@ -116,22 +145,24 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
         Table(
             "table2",
             "Table 2: scores across the four scenarios (0-100; Avg. is the macro-average; 95 % bootstrap interval)",
-            ["Model", *[short[s] for s in SCENARIOS], "Avg.", "95 % CI"],
+            ["Model", *[short[s] for s in SCENARIOS], "Avg.", FAILURES_AS_ZERO, "95 % CI"],
             [
                 [
                     s.label,
                     *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
                     _average_cell(s, "scene"),
+                    s.failures_as_zero_text,
                     s.interval_text,
                 ]
                 for s in scores
             ],
+            [FAILURES_AS_ZERO_NOTE],
         )
     )
     if any(s.coverage.get("strategy", "none") != "none" for s in scores):
         out.append(
             scaling_table(
-                [(s.label, s.coverage["strategy"], s.coverage["calls_per_item"], s.average["scene"]) for s in scores],
+                [(s.label, s.coverage["strategy"], s.coverage["calls_per_item"], s.average_text) for s in scores],
                 "benchmark score, 0-100",
             )
         )
@@ -207,7 +238,7 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             [[r.label, p["dialogues"], p["first"], p["last"], p["delta"]] for r, p in prog],
         )
     )
-    gap = understanding_realization_gap(gt_runs)
+    gap = shared_gap(runs)
     eligible = gap["eligible"]
     out.append(
         Table(
@@ -219,6 +250,7 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 [label, g.get("constraint_adherence"), g.get("correction_updating"), g.get("overall")]
                 for label, g in gap["gap"].items()
             ],
+            list(gap["notes"]),
         )
     )
     pairs = pair_histories(runs)
@@ -290,7 +322,7 @@ def irreducibility(runs: list[Run], scores: list[RunScores]) -> list[tuple[str, 
     ]
 
 
-def scaling_table(rows: list[tuple[str, str, float | None, float | None]], score: str) -> Table:
+def scaling_table(rows: list[tuple[str, str, float | None, str | float | None]], score: str) -> Table:
     """Test-time scaling: each run's strategy, its model calls per item and its score."""
     return Table(
         "scaling",
@@ -329,6 +361,7 @@ _LATEX = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     MARK: r"\textsuperscript{\dag}",
+    PRIVILEGED_MARK: r"\textsuperscript{\ddag}",
 }
 
 

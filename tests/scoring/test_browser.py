@@ -1,0 +1,68 @@
+"""The HTML report in a real browser: Debian's Chromium driven by Playwright (never a downloaded
+browser). The checks and the docs' screenshot share one module, ``benchmarks/report_figure.py``."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("report_figure", ROOT / "benchmarks" / "report_figure.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+report_figure = _load()
+if report_figure.chromium_path() is None:
+    pytest.skip("chromium not installed (apt-get install -y chromium)", allow_module_level=True)
+
+
+def test_the_demo_report_loads_cleanly_and_its_figure_is_legible(small_demo: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "figure.png"
+    seen = report_figure.inspect(small_demo / "report.html", shot)
+    assert seen.console_errors == []
+    assert seen.images > 20 and seen.broken_images == []  # every image loads (naturalWidth > 0)
+    assert [c.key for c in seen.charts] == ["fig6a", "fig6b", "fig6c"]
+    # (b) has a bar per GT-History run and turn, (c) two; (a) may have none on four dialogues
+    # (no dialogue every run of Table 21's set understood), and then shows "n/a" in their place
+    assert len(seen.charts[1].bars) >= 10 and len(seen.charts[2].bars) == 2
+    for chart in seen.charts:
+        assert chart.labels and len(chart.swatches) >= 2, chart.key
+        # the legend covers no bar: the boxes the browser laid out, compared
+        assert not any(bar.overlaps(chart.legend) for bar in chart.bars), chart.key
+        # every swatch is outlined and lies in the legend, clear of every bar
+        assert all(s not in ("", "none") for s in chart.swatch_strokes), chart.key
+        assert all(sw.inside(chart.legend) and not any(sw.overlaps(b) for b in chart.bars) for sw in chart.swatches)
+        # no label is clipped: each lies inside the figure
+        assert all(box.inside(chart.svg) for _, box in chart.labels), chart.key
+        assert chart.problems() == []
+    assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_checks_catch_what_they_look_for() -> None:
+    box = report_figure.Box
+    chart = report_figure.Chart(
+        "fig",
+        svg=box(0, 0, 700, 300),
+        legend=box(500, 40, 100, 40),
+        swatches=[box(500, 40, 12, 12)],
+        swatch_strokes=["none"],
+        bars=[box(520, 60, 30, 200), box(100, 100, 30, 160)],
+        labels=[("reference:copy-input", box(-12, 270, 120, 40))],
+    )
+    problems = chart.problems()
+    assert "fig: the legend covers bar 0" in problems and not any("bar 1" in p for p in problems)
+    assert any("clipped" in p and "copy-input" in p for p in problems)
+    assert any("no outline" in p for p in problems)
