@@ -23,9 +23,19 @@ from yanami.scoring import Loaded, load_runs, tables, write_report
 from yanami.store import Dataset, validate_dataset
 from yanami.world import build_world, parse_workers
 
+FLOORS = (
+    "reference:copy-input",
+    "reference:copy-first",
+    "reference:copy-previous",
+    "reference:union",
+    "reference:collage",
+    "reference:blank",
+    "reference:noise",
+    "reference:random",
+)
+"""The trivial strategies: each reads nothing but its request, and none may reach the stateless agent."""
 DEMO_RUNS: tuple[tuple[str, History], ...] = (
-    ("reference:copy-input", "gt"),
-    ("reference:random", "gt"),
+    *((floor, "gt") for floor in FLOORS),
     ("reference:stateless", "gt"),
     ("reference:no-constraints", "gt"),
     ("reference:no-corrections", "gt"),
@@ -36,7 +46,10 @@ DEMO_RUNS: tuple[tuple[str, History], ...] = (
     ("reference:stateful", "self"),
 )
 """(model, history) of every demo run, in the order of the tables: floor first."""
-RUN_ORDER = (8, 7, 0, 3, 4, 5, 6, 2, 1, 9)
+RUN_ORDER = (
+    DEMO_RUNS.index(("reference:oracle", "gt")),
+    *(k for k, run in enumerate(DEMO_RUNS) if run != ("reference:oracle", "gt")),
+)
 """The order the runs are made in (indexes into `DEMO_RUNS`): the oracle first, so the ground-truth
 images are parsed once and every later run that shows or copies them finds them parsed."""
 

@@ -101,7 +101,9 @@ class CheckResult(BaseModel):
     capability: str | None
     """The capability a capability-specific check isolates (None for atomic checks)."""
     passed: bool | None
-    """YANAMI's checks pass or fail; None for a graded check (see ``score``)."""
+    """YANAMI's checks pass or fail; None for a graded check (see ``score``), and for a check
+    undecidable for this model (no ``score``: under Self-History its own admissible earlier
+    choices made the check ill-posed), which scores leave out and count."""
     effect: str | None = None
     """For an atomic check, what it tests: ``change`` (what the turn changes or the history
     requires, which copying the latest image cannot satisfy) or ``preservation``; None when

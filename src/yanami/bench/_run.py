@@ -696,7 +696,7 @@ def _judge(
             id=c.id,
             kind=c.kind.value,
             capability=c.capability.value if c.capability else None,
-            passed=bool(iv.checks[c.id]),
+            passed=None if iv.checks[c.id] is None else bool(iv.checks[c.id]),  # None: undecidable for this model
             effect=_effect(c.hidden.predicate),
         )
         for c in turn.checks

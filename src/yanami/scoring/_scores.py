@@ -61,6 +61,9 @@ class DialogueRecord:
     """Target turn -> {``change`` | ``preservation``: passed share of its atomic checks of that effect}."""
     failed_turns: int = 0
     """Target turns with at least one failed check (atomic or capability-specific)."""
+    undecidable: int = 0
+    """Checks undecidable for this model (under Self-History, made ill-posed by its own
+    admissible earlier choices): left out of every score, counted here."""
     invalid_questions: set[str] = field(default_factory=set)
     """Question types whose question has no valid record (refused, error, missing or unjudged)."""
     invalid_turns: set[int] = field(default_factory=set)
@@ -303,7 +306,9 @@ def build_run(
             rec.dsu[p.qtype] = v.score
             rec.aligned[p.qtype] = list(v.aligned or [])
         else:
-            checks = v.checks or []
+            # a check undecidable for this model (passed None, no score) is left out and counted
+            checks = [c for c in v.checks or [] if c.passed is not None or c.score is not None]
+            rec.undecidable += len(v.checks or []) - len(checks)
             atomic = [bool(c.passed) for c in checks if c.kind == "atomic"]
             rec.images[p.turn] = (image_sc(atomic), None if v.vq is None else float(v.vq))
             for effect in EFFECTS:
@@ -475,6 +480,7 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
         "percent": run.coverage_percent,
         "statuses": dict(sorted(run.statuses.items())),
         "unjudged": run.unjudged,
+        "undecidable_checks": sum(r.undecidable for r in run.dialogues.values()),
         "calls_per_item": round(run.calls / sum(run.statuses.values()), 3) if run.statuses else None,
         "strategy": run.setting("strategy") or "none",
     }

@@ -7,6 +7,7 @@ a scene stored with the dialogue, and every check is a predicate over that scene
 from yanami.world._agents import AGENTS, TRIVIAL, ReferenceAgent, TrivialAgent, reference_agent
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import Camera
+from yanami.world._frames import Shown, credited, read_candidate, shown_before
 from yanami.world._hidden import (
     ConstraintState,
     QuestionIntent,
@@ -23,7 +24,7 @@ from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
-from yanami.world._selfhistory import Scenes, rebase_checks
+from yanami.world._selfhistory import Scenes, rebase_checks, view_of
 
 __all__ = [
     "AGENTS",
@@ -45,6 +46,7 @@ __all__ = [
     "ReferenceAgent",
     "Scene",
     "Scenes",
+    "Shown",
     "TrivialAgent",
     "TurnIntent",
     "TurnState",
@@ -53,6 +55,7 @@ __all__ = [
     "apply_op",
     "build_world",
     "compose_dialogue",
+    "credited",
     "evaluate",
     "parse_cached",
     "parse_image",
@@ -61,6 +64,7 @@ __all__ = [
     "plan",
     "question_intent",
     "random_scene",
+    "read_candidate",
     "rebase_checks",
     "reference_agent",
     "relation",
@@ -68,7 +72,9 @@ __all__ = [
     "render_array",
     "render_png",
     "select",
+    "shown_before",
     "turn_intent",
     "turn_state",
     "valid",
+    "view_of",
 ]

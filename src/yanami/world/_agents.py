@@ -17,22 +17,32 @@ state, and draws its answer with the world's renderer:
   stateful agent with one capability removed: where a turn or question exercises it,
   they do what a model lacking it would (recorded by the world as alternatives) or guess.
 
-Two trivial agents measure the floor, and read nothing hidden (they never see the bench):
+Trivial agents measure the floor, and read nothing hidden (they never see the bench):
 
 - ``copy-input`` returns the latest image of its request unchanged and answers the first
   option;
+- ``copy-first`` and ``copy-previous`` return the first image of the request, or the one
+  before the latest; ``collage`` tiles every image of the request into one picture;
+  ``union`` draws the latest image with every object of the earlier ones added (read
+  through the parser, placed where they fit); ``blank`` is a white picture and ``noise`` a
+  picture of random pixels: each answers a random option;
 - ``random`` answers a random option and shows a random valid scene (one of 64), from its own seed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import math
 import random
 import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from PIL import Image
 
 from yanami.errors import UserError
 from yanami.models import InputText, Request
@@ -41,15 +51,15 @@ from yanami.store import MANIFEST, Dataset, sha256_hex
 from yanami.world._free import realize, realize_anywhere
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._parse import parse_cached
-from yanami.world._place import VIEWS, random_scene
+from yanami.world._parse import parse_cached, parse_image
+from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
-from yanami.world._scene import Scene
+from yanami.world._scene import BASE_AZIMUTH, Scene
 from yanami.world._selfhistory import read_in_history, view_of
 
 AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
-TRIVIAL = ("copy-input", "random")
+TRIVIAL = ("copy-input", "copy-first", "copy-previous", "collage", "union", "blank", "noise", "random")
 """The floor: agents that read nothing but their request."""
 _OPTION = re.compile(r"^([A-G])\. ", re.MULTILINE)
 ABLATION_OF_TYPE = {qtype: ABLATIONS[cap] for qtype, cap in QUESTION_CAPABILITY.items()}
@@ -159,7 +169,7 @@ def _random_picture(k: int) -> bytes:
 
 
 class TrivialAgent:
-    """``copy-input`` or ``random`` (see the module docstring): a floor any model should clear."""
+    """One of the trivial strategies (see the module docstring): a floor any model should clear."""
 
     layouts = ("yes-first", "yes-front", "concatenate")
 
@@ -173,16 +183,73 @@ class TrivialAgent:
         return random.Random(f"{self.name}/{request.seed}/{request.item}")
 
     def _generate(self, request: Request) -> bytes:
-        images = request.images()
-        if self.kind == "copy-input" and images:
-            return images[-1].data
-        return _random_picture(self._rng(request).randrange(RANDOM_SCENES))
+        images = [im.data for im in request.images()]
+        kind = self.kind
+        if kind == "random" or not images:
+            return _random_picture(self._rng(request).randrange(RANDOM_SCENES))
+        if kind == "copy-input":
+            return images[-1]
+        if kind == "copy-first":
+            return images[0]
+        if kind == "copy-previous":
+            return images[-2] if len(images) > 1 else images[-1]
+        if kind == "collage":
+            return collage(images, request.size)
+        if kind == "union":
+            return union(images, self._rng(request))
+        if kind == "blank":
+            return _png(Image.new("RGB", request.size, "white"))
+        pixels = np.random.default_rng(self._rng(request).getrandbits(64)).integers(0, 256, (*request.size[::-1], 3))
+        return _png(Image.fromarray(pixels.astype(np.uint8)))
 
     def _answer(self, request: Request) -> str:
         last = request.messages[-1]
         text = " ".join(p.text for p in last.parts if isinstance(p, InputText))
         letters = _OPTION.findall(text) or ["A"]
         return letters[0] if self.kind == "copy-input" else self._rng(request).choice(letters)
+
+
+def _png(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def collage(images: Sequence[bytes], size: tuple[int, int]) -> bytes:
+    """Every image tiled, in order, into one picture of ``size`` (a grid as square as it goes)."""
+    cols = math.ceil(math.sqrt(len(images)))
+    rows = math.ceil(len(images) / cols)
+    width, height = size
+    sheet = Image.new("RGB", size, "white")
+    for k, data in enumerate(images):
+        with Image.open(io.BytesIO(data)) as im:
+            tile = im.convert("RGB").resize((width // cols, height // rows), Image.Resampling.BILINEAR)
+        sheet.paste(tile, ((k % cols) * (width // cols), (k // cols) * (height // rows)))
+    return _png(sheet)
+
+
+def union(images: Sequence[bytes], rng: random.Random) -> bytes:
+    """The ``union`` strategy's picture: the latest image with every object the earlier ones show
+    and it lacks added where it fits (everything ever mentioned, nothing decided)."""
+    latest = parse_image(images[-1])
+    scene = union_of(latest.to_scene(), [parse_image(data).to_scene() for data in images[:-1]], rng)
+    return render_png(scene, BASE_AZIMUTH, latest.style)
+
+
+def union_of(latest: Scene, earlier: Sequence[Scene], rng: random.Random) -> Scene:
+    """``latest`` with each object of ``earlier`` it lacks (by its attributes) placed where it fits."""
+    scene = latest
+    have: set[tuple[str, ...]] = {(o.shape, o.colour, o.size, o.material) for o in scene.objects}
+    for other in earlier:
+        for o in other.objects:
+            key = (o.shape, o.colour, o.size, o.material)
+            if key in have:
+                continue
+            placed = place(scene, o.model_copy(update={"id": scene.next_id(), "on": None}), rng)
+            if placed is not None:
+                scene = Scene.model_construct(objects=(*scene.objects, placed))
+                have.add(key)
+    return scene
 
 
 REDRAWS = 8

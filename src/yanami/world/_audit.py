@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, Turn
+from yanami.world._agents import union_of
+from yanami.world._frames import Shown, credited, in_frame, read_candidate
 from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize, realize_anywhere
 from yanami.world._hidden import turn_intent, turn_state
 from yanami.world._language import lint
@@ -86,6 +88,10 @@ class Audit:
     """Checks evaluated in the Self-History rollouts (each rollout counts each check once)."""
     self_undecidable: list[Undecidable] = field(default_factory=list)
     """Checks that fail in a Self-History rollout, once rebased on the rollout's own images."""
+    floor_sc: dict[str, float] = field(default_factory=dict)
+    """Per trivial strategy (and ``stateless``): the sum over target images of their State Consistency."""
+    floor_images: dict[str, int] = field(default_factory=dict)
+    """Per strategy: the target images (with atomic checks) it was played on."""
     language: list[tuple[str, int, str]] = field(default_factory=list)
     """(dialogue, turn, finding) of what the language lint flags in a message."""
     messages: int = 0
@@ -124,6 +130,22 @@ class Audit:
         self.self_undecidable += other.self_undecidable
         self.language += other.language
         self.letters += other.letters
+        for name, sc in other.floor_sc.items():
+            self.floor_sc[name] = self.floor_sc.get(name, 0.0) + sc
+            self.floor_images[name] = self.floor_images.get(name, 0) + other.floor_images[name]
+
+    def floors(self) -> dict[str, dict[str, float]]:
+        """Per strategy: SC (0-100, the mean over target images), VQ as a clean render or an empty
+        picture reads (0-100), and the overall score with answer letters at chance (DSU 25)."""
+        out = {}
+        for name in (*FLOORS, "stateless"):
+            n = self.floor_images.get(name, 0)
+            if not n:
+                continue
+            sc = 100 * self.floor_sc[name] / n
+            vq = 100.0 if name in CLEAN else 0.0
+            out[name] = {"sc": sc, "vq": vq, "overall_at_chance": 0.4 * 25 + 0.4 * sc + 0.2 * vq}
+        return out
 
     @property
     def undecidable_turns(self) -> int:
@@ -163,6 +185,7 @@ class Audit:
             },
             "messages_linted": self.messages,
             "language_findings": len(self.language),
+            "floors": self.floors(),
             "answer_letters": {k: self.letters[k] for k in sorted(self.letters)},
             "answer_letter_shares": {k: self.letters[k] / four for k in sorted(self.letters)} if four else {},
         }
@@ -220,6 +243,7 @@ def _audit_target(
     naive = apply_op(stateless, shown[-1], shown) if isinstance(stateless, dict) else shown[-1]
     copy = shown[-1]
     report.targets += 1
+    _floors(report, d, t, after, shown, naive, seed)
     fails_naive = False
     copy_passes = atomic = 0
     for c in t.checks:
@@ -239,6 +263,40 @@ def _audit_target(
         report.copy_majority.append((d.id, t.index))
     if not fails_naive:
         report.reducible.append((d.id, t.index))
+
+
+FLOORS = ("copy-input", "copy-first", "copy-previous", "union", "blank", "noise")
+"""The trivial strategies the audit plays on the world's own scenes (``collage`` needs pictures:
+the demo measures it), beside the stateless reading."""
+CLEAN = {"copy-input", "copy-first", "copy-previous", "union", "stateless"}
+"""The strategies whose pictures are clean world renders (Visual Quality 10); blank and noise show no object (0)."""
+
+
+def _floors(report: Audit, d: Dialogue, t: Turn, target: View, shown: list[View], naive: View, seed: int) -> None:
+    """The State Consistency each trivial strategy (and the stateless reading) gets on one target
+    turn, read as the exact judge reads a picture (`yanami.world._frames`): in the target's
+    frame, a copy of an earlier picture earning no change, another viewpoint no relation."""
+    latest = shown[-1]
+    rng = draw_rng(seed, d.id, t.index, 2000)
+    drawn = {
+        "copy-input": latest,
+        "copy-first": shown[0],
+        "copy-previous": shown[-2] if len(shown) > 1 else latest,
+        "union": View(union_of(latest.scene, [v.scene for v in shown[:-1]], rng), latest.azimuth, latest.style),
+        "blank": View(Scene(), target.azimuth, latest.style),
+        "noise": View(Scene(), target.azimuth, latest.style),  # the parser reads no object from noise
+        "stateless": naive,
+    }
+    predicates = {c.id: c.hidden.predicate for c in t.checks if isinstance(c.hidden.predicate, dict)}
+    atomic = [c.id for c in t.checks if c.kind is CheckKind.ATOMIC]
+    pictures = [Shown(v.scene, v) for v in shown]
+    for name, view in drawn.items():
+        candidate = in_frame(view.scene, view.azimuth, target.azimuth)
+        passed: dict[str, bool | None] = {cid: evaluate(p, candidate, target.azimuth) for cid, p in predicates.items()}
+        passed = credited(dict(predicates), passed, read_candidate(candidate, target, pictures), latest)
+        if atomic:
+            report.floor_sc[name] = report.floor_sc.get(name, 0.0) + sum(bool(passed[c]) for c in atomic) / len(atomic)
+            report.floor_images[name] = report.floor_images.get(name, 0) + 1
 
 
 SELF_ROLLOUTS = 4

@@ -171,6 +171,12 @@ def pronoun_edit(c: Composer, target: WorldObject) -> None:
     c.notes["revertible"] = (turn, current.id, "colour", current.colour, value, len(c.images) - 1)
 
 
+def described(c: Composer) -> list[str]:
+    """Every object of every picture shown so far, described by all four attributes: the objects
+    (and their earlier states) a model could confuse another with."""
+    return list(dict.fromkeys(phrase(full_where(o)) for view in c.images for o in view.scene.objects))
+
+
 def correction_revert(c: Composer) -> None:
     """The user takes back the pronoun edit: the object goes back to how it was."""
     assert c.view is not None

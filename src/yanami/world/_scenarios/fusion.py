@@ -9,7 +9,7 @@ from yanami.world._ops import View
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
-from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
+from yanami.world._scenarios._moves import correction_revert, described, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
     COLOUR_THINGS,
     COREF,
@@ -38,6 +38,7 @@ def compose(c: Composer) -> None:
     violating_edit(c, first, ref)
     turn = len(c.turns) - 1
     sourced = [f"the {phrase(full_where(o))}" for s in sources for o in s.objects]
+    sourced += [f"the {o}" for o in described(c)]  # the composite's objects too, as they look now
     rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', f"the {phrase(full_where(first))}",
              sourced, turn=turn)  # fmt: skip
     pronoun_edit(c, first)

@@ -1,0 +1,97 @@
+"""The floor: every trivial strategy stays below the stateless agent, through the real runner and judge;
+and the text-only battery finds a shortcut where there is one."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from yanami.bench import evaluate
+from yanami.schema import Dialogue
+from yanami.scoring import load_runs
+from yanami.store import Dataset
+from yanami.world import TRIVIAL, build_world, parse_image, reference_agent
+from yanami.world._agents import collage
+from yanami.world._shortcuts import Reading, choose_distractors, ranks, run_battery
+
+STRATEGIES = [k for k in TRIVIAL if k != "random"]
+
+
+@pytest.fixture(scope="module")
+def floor_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    root = tmp_path_factory.mktemp("floor")
+    bench = root / "bench"
+    build_world(bench, per_scenario=2, seed=3)
+    runs = {}
+    for agent in (*STRATEGIES, "stateless"):
+        runs[agent] = root / agent
+        evaluate(bench, f"reference:{agent}", runs[agent])
+    return bench, runs
+
+
+def test_every_trivial_strategy_stays_below_the_stateless_agent(floor_runs: tuple[Path, dict[str, Path]]) -> None:
+    _, runs = floor_runs
+    loaded = load_runs(list(runs.values()))
+    sc = {s.label.removeprefix("reference:").split(" ")[0]: s.average["sc"] for s in loaded.scores}
+    assert all(v is not None for v in sc.values())
+    for agent in STRATEGIES:
+        assert sc[agent] < sc["stateless"], (agent, sc)  # type: ignore[operator]
+    for s in loaded.scores:
+        if s.label.startswith(("reference:copy", "reference:union")):  # a copy earns (almost) no change
+            assert s.average["sc_change"] is not None and s.average["sc_change"] < 15.0, (s.label, s.average)
+
+
+def test_trivial_strategies_read_nothing_but_their_request() -> None:
+    for kind in TRIVIAL:
+        agent = reference_agent(kind)
+        assert not hasattr(agent, "bind_bench")  # never privileged: it cannot see the bench
+
+
+def test_a_collage_and_noise_read_as_no_clean_world_scene(floor_runs: tuple[Path, dict[str, Path]]) -> None:
+    bench, _ = floor_runs
+    ds = Dataset(bench)
+    d = next(iter(ds))
+    pictures = [ds.image_path(p).read_bytes() for p in d.images()[:4]]
+    tiled = collage(pictures, (512, 384))
+    assert parse_image(tiled).objects != parse_image(pictures[-1]).objects
+    noise = np.random.default_rng(0).integers(0, 256, (384, 512, 3)).astype(np.uint8)
+    assert parse_image(noise).objects == () or len(parse_image(noise).objects) <= 1
+
+
+def test_the_battery_finds_a_shortcut_planted_in_the_options(floor_runs: tuple[Path, dict[str, Path]]) -> None:
+    """Where the answer is always the option mentioned latest, the battery says so; on the
+    world's own questions, no rule comes near."""
+    bench, _ = floor_runs
+    dialogues = Dataset(bench).read_all()
+    planted: list[Dialogue] = []
+    for d in dialogues:
+        questions = []
+        for q in d.questions:
+            # the answer becomes whatever option the visible text mentions last
+            from yanami.world._shortcuts import features, visible
+
+            x = features(visible(d, q))
+            latest = int(np.nanargmax(np.nan_to_num(x[:, 2], nan=-1.0)))
+            wrong = q.choices[latest]
+            questions.append(q.model_copy(update={"answer": wrong, "answer_letters": ["ABCD"[latest]]}))
+        planted.append(d.model_copy(update={"questions": questions}))
+    assert run_battery(planted).strongest()[2] == 1.0
+    honest = run_battery(dialogues)
+    assert honest.strongest()[2] < 1.0 and all(n == len(dialogues) for n in honest.questions.values())
+
+
+def test_distractors_are_chosen_so_the_answers_rank_lands_on_the_draw() -> None:
+    """The answer is mentioned last of all; with candidates mentioned before and after it, the
+    chosen distractors put it at every rank over many draws (not always last)."""
+    messages = [(0, "user", "I like red and blue and green."), (1, "assistant", "Purple, then yellow, gray and cyan.")]
+    reading = Reading(messages, "Which colour?")
+    pool = ["red", "blue", "green", "yellow", "gray", "cyan"]
+    seen = set()
+    for k in range(40):
+        chosen = choose_distractors(reading, "purple", pool, random.Random(k))
+        assert len(chosen) == 3 and "purple" not in chosen
+        seen.add(int(ranks(reading.features(["purple", *chosen]))[2]))  # its rank by last mention
+    assert seen == {0, 1, 2, 3}
