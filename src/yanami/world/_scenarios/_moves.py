@@ -62,21 +62,26 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None) -> 
         )
         if fallback:
             user += pick(c.rng, [" If that's not possible, {alt}.", " Or {alt}, if that won't work."], alt=alt)
-        # The reply names the substitute, not the ruled-out colour (the acknowledgement did).
+        # The reply names the substitute, not the ruled-out colour (the acknowledgement did), and
+        # colours it could have used as well: the substitute is one colour among several it names.
+        also = c.rng.sample([x for x in substitutes if x != alt], 2)
         asst = pick(
             c.rng,
             [
-                "That colour is ruled out by your rule, so I went with your second choice.",
-                "I can't use that colour: it was your rule from the start. So I used your other colour.",
+                "That colour is ruled out by your rule, so I went with your second choice; {x} would have worked too.",
+                "I can't use that colour: it was your rule from the start. So I used your other colour, not {x}.",
             ]
             if fallback
             else [
-                "That colour is ruled out by your rule, so I painted it {alt} instead.",
-                "I can't use that colour: it was your rule from the start. Here it is in {alt};"
-                " tell me if you prefer another colour.",
-                "Your rule keeps that colour out, so I painted it {alt} instead.",
+                "That colour is ruled out by your rule, so I painted it {alt}; {x} or {y} would have done too.",
+                "I can't use that colour: it was your rule from the start. {X} or {y} would do, but here it is in"
+                " {alt}.",
+                "Your rule keeps that colour out. I thought of {x} and {y}, then painted it {alt}.",
             ],
             alt=alt,
+            x=also[0],
+            X=also[0].capitalize(),
+            y=also[1],
         )
         old = target.colour
 
