@@ -14,6 +14,7 @@ import pytest
 
 from yanami.bench import _run, evaluate, select_dialogues
 from yanami.errors import UserError
+from yanami.judges import ExactJudge
 from yanami.models import Refused, Request
 from yanami.scoring import load_run, run_scores
 from yanami.store import Dataset
@@ -36,7 +37,7 @@ def test_oracle_scores_full_marks_and_the_manifest_records_everything(world_benc
     m = json.loads((tmp_path / "run" / "manifest.json").read_text())
     for key in ("bench_sha256", "model", "history", "layout", "judge", "yanami_version", "global_seed", "items"):
         assert key in m
-    assert m["judge"] == {"name": "exact", "version": "3"} and m["global_seed"] == 42
+    assert m["judge"] == {"name": "exact", "version": ExactJudge.version} and m["global_seed"] == 42
     scores = run_scores(load_run(tmp_path / "run"))
     assert scores.average["scene"] == pytest.approx(100)
     for part in ("understanding", "sc", "vq", "constraint_keeping", "correction_updating"):

@@ -1,10 +1,12 @@
 """The benchmark runner: put a model through a bench, judge what it produced, store it per item.
 
-``yanami eval`` is `evaluate`. Items are independent under GT-History; under Self-History
-each dialogue is one chain (its target turns in order, then its questions), since a turn
-needs the model's own earlier images. Results go to the store one item at a time, so a
-killed run resumes where it stopped, and concurrency never changes a score: every item's
-request, seed and verdict depend only on the item.
+``yanami eval`` is `evaluate`. Each dialogue is one chain (its target turns in order, then
+its questions): under Self-History a turn needs the model's own earlier images, and under
+GT-History a request for a later turn shows the ground truth of the earlier ones, so a model
+that remembers across requests must not see a turn's answer before it gave its own. Results
+go to the store one item at a time, so a killed run resumes where it stopped, and
+concurrency never changes a score: every item's request, seed and verdict depend only on the
+item.
 """
 
 from __future__ import annotations
@@ -104,10 +106,12 @@ def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialo
 
 
 def bench_items(dialogues: list[Dialogue], history: History, answers: bool, generates: bool) -> list[list[Item]]:
-    """The items of a run, grouped in chains (one per item under GT-History, one per dialogue under Self).
+    """The items of a run, one chain per dialogue: its target turns in order, then its questions.
 
-    A WEAVE or IMUG-Bench dialogue is one chain under either history: its grading refers to
-    the model's own earlier outputs, which must exist before a later turn is graded.
+    A chain's items are asked one after another, so no request shows the ground truth of a turn
+    (GT-History) before the model answered that turn: a model that remembers across requests
+    cannot copy an answer it was shown. Under Self-History a turn needs the model's own earlier
+    images; a WEAVE or IMUG-Bench dialogue's grading refers to the model's own earlier outputs.
     """
     chains: list[list[Item]] = []
     for d in dialogues:
@@ -115,10 +119,8 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
         if history == "self" and not family and len(generation_turns(d)) < 2:
             continue  # YANAMI's Self-History is reported on dialogues with more than one generation turn
         items = items_of(d, turns=generates, questions=answers)
-        if (history == "self" or family) and items:
+        if items:
             chains.append(items)
-        elif not family:
-            chains.extend([i] for i in items)
     return chains
 
 
