@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
+from tests.world.test_render_parse import TRANSFORMS
 from yanami.judges import ExactJudge
 from yanami.schema import ImagePart
 from yanami.store import Dataset
@@ -80,3 +81,55 @@ def test_visual_quality_falls_with_noise_and_blur(world_bench, world_dialogues) 
     assert clean == 10
     assert noise <= 3
     assert blurred < clean
+
+
+# Pictures that differ from the renderer's pixels ------------------------------------------
+
+
+def _png(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(np.round(a), 0, 255).astype(np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_a_changed_ground_truth_passes_its_checks_with_full_quality(world_bench, world_dialogues, name) -> None:
+    """Brightness, white balance, gamma, JPEG, size, borders, bars, a crop: nothing a person would see."""
+    judge = ExactJudge()
+    for d, t, data in _targets(Dataset(world_bench), world_dialogues)[:2]:
+        v = judge.judge_image(d, t, TRANSFORMS[name](Image.open(io.BytesIO(data)).convert("RGB")))
+        assert all(v.checks.values()), (d.id, t.index, v.reason)
+        assert v.vq >= 9, (d.id, t.index, v.vq)
+
+
+def _broken(state: dict, how: str) -> bytes:  # type: ignore[type-arg]
+    """The ground truth with its largest free-standing object damaged, or half of it noise."""
+    from yanami.world import render_array
+    from yanami.world._render import ground_srgb
+
+    scene = Scene.model_validate({"objects": state["scene"]})
+    az, style = state["azimuth"], state["style"]
+    full = render_array(scene, az, style).astype(np.float64)
+    if how == "half noise":
+        full[:, 256:] = np.random.default_rng(1).uniform(0, 255, full[:, 256:].shape)
+        return _png(full)
+    carries = {o.on for o in scene.objects}
+    victim = max((o for o in scene.objects if o.on is None and o.id not in carries), key=lambda o: o.half)
+    rest = Scene(objects=tuple(o for o in scene.objects if o.id != victim.id))
+    ys, xs = np.nonzero(np.abs(full - render_array(rest, az, style)).sum(axis=2) > 0)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    if how == "half erased":  # its right half painted over with the floor
+        mid = (x0 + x1) // 2
+        full[y0:y1, mid:x1] = ground_srgb(style, 512, 384)[y0:y1, mid:x1]
+    else:  # smeared sideways, as by a stroke of a brush
+        box = full[y0 - 4 : y1 + 4, x0 - 16 : x1 + 16]
+        box[:] = sum(np.roll(box, k, axis=1) for k in range(-12, 13)) / 25
+    return _png(full)
+
+
+@pytest.mark.parametrize(("how", "most"), [("half noise", 2), ("half erased", 4), ("smeared", 6)])
+def test_visual_quality_falls_for_a_broken_picture(world_bench, world_dialogues, how, most) -> None:
+    judge = ExactJudge()
+    d, t, data = _targets(Dataset(world_bench), world_dialogues)[0]
+    assert judge.judge_image(d, t, data).vq == 10
+    assert judge.judge_image(d, t, _broken(t.hidden.state, how)).vq <= most

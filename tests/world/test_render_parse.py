@@ -102,3 +102,106 @@ def test_the_shipped_parser_calibration_matches_the_renderer() -> None:
     for key, (feats, labels) in fresh.items():
         assert np.array_equal(shipped["mint"][key][0], feats), key
         assert shipped["mint"][key][1] == labels
+
+
+# Pictures whose pixels are not the renderer's own --------------------------------------
+
+
+def _encode(img: Image.Image, fmt: str = "PNG", quality: int = 95) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, quality=quality) if fmt == "JPEG" else img.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def _tone(img: Image.Image, fn) -> Image.Image:  # type: ignore[no-untyped-def]
+    out = fn(np.asarray(img).astype(np.float64))
+    return Image.fromarray(np.clip(np.round(out), 0, 255).astype(np.uint8))
+
+
+def _framed(img: Image.Image, size: tuple[int, int], box: tuple[int, int, int, int], fill: str) -> Image.Image:
+    canvas = Image.new("RGB", size, fill)
+    canvas.paste(img.resize((box[2] - box[0], box[3] - box[1]), Image.Resampling.BICUBIC), box[:2])
+    return canvas
+
+
+def _cropped(img: Image.Image, share: float) -> Image.Image:
+    w, h = img.size
+    return img.crop((round(share * w), round(share * h), w - round(share * w), h - round(share * h)))
+
+
+_CUBIC = Image.Resampling.BICUBIC
+TRANSFORMS = {
+    "brightness +20": lambda im: _encode(_tone(im, lambda a: a + 20)),
+    "brightness -20": lambda im: _encode(_tone(im, lambda a: a - 20)),
+    "white balance warm": lambda im: _encode(_tone(im, lambda a: a * np.array([1.1, 1.0, 0.9]))),
+    "white balance cool": lambda im: _encode(_tone(im, lambda a: a * np.array([0.9, 1.0, 1.1]))),
+    "gamma 0.8": lambda im: _encode(_tone(im, lambda a: 255 * (a / 255) ** 0.8)),
+    "gamma 1.25": lambda im: _encode(_tone(im, lambda a: 255 * (a / 255) ** 1.25)),
+    "JPEG q70": lambda im: _encode(im, "JPEG", 70),
+    "JPEG q90": lambda im: _encode(im, "JPEG", 90),
+    "resize 1024x768": lambda im: _encode(im.resize((1024, 768), _CUBIC)),
+    "resize 384x288": lambda im: _encode(im.resize((384, 288), _CUBIC)),
+    "stretch 512x512": lambda im: _encode(im.resize((512, 512), _CUBIC)),
+    "border white": lambda im: _encode(_framed(im, (512, 384), (16, 16, 496, 368), "white")),
+    "border black": lambda im: _encode(_framed(im, (512, 384), (16, 16, 496, 368), "black")),
+    "letterbox white": lambda im: _encode(_framed(im, (512, 512), (0, 64, 512, 448), "white")),
+    "letterbox black": lambda im: _encode(_framed(im, (512, 512), (0, 64, 512, 448), "black")),
+    "crop 2 %": lambda im: _encode(_cropped(im, 0.02)),
+    "crop 4 %, resized": lambda im: _encode(_cropped(im, 0.04).resize(im.size, _CUBIC)),
+}
+"""Changes a person would not notice (benchmarks/bench_eval.py measures the same set on a whole bench)."""
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_a_changed_picture_reads_as_the_render(name: str) -> None:
+    """Same objects, attributes, supports, positions within the parser's tolerance, relations."""
+    for seed in (21, 22):
+        rng = random.Random(seed)
+        scene = random_scene(rng, n=rng.randint(4, 6), stack_chance=0.5)
+        az, style = rng.choice(VIEWS), rng.choice(list(STYLES))
+        clean = parse_image(render_array(scene, az, style), az)
+        parsed = parse_image(TRANSFORMS[name](Image.fromarray(render_array(scene, az, style))), az)
+        assert len(parsed.objects) == len(scene.objects), (seed, parsed)
+        pairs = _match(scene, parsed)
+        for o, q in pairs:
+            assert (q.shape, q.colour, q.size, q.material) == (o.shape, o.colour, o.size, o.material), (seed, o, q)
+            assert (q.on is None) == (o.on is None)
+            assert abs(q.x - o.x) < 0.15 and abs(q.y - o.y) < 0.15, (seed, o, q)
+        assert [(o.shape, o.colour, o.on) for o in parsed.objects] == [(o.shape, o.colour, o.on) for o in clean.objects]
+        ps = parsed.to_scene()
+        index = {id(q): k for k, q in enumerate(parsed.objects)}
+        for o1, q1 in pairs:
+            for o2, q2 in pairs:
+                if o1.id < o2.id and o1.on is None and o2.on is None:
+                    assert relation(ps.objects[index[id(q1)]], ps.objects[index[id(q2)]], az) == relation(o1, o2, az)
+
+
+def test_a_clean_render_is_read_in_its_own_frame_and_tone() -> None:
+    scene = random_scene(random.Random(5), n=5, stack_chance=0.4)
+    parsed = parse_image(render_png(scene, VIEWS[2], "rose"), VIEWS[2])
+    assert (parsed.content, parsed.zoom, parsed.gamma) == ((0, 0, 512, 384), 1.0, 1.0)
+    assert (parsed.gain, parsed.offset, parsed.residual, parsed.speckle) == ((1, 1, 1), (0, 0, 0), 0.0, 0.0)
+
+
+def test_borders_bars_and_crops_are_found() -> None:
+    scene = random_scene(random.Random(6), n=4)
+    img = Image.fromarray(render_array(scene, VIEWS[0], "sand"))
+    assert parse_image(TRANSFORMS["letterbox black"](img)).content == (0, 64, 512, 448)
+    assert parse_image(TRANSFORMS["border white"](img)).content == (16, 16, 496, 368)
+    assert parse_image(TRANSFORMS["crop 4 %, resized"](img)).zoom == pytest.approx(1 / 0.92, abs=0.01)
+    assert parse_image(TRANSFORMS["JPEG q70"](img)).zoom == 1.0  # a blur does not look like a crop
+
+
+def test_parse_views_reads_each_frame_once_normalised() -> None:
+    from yanami.world import parse_cached, parse_views
+
+    scene = random_scene(random.Random(8), n=5, stack_chance=0.5)
+    data = TRANSFORMS["JPEG q70"](Image.fromarray(render_array(scene, VIEWS[1], "mint")))
+    views = parse_views(data, VIEWS)
+    assert list(views) == list(VIEWS)
+    for az in VIEWS:
+        assert views[az] == parse_image(data, az)
+        assert parse_cached(data, az) is views[az]  # one cache: the frames parsed together are remembered
+    # The views are the same picture: each frame's positions are the others' turned by 90 degrees.
+    a, b = views[VIEWS[0]].objects[0], views[VIEWS[1]].objects[0]
+    assert np.hypot(a.x, a.y) == pytest.approx(np.hypot(b.x, b.y), abs=1e-3)

@@ -17,26 +17,37 @@ from yanami.models import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
 from yanami.world import Parse, Scenes, evaluate, parse_cached, rebase_checks, turn_state
 
-VERSION = "3"
+VERSION = "4"
 """2: a stack hidden inside its support's outline is told from a lone object by colour.
 3: under Self-History, a check on a value an earlier free choice set is judged against the
-model's own earlier image (`yanami.world.rebase_checks`)."""
+model's own earlier image (`yanami.world.rebase_checks`).
+4: the parser reads a picture whose pixels are not the renderer's own (another tone, white
+balance or gamma, JPEG, another size, a border or letterbox, a slight crop) as it reads the
+render, and Visual Quality counts the faults a person sees (broken silhouettes, specks,
+floor damage) once those are undone: such pictures scored far lower under 3."""
 
 
 def world_quality(parse: Parse) -> int:
-    """Visual Quality (0..10) of an image in the world's style, from how cleanly it parses.
+    """Visual Quality (0..10): the faults a person sees in a picture of the world.
 
-    A clean render scores 10: its floor is exactly the known floor, every foreground pixel
-    belongs to an object, and every object's silhouette matches a rendered hypothesis.
-    Points are taken off for floor noise and artifacts (the mean deviation from the known
-    floor, in grey levels), for specks of foreground too small to be objects, and for
-    silhouettes that fit poorly (blur, smears, garbled shapes).
+    The parser has already undone what leaves a picture's content untouched (its tone,
+    white balance and gamma, JPEG, its size, borders and letterbox bars, a slight crop), so
+    none of that costs anything: a clean render and such copies of it score 10. What does:
+
+    - nothing that reads as an object of the world (blank, noise, garbage): 0;
+    - damage to the floor: 1 point per grey level by which the floor, tone undone, strays
+      from the known floor on average beyond 1 (noise, smudges, a painted-over part);
+    - specks: 1 point per 1 % of the picture in foreground specks too small to be objects;
+    - broken objects: for each object or stack, 2.5 points per pixel by which its outline
+      strays on average from the silhouette of the hypothesis that explains it beyond 2
+      (half erased, smeared, doubled, melted into another, blurred), at most 10 each.
     """
     if not parse.objects:
         return 0
-    fit = sum(o.score for o in parse.objects) / len(parse.objects)
-    penalty = max(0.0, parse.residual - 0.5) * 0.4 + parse.speckle * 100 + max(0.0, 0.93 - fit) * 40
-    return max(0, min(10, round(10 - penalty)))
+    floor = max(0.0, parse.residual - 1.0)
+    specks = 100 * parse.speckle
+    shapes = sum(min(10.0, 2.5 * max(0.0, misfit - 2.0)) for misfit in parse.misfits)
+    return max(0, min(10, round(10 - floor - specks - shapes)))
 
 
 class ExactJudge:

@@ -48,6 +48,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image
 
 from yanami._files import atomic_write
@@ -88,11 +89,16 @@ class Parse:
     style: str
     objects: tuple[ParsedObject, ...]
     residual: float = 0.0
-    """Mean absolute difference (0..255 per channel) between the floor's pixels and the known floor."""
+    """Mean absolute difference (0..255 per channel) between the floor's pixels and the known
+    floor, once the picture's tone map is undone (noise, smudges, a painted-over part)."""
     speckle: float = 0.0
     """Share of the image in foreground specks too small to be objects."""
-    fits: tuple[float, ...] = ()
-    """Per foreground component (an object or a stack), the silhouette IoU of the hypothesis that explains it."""
+    misfits: tuple[float, ...] = ()
+    """Per foreground component (an object or a stack), how far its outline as a person sees it
+    (where its contrast with the floor is half that of the object: blurred or not, an edge
+    lies there) strays from the silhouette of the hypothesis that explains it, in pixels on
+    average along the silhouette's boundary. A clean render's are within about a pixel; a
+    broken, smeared or doubled object's are several."""
     content: tuple[int, int, int, int] | None = None
     """Where the picture lies in the image (left, top, right, bottom), once uniform borders and
     letterbox bars are stripped; it was then resized to the renderer's frame."""
@@ -174,21 +180,14 @@ def _parse_all(data: bytes | Image.Image | np.ndarray, azimuths: list[float]) ->
     prep = _prepare(frame, tone, content, 1.0)
     first, reads = _synthesise(prep, azimuths[0])
     if not tone.exact:
-        # Not the renderer's own pixels: the objects, read under each plausible tone map, say
-        # which one the picture went through; their sizes say whether it was cropped.
-        better = _choose_tone(frame, tone, reads)
-        if better != tone:
-            tone = better
-            prep = _prepare(frame, tone, content, 1.0)
-            first, reads = _synthesise(prep, azimuths[0])
-        zoom, least = 1.0, ZOOM_MIN
-        for _ in range(3):  # the first estimate is short: cropped objects also sit further out
-            step = _zoom(prep, reads, least)
-            if step == 1.0:
-                break
-            zoom, least = zoom * step, ZOOM_STEP
-            unzoomed = _unzoom(frame, zoom, tone)
-            prep = _prepare(unzoomed, _fit_tone(unzoomed, tone.style, tone.gamma), content, zoom)
+        # Not the renderer's own pixels: the objects' sizes say whether the picture was
+        # cropped, and the objects, read under each plausible tone map, which map it went through.
+        zoom = _zoom(reads, azimuths[0])
+        if zoom != 1.0:
+            prep, first, reads = _rescaled(frame, tone, content, zoom, azimuths[0])
+        better = _choose_tone(prep.frame, prep.tone, reads)
+        if better != prep.tone:
+            prep = _prepare(prep.frame, better, content, prep.zoom)
             first, reads = _synthesise(prep, azimuths[0])
     out = {azimuths[0]: first}
     for az in azimuths[1:]:
@@ -200,7 +199,10 @@ def _parse_all(data: bytes | Image.Image | np.ndarray, azimuths: list[float]) ->
 class _Prepared:
     """An image brought to the renderer's frame and tone, its foreground split into components."""
 
+    frame: np.ndarray
+    """The picture in the renderer's frame, in its own tone."""
     rgb: np.ndarray
+    """The same in the renderer's tone."""
     tone: _Tone
     diff: np.ndarray
     """Per pixel, the summed |RGB| difference from the style's empty floor."""
@@ -227,7 +229,7 @@ def _prepare(frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int],
     residual = float(diff[floor].mean()) / 3 if floor.any() else 255.0
     kept = sum(int(c.area) for c in comps)
     speckle = max(0, int(np.count_nonzero(mask)) - kept) / mask.size
-    return _Prepared(rgb, tone, diff, comps, residual, speckle, content, zoom)
+    return _Prepared(frame, rgb, tone, diff, comps, residual, speckle, content, zoom)
 
 
 def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
@@ -240,7 +242,7 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         anchors = np.array([_anchor(c) for c in comps])
         positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
         for k, comp in enumerate(comps):
-            found, read = _explain(prep.rgb, comp, cam, positions[k], dims[k], prep.tone.style, len(objects))
+            found, read = _explain(prep, comp, cam, positions[k], dims[k], len(objects))
             objects.extend(found)
             reads.append(read)
     tone = prep.tone
@@ -249,7 +251,7 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         tuple(objects),
         prep.residual,
         prep.speckle,
-        fits=tuple(r.iou for r in reads),
+        misfits=tuple(_misfit(r) for r in reads),
         content=prep.content,
         zoom=prep.zoom,
         gain=tone.gain,
@@ -412,60 +414,143 @@ def _band(lines: np.ndarray) -> int:
     return k
 
 
-ZOOM_MIN = 0.02
-"""A scale the objects put within this of 1 is taken as 1 (clean, JPEG'd or resized renders read within 1.3 %)."""
-ZOOM_STEP = 0.004
-"""Once a picture is found cropped, its scale is refined until the objects put it within this of 1."""
-ZOOM_MAX = 0.15
-"""Beyond this the objects' sizes are not a crop's: the picture is left as it is."""
+ZOOM_MIN = 0.015
+"""A scale the objects put within this of 1 is taken as 1 (clean, JPEG'd or resized renders read within 1 %)."""
+ZOOMS = np.round(np.arange(0.9, 1.1501, 0.005), 3)
+"""The scales a picture is tried at: a crop of up to about 6 % off each edge, or a margin as wide."""
+ZOOM_KNOTS = (0.9, 1.0, 1.05, 1.1, 1.15)
+"""The scales at which hypotheses' boxes are solved exactly (`ZOOMS` are interpolated)."""
+ZOOM_REFINE = 0.003
+"""A rescaled picture is refined until its objects' areas put its scale within this of right."""
 ZOOM_FIT = 0.8
-"""Only components that a hypothesis explains at least this well (IoU) measure the scale."""
+"""Only components that a hypothesis explains at least this well (IoU) refine the scale."""
 
 
-def _zoom(prep: _Prepared, reads: list[_Read], least: float) -> float:
+def _zoom(reads: list[_Read], azimuth: float) -> float:
     """How much larger than the renderer would draw them the objects appear: a crop's magnification.
 
-    The world has two sizes, so a picture's scale is known from its objects: each well-fitted
-    component's area against its best silhouette's gives the square of the scale, and the
-    median over components is robust to one odd fit. The area is measured so that a blur
-    (JPEG, resampling) does not grow it: the component's solid interior counts whole, and
-    each pixel around it by its difference from the floor relative to the interior next to
-    it (blurring an edge moves that mass, it does not add to it).
+    The world has two sizes, so a picture's scale is known from its objects. Cropping about
+    the centre and resizing is the same as a longer focal length, and every outline seen
+    through it is the outline seen through the renderer's camera scaled about the centre;
+    so each scale is tried by scaling the outlines' boxes back and asking how well the best
+    hypothesis explains each box. Together the components fix the scale even where one alone
+    fits a wrong hypothesis at the wrong scale (an enlarged object looks like a stack).
+    Outlines are taken at half contrast, so a blur does not make objects look larger.
     """
-    ratios = []
-    for comp, read in zip(prep.comps, reads, strict=True):
-        if read.iou >= ZOOM_FIT and read.predicted > 0:
-            ratios.append(_soft_area(prep.diff, comp) / read.predicted)
-    if not ratios:
+    boxes = np.array([box for read in reads if (box := read.edges.outline_box()) is not None])
+    if len(boxes) == 0:
         return 1.0
-    zoom = float(np.sqrt(np.median(ratios)))
-    return zoom if least < abs(zoom - 1.0) < ZOOM_MAX else 1.0
+    centre = np.array([WIDTH / 2, HEIGHT / 2])
+    # A hypothesis's box changes smoothly with where it stands: solved at a few scales, it is
+    # interpolated in between (an anchor moves linearly in 1 / scale).
+    knots = 1 / np.array(ZOOM_KNOTS)
+    anchors = centre + (boxes[None, :, :2] - centre) * knots[:, None, None]
+    _, dims = _solve_positions(_camera(azimuth), anchors.reshape(-1, 2))
+    dims = dims.reshape(len(knots), len(boxes), -1, 2)
+    inverse = 1 / ZOOMS
+    at = np.clip(np.searchsorted(-knots, -inverse) - 1, 0, len(knots) - 2)
+    t = ((inverse - knots[at]) / (knots[at + 1] - knots[at]))[:, None, None, None]
+    predicted = dims[at] + t * (dims[at + 1] - dims[at])  # (Z, C, H, 2)
+    seen = boxes[None, :, None, 2:] * inverse[:, None, None, None]
+    misfit = np.abs(predicted - seen).sum(axis=-1).min(axis=-1).sum(axis=-1)
+    best = int(np.argmin(misfit))
+    # A picture is rescaled only when its objects say so clearly: better by a pixel per object.
+    if misfit[ZOOMS.tolist().index(1.0)] - misfit[best] < len(boxes) or abs(ZOOMS[best] - 1.0) < ZOOM_MIN:
+        return 1.0
+    return float(ZOOMS[best])
 
 
-def _soft_area(diff: np.ndarray, comp: _Component) -> float:
-    """A component's area, edge pixels counted by their share of the nearby interior's contrast."""
-    pad = 4
+_PAD = 3
+"""Pixels around a component's box that its synthesis and edge measures look at."""
+
+
+@dataclass
+class _Edges:
+    """A component's difference from the floor around its edge, in its box padded by `_PAD`."""
+
+    x0: int
+    y0: int
+    """Where the box starts in the image."""
+    diff: np.ndarray
+    inner: np.ndarray
+    """The component's solid interior (its outline, holes filled, eroded by 2 pixels)."""
+    contrast: np.ndarray
+    """Per pixel, the largest interior difference within 4 pixels (0 where none)."""
+
+    def share(self) -> np.ndarray:
+        """How much of each pixel the object covers, as its contrast says: interior pixels
+        wholly, others by their difference against the interior next to them."""
+        out = self.inner.astype(np.float32)
+        edge = ~self.inner & (self.contrast > 0)
+        out[edge] = np.minimum(1.0, self.diff[edge] / self.contrast[edge])
+        return out
+
+    def outline_box(self) -> tuple[float, float, float, float] | None:
+        """(x centre, bottom, width, height) of the outline at half contrast, in image pixels."""
+        outline = self.share() >= 0.5
+        rows, cols = np.flatnonzero(outline.any(axis=1)), np.flatnonzero(outline.any(axis=0))
+        if len(rows) == 0:
+            return None
+        x0, x1, y1 = self.x0 + cols[0], self.x0 + cols[-1] + 1, self.y0 + rows[-1] + 1
+        return (x0 + x1) / 2, y1, x1 - x0, y1 - (self.y0 + rows[0])
+
+
+def _edges(diff: np.ndarray, comp: _Component) -> _Edges:
     h, w = comp.mask.shape
-    d = _crop(diff[..., None], comp.x0 - pad, comp.y0 - pad, w + 2 * pad, h + 2 * pad)[..., 0].astype(np.float32)
+    d = _crop(diff[..., None], comp.x0 - _PAD, comp.y0 - _PAD, w + 2 * _PAD, h + 2 * _PAD)[..., 0].astype(np.float32)
     inner = np.zeros(d.shape, dtype=bool)
-    inner[pad:-pad, pad:-pad] = comp.mask
+    inner[_PAD:-_PAD, _PAD:-_PAD] = comp.mask
     for k in (1, 2):
         m = inner.copy()
         inner[k:, :] &= m[:-k, :]
         inner[:-k, :] &= m[k:, :]
         inner[:, k:] &= m[:, :-k]
         inner[:, :-k] &= m[:, k:]
-    contrast = np.where(inner, d, 0.0)
-    for axis in (0, 1):  # the largest interior contrast within 4 pixels (separable maximum)
-        src = contrast.copy()
-        for k in range(1, pad + 1):
-            lo = [slice(None), slice(None)]
-            hi = [slice(None), slice(None)]
-            lo[axis], hi[axis] = slice(k, None), slice(None, -k)
-            np.maximum(contrast[tuple(lo)], src[tuple(hi)], out=contrast[tuple(lo)])
-            np.maximum(contrast[tuple(hi)], src[tuple(lo)], out=contrast[tuple(hi)])
-    edge = ~inner & (contrast > 0)
-    return float(np.count_nonzero(inner) + np.minimum(1.0, d[edge] / contrast[edge]).sum())
+    # The largest interior contrast within 4 pixels: a separable maximum over 9-pixel windows.
+    contrast = np.zeros((d.shape[0] + 8, d.shape[1]), dtype=np.float32)
+    contrast[4:-4] = np.where(inner, d, 0.0)
+    rows = sliding_window_view(contrast, 9, axis=0).max(axis=-1)
+    contrast = np.zeros((d.shape[0], d.shape[1] + 8), dtype=np.float32)
+    contrast[:, 4:-4] = rows
+    return _Edges(comp.x0 - _PAD, comp.y0 - _PAD, d, inner, sliding_window_view(contrast, 9, axis=1).max(axis=-1))
+
+
+def _misfit(read: _Read) -> float:
+    """How far, on average in pixels, the component's outline at half contrast lies from the
+    silhouette that explains it: the pixels where they disagree per pixel of the silhouette's
+    boundary (a clean render's are within about a pixel; a blur spreads both sides alike)."""
+    outline = read.edges.share() >= 0.5
+    silhouette = read.silhouette
+    inside = silhouette.copy()
+    inside[1:, :] &= silhouette[:-1, :]
+    inside[:-1, :] &= silhouette[1:, :]
+    inside[:, 1:] &= silhouette[:, :-1]
+    inside[:, :-1] &= silhouette[:, 1:]
+    boundary = int(np.count_nonzero(silhouette & ~inside))
+    return int(np.count_nonzero(outline ^ silhouette)) / max(boundary, 1)
+
+
+def _rescaled(
+    frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int], zoom: float, azimuth: float
+) -> tuple[_Prepared, Parse, list[_Read]]:
+    """The picture scaled back by ``zoom``, refined by its objects' areas, and parsed.
+
+    Boxes fix the scale to about 1 %; once the hypotheses are right, each well-explained
+    component's area against its silhouette's gives the rest (the square of the error),
+    measured at half contrast so that the resampling's blur does not count.
+    """
+    for _ in range(3):
+        scaled = _unzoom(frame, zoom, tone)
+        prep = _prepare(scaled, _fit_tone(scaled, tone.style, tone.gamma), content, zoom)
+        first, reads = _synthesise(prep, azimuth)
+        ratios = [
+            r.edges.share().sum() / n for r in reads if r.iou >= ZOOM_FIT and (n := np.count_nonzero(r.silhouette))
+        ]
+        step = float(np.sqrt(np.median(ratios))) if ratios else 1.0
+        if abs(step - 1.0) < ZOOM_REFINE:
+            break
+        zoom *= step
+    return prep, first, reads
 
 
 def _unzoom(frame: np.ndarray, zoom: float, tone: _Tone) -> np.ndarray:
@@ -888,38 +973,42 @@ class _Read:
 
     iou: float
     """Of the best hypothesis's silhouette with the component."""
-    predicted: int
-    """Pixels of that silhouette."""
+    silhouette: np.ndarray
+    """That silhouette, in the component's box padded by `_PAD`."""
+    edges: _Edges
+    """The component's contrast with the floor in the same box."""
     jobs: list[_Job]
     """The appearance reads made."""
 
 
 def _explain(
-    rgb: np.ndarray, comp: _Component, cam: Camera, positions: np.ndarray, dims: np.ndarray, style: str, offset: int
+    prep: _Prepared, comp: _Component, cam: Camera, positions: np.ndarray, dims: np.ndarray, offset: int
 ) -> tuple[list[ParsedObject], _Read]:
+    rgb, style = prep.rgb, prep.tone.style
     m = comp.mask
-    pad = 3
+    pad = _PAD
     box = (comp.x0 - pad, comp.y0 - pad, comp.x0 + m.shape[1] + pad, comp.y0 + m.shape[0] + pad)
     observed = np.zeros((m.shape[0] + 2 * pad, m.shape[1] + 2 * pad), dtype=bool)
     observed[pad:-pad, pad:-pad] = m
     # Every hypothesis's position is solved; ray-cast only the few whose box fits best.
     width, height = m.shape[1], m.shape[0]
     fit = np.abs(dims[:, 0] - width) + np.abs(dims[:, 1] - height)
-    best: tuple[float, _Hypothesis, float, float, int] | None = None
+    best: tuple[float, _Hypothesis, float, float, np.ndarray] | None = None
     rays = cam.ray_components(*box)
 
-    def score(k: int) -> tuple[float, _Hypothesis, float, float, int]:
+    def score(k: int) -> tuple[float, _Hypothesis, float, float, np.ndarray]:
         h, x, y = _HYPOTHESES[k], float(positions[k, 0]), float(positions[k, 1])
         predicted = _silhouette(h, x, y, cam, rays)
         inter = int(np.count_nonzero(predicted & observed))
-        return inter / max(int(np.count_nonzero(predicted | observed)), 1), h, x, y, int(np.count_nonzero(predicted))
+        return inter / max(int(np.count_nonzero(predicted | observed)), 1), h, x, y, predicted
 
     for k in np.argsort(fit, kind="stable")[:SHORTLIST]:
         scored = score(int(k))
         if best is None or scored[0] > best[0]:
             best = scored
     assert best is not None
-    iou, h, x, y, area = best
+    iou, h, x, y, silhouette = best
+    edges = _edges(prep.diff, comp)
     shape, size = h.bottom
     # Appearance is read on the component's box, with a one-pixel empty border.
     y0, x0 = comp.y0 - 1, comp.x0 - 1
@@ -928,7 +1017,7 @@ def _explain(
     region[1:-1, 1:-1] = m
     if h.top is None:
         colour, material = _appearance(crop, region, (shape,), style)
-        read = _Read(iou, area, [(x0, y0, region, (shape,))])
+        read = _Read(iou, silhouette, edges, [(x0, y0, region, (shape,))])
         return [ParsedObject(shape, colour, size, material, x, y, None, iou)], read
     # Split the stack: the top object's silhouette, and the rest for its support.
     d = cam.ray_components(x0, y0, x0 + region.shape[1], y0 + region.shape[0])
@@ -942,10 +1031,10 @@ def _explain(
         alone = score(_HYPOTHESES.index(_Hypothesis(h.bottom, None)))
         if alone[0] >= iou - STACK_TIE:
             colour, material = _appearance(crop, region, (shape,), style)
-            read = _Read(alone[0], alone[4], [(x0, y0, region, (shape,))])
+            read = _Read(alone[0], alone[4], edges, [(x0, y0, region, (shape,))])
             return [ParsedObject(shape, colour, size, material, alone[2], alone[3], None, alone[0])], read
     jobs = [(x0, y0, region & ~top_hit, (shape, h.top[0])), (x0, y0, region & top_hit, (h.top[0],))]
-    read = _Read(iou, area, jobs)
+    read = _Read(iou, silhouette, edges, jobs)
     return [
         ParsedObject(shape, c0, size, m0, x, y, None, iou),
         ParsedObject(h.top[0], c1, h.top[1], m1, x, y, offset, iou),
@@ -966,7 +1055,7 @@ def _crop(rgb: np.ndarray, x0: int, y0: int, w: int, h: int) -> np.ndarray:
 TONE_CAP = 0.08
 """An object's distance to its nearest reference counts at most this much (one odd object cannot decide)."""
 TONE_SPREAD_WEIGHT = 0.02
-"""Cost per grey level of the floor fit's median residual (a style whose floor pattern fits worse)."""
+"""Cost per grey level of the floor fit's mean residual (a style whose floor pattern fits worse)."""
 TONE_GAMMA_WEIGHT = 0.05
 """Cost per unit of |ln gamma|: a curved map must explain the objects clearly better than a straight one."""
 
