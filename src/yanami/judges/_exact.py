@@ -15,7 +15,20 @@ from yanami.errors import UserError
 from yanami.judges._choice import choice_score, option_score, value_score
 from yanami.models import AnswerVerdict, ImageVerdict
 from yanami.schema import Dialogue, Question, Turn
-from yanami.world import Parse, Scenes, evaluate, parse_cached, rebase_checks, turn_state
+from yanami.world import (
+    Parse,
+    Scene,
+    Scenes,
+    View,
+    credited,
+    evaluate,
+    parse_cached,
+    read_candidate,
+    rebase_checks,
+    shown_before,
+    turn_state,
+    view_of,
+)
 
 VERSION = "4"
 """2: a stack hidden inside its support's outline is told from a lone object by colour.
@@ -24,7 +37,11 @@ model's own earlier image (`yanami.world.rebase_checks`).
 4: the parser reads a picture whose pixels are not the renderer's own (another tone, white
 balance or gamma, JPEG, another size, a border or letterbox, a slight crop) as it reads the
 render, and Visual Quality counts the faults a person sees (broken silhouettes, specks,
-floor damage) once those are undone: such pictures scored far lower under 3."""
+floor damage) once those are undone: such pictures scored far lower under 3. A candidate is
+read as a person reads it (`yanami.world._frames`): a copy of an earlier picture earns no
+check that needs a change, a picture drawn from another viewpoint no relation; a check the
+model's own earlier choices made ill-posed (Self-History) is undecidable (None), not failed;
+a DSU reply is read for the one option it names (`yanami.judges.read_options`)."""
 
 
 def world_quality(parse: Parse) -> int:
@@ -69,21 +86,40 @@ class ExactJudge:
 
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
         """Every check of the turn evaluated on the parsed candidate, and the world Visual Quality."""
-        return self._grade(turn, image, {c.id: c.hidden.predicate for c in turn.checks})  # type: ignore[misc]
+        predicates = {c.id: c.hidden.predicate for c in turn.checks}
+        return self._grade(d, turn, image, predicates, {})  # type: ignore[arg-type]
 
     def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
         """As `judge_image`, with each check on a value an earlier free choice set rebased on the
         model's own earlier image of that turn (read by the same parser)."""
         seen = Scenes(own, lambda t: parse_cached(own[t], turn_state(d.turns[t]).azimuth).to_scene())
-        return self._grade(turn, image, rebase_checks(d, turn, seen))
+        return self._grade(d, turn, image, rebase_checks(d, turn, seen), seen)
 
-    def _grade(self, turn: Turn, image: bytes, predicates: dict[str, dict[str, Any]]) -> ImageVerdict:
+    def _grade(
+        self,
+        d: Dialogue,
+        turn: Turn,
+        image: bytes,
+        predicates: Mapping[str, dict[str, Any] | None],
+        own: Mapping[int, Scene],
+    ) -> ImageVerdict:
         azimuth = turn_state(turn).azimuth
         parse = parse_cached(image, azimuth)  # identical candidates (across runs too) are parsed once
         scene = parse.to_scene()
-        checks = {cid: evaluate(p, scene, azimuth) for cid, p in predicates.items()}
+        # None: ill-posed by the model's own earlier choices (Self-History), undecidable for it
+        checks = {cid: None if p is None else evaluate(p, scene, azimuth) for cid, p in predicates.items()}
+        target = view_of(turn)
+        shown = shown_before(d, turn.index, own)
+        note = ""
+        if target is not None and shown:
+            # a copy of an earlier picture earns no change; a picture from another viewpoint, no relation
+            reading = read_candidate(scene, target, shown)
+            latest = View(shown[-1].seen, shown[-1].truth.azimuth, shown[-1].truth.style)
+            checks = credited(dict(predicates), checks, reading, latest)
+            note = reading.reason()
         objects = "; ".join(f"{o.size} {o.colour} {o.material} {o.shape}" for o in parse.objects)
-        return ImageVerdict(checks, float(world_quality(parse)), f"parsed {len(parse.objects)} objects: {objects}")
+        reason = f"parsed {len(parse.objects)} objects: {objects}" + (f"; {note}" if note else "")
+        return ImageVerdict(checks, float(world_quality(parse)), reason)
 
 
 def exact_judge(spec: str) -> ExactJudge:
