@@ -4,7 +4,7 @@ Everything here runs offline and is exact by construction: every image is render
 a scene stored with the dialogue, and every check is a predicate over that scene.
 """
 
-from yanami.world._agents import AGENTS, TRIVIAL, ReferenceAgent, TrivialAgent, reference_agent
+from yanami.world._agents import AGENTS, TRIVIAL, VISIBLE, ReferenceAgent, TrivialAgent, reference_agent
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import Camera
 from yanami.world._frames import Shown, credited, read_candidate, shown_before
@@ -25,6 +25,7 @@ from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, re
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
 from yanami.world._selfhistory import Scenes, rebase_checks, view_of
+from yanami.world._visible import VisibleAgent, visible_misses
 
 __all__ = [
     "AGENTS",
@@ -38,6 +39,7 @@ __all__ = [
     "STYLES",
     "TRIVIAL",
     "VIEWS",
+    "VISIBLE",
     "Camera",
     "ConstraintState",
     "Parse",
@@ -51,6 +53,7 @@ __all__ = [
     "TurnIntent",
     "TurnState",
     "View",
+    "VisibleAgent",
     "WorldObject",
     "apply_op",
     "build_world",
@@ -77,4 +80,5 @@ __all__ = [
     "turn_state",
     "valid",
     "view_of",
+    "visible_misses",
 ]

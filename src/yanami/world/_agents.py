@@ -27,6 +27,11 @@ Trivial agents measure the floor, and read nothing hidden (they never see the be
   through the parser, placed where they fit); ``blank`` is a white picture and ``noise`` a
   picture of random pixels: each answers a random option;
 - ``random`` answers a random option and shows a random valid scene (one of 64), from its own seed.
+
+One agent reads nothing hidden either and aims for the top: ``visible`` (`yanami.world._visible`)
+reads its request as a model must, the words through an interpreter for the world's language
+and the pictures through the parser, keeps the dialogue's state itself, and carries out what
+the user means with free choices of its own; it answers the questions from that state.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
@@ -57,10 +62,15 @@ from yanami.world._render import DEFAULT_STYLE, render_png
 from yanami.world._scene import BASE_AZIMUTH, Scene
 from yanami.world._selfhistory import read_in_history, view_of
 
+if TYPE_CHECKING:
+    from yanami.world._visible import VisibleAgent
+
 AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
 TRIVIAL = ("copy-input", "copy-first", "copy-previous", "collage", "union", "blank", "noise", "random")
 """The floor: agents that read nothing but their request."""
+VISIBLE = ("visible",)
+"""The agent that reads nothing but its request and tracks the dialogue's state (`yanami.world._visible`)."""
 _OPTION = re.compile(r"^([A-G])\. ", re.MULTILINE)
 ABLATION_OF_TYPE = {qtype: ABLATIONS[cap] for qtype, cap in QUESTION_CAPABILITY.items()}
 """The ablation that lacks what each type of DSU question tests."""
@@ -152,10 +162,14 @@ def _read_bench(root: Path, manifest_sha256: str) -> tuple[Dataset, dict[str, Di
     return dataset, {d.id: d for d in dataset.read_all()}
 
 
-def reference_agent(spec: str) -> ReferenceAgent | TrivialAgent:
+def reference_agent(spec: str) -> ReferenceAgent | TrivialAgent | VisibleAgent:
     """The factory of the ``reference`` model kind: ``reference:<agent>``."""
     if spec in TRIVIAL:
         return TrivialAgent(spec)
+    if spec in VISIBLE:
+        from yanami.world._visible import VisibleAgent  # it draws and sees with this module's tools
+
+        return VisibleAgent()
     return ReferenceAgent(spec)
 
 
@@ -271,7 +285,7 @@ class ReferenceAgent:
 
     def __init__(self, kind: str) -> None:
         if kind not in AGENTS:
-            names = ", ".join(AGENTS + TRIVIAL)
+            names = ", ".join(AGENTS + TRIVIAL + VISIBLE)
             raise UserError(f"--model reference:{kind}: no such reference agent (choose from {names})")
         self.kind = kind
         self.name = f"reference:{kind}"
