@@ -451,6 +451,8 @@ def audit(
             f"answer letters (four options): {letters}; two questions of a dialogue share their letter"
             f" {battery.same_letter:.1%} of the time (independent letters: 25 %)\n"
             f"{_shortcut_lines(battery)}"
+            f"visible agent (sees only what a model sees, on the ground truth's history): misses"
+            f" {figures['visible_agent']['misses']} of {figures['visible_agent']['items']} turns and questions\n"
             f"language lint: {figures['language_findings']} findings in {figures['messages_linted']} messages\n"
             f"Self-History exposure: {figures['self_history_exposed_checks']} checks in "
             f"{figures['self_history_exposed_turns']} turns name a value an earlier free choice set "
@@ -469,6 +471,8 @@ def audit(
         out.print(f"undecidable under Self-History {u.dialogue} t{u.turn} {u.check}: {u.text}", markup=False)
     for dialogue_id, turn, finding in report.language[:MAX_PROBLEMS_SHOWN]:
         out.print(f"language {dialogue_id} t{turn}: {finding}", markup=False)
+    for dialogue_id, turn, item, what in report.visible_misses[:MAX_PROBLEMS_SHOWN]:
+        out.print(f"visible agent misses {dialogue_id} t{turn} {item}: {what}", markup=False)
     for dialogue_id, turn in report.reducible[:MAX_PROBLEMS_SHOWN]:
         out.print(f"reducible {dialogue_id} t{turn}: the stateless reading passes every check", markup=False)
     if report.undecidable or report.self_undecidable:

@@ -75,8 +75,8 @@ def test_every_atomic_check_says_what_it_tests(small: Path) -> None:
 
 def test_the_audit_finds_a_check_on_a_choice_the_words_leave_open() -> None:
     """A check on the world's own substitute colour (what 0.2.0 wrote) is undecidable."""
-    for i in range(20):
-        d, _ = compose_dialogue(Scenario.EDITING, f"world-editing-{i:06d}", 5)
+    for i in range(40):
+        d, _ = compose_dialogue(Scenario.WORLD_MODELING, f"world-world_modeling-{i:06d}", 5)
         turn = next((t for t in d.turns if any(s["slot"] == "value" for s in turn_intent(t).free)), None)
         if turn is not None:
             break

@@ -129,7 +129,7 @@ def test_the_exact_judge_grades_a_self_history_run_against_the_models_own_images
     )
     run_eval(small, "reference:stateful", tmp_path / "plain", history="self")
     mine, plain = failed(tmp_path / "own"), failed(tmp_path / "plain")
-    assert plain >= 10 and mine * 4 <= plain, (mine, plain)
+    assert plain >= 5 and mine * 4 <= plain, (mine, plain)
 
 
 def test_where_the_worlds_placement_finds_no_room_a_model_may_place_anywhere_legible() -> None:

@@ -47,6 +47,7 @@ from yanami.world._place import distinct
 from yanami.world._predicates import evaluate
 from yanami.world._scene import Scene
 from yanami.world._selfhistory import exposed, read_in_history, rebase_checks, track, view_of
+from yanami.world._visible import visible_misses
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,11 @@ class Audit:
     """Checks evaluated in the Self-History rollouts (each rollout counts each check once)."""
     self_undecidable: list[Undecidable] = field(default_factory=list)
     """Checks that fail in a Self-History rollout, once rebased on the rollout's own images."""
+    visible_items: int = 0
+    """Target turns and questions played by the visible agent (it sees only what a model sees)."""
+    visible_misses: list[tuple[str, int, str, str]] = field(default_factory=list)
+    """(dialogue, turn, check or question id, what went wrong) where the visible agent, playing the
+    ground truth's history with only what a model is shown, fails: words it could not read."""
     floor_sc: dict[str, float] = field(default_factory=dict)
     """Per trivial strategy (and ``stateless``): the sum over target images of their State Consistency."""
     floor_images: dict[str, int] = field(default_factory=dict)
@@ -119,6 +125,7 @@ class Audit:
             "self_checks",
             "self_void",
             "self_identical",
+            "visible_items",
             "self_ill_posed",
             "messages",
         ):
@@ -129,6 +136,7 @@ class Audit:
         self.exposed += other.exposed
         self.self_undecidable += other.self_undecidable
         self.language += other.language
+        self.visible_misses += other.visible_misses
         self.letters += other.letters
         for name, sc in other.floor_sc.items():
             self.floor_sc[name] = self.floor_sc.get(name, 0.0) + sc
@@ -186,6 +194,7 @@ class Audit:
             "messages_linted": self.messages,
             "language_findings": len(self.language),
             "floors": self.floors(),
+            "visible_agent": {"items": self.visible_items, "misses": len(self.visible_misses)},
             "answer_letters": {k: self.letters[k] for k in sorted(self.letters)},
             "answer_letter_shares": {k: self.letters[k] / four for k in sorted(self.letters)} if four else {},
         }
@@ -222,6 +231,8 @@ def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
     for q in d.questions:
         if q.choices and len(q.choices) == 4:
             report.letters[CHOICE_LETTERS[q.choices.index(q.answer)]] += 1
+    report.visible_items += sum(1 for t in d.turns if t.checks) + len(d.questions)
+    report.visible_misses += [(d.id, turn, item, what) for turn, item, what in visible_misses(d, seed)]
     return report
 
 

@@ -201,6 +201,7 @@ _LINT: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"\bfrom (?:to|a quarter|halfway|around)\b|\bseen from to\b|\bfrom the opposite side of where"),
     ),
     ("space before punctuation", re.compile(r"\s[.,;:!?](?!\))")),
+    ("capital article mid-sentence", re.compile(r"[a-z,] (?:The|An) [a-z]")),
     (
         "stacked closers",
         re.compile(

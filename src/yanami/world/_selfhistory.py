@@ -269,14 +269,19 @@ def _rebased(scene: Scene, own: Own) -> Scene:
     return Scene.model_construct(objects=tuple(objs))
 
 
-def _selector(where: dict[str, Any], gt: Scene, rebased: Scene, own: Own, also: Scene | None = None) -> dict[str, Any]:
-    """A selector naming, with the model's own values, what it names in the ground truth."""
+def _selector(
+    where: dict[str, Any], gt: Scene, rebased: Scene, own: Own, also: Scene | None = None, own_also: Own | None = None
+) -> dict[str, Any]:
+    """A selector naming, with the model's own values, what it names in the ground truth (or,
+    for what a turn removed, in the scene before it, ``also``, with the values open then)."""
     found = select(gt, where)
+    values_of = own
     if not found and also is not None:
         found = select(also, where)  # what a turn removed: named as it was before
+        values_of = own_also or Own()
     if len(found) != 1:
         return where
-    values = own.attrs.get(found[0].id, {})
+    values = values_of.attrs.get(found[0].id, {})
     out = {k: values.get(k, v) for k, v in where.items()}
     if len(select(rebased, out)) > 1:  # the model's values make it ambiguous: say more
         target = next(o for o in rebased.objects if o.id == found[0].id)
@@ -299,7 +304,7 @@ def rebase_predicate(
     op = pred["op"]
     for key in ("where", "a", "b"):
         if isinstance(pred.get(key), dict):
-            out[key] = _selector(pred[key], gt.scene, rebased, own, prior)
+            out[key] = _selector(pred[key], gt.scene, rebased, own, prior, own_before)
     one = select(gt.scene, pred["where"]) if isinstance(pred.get("where"), dict) else []
     if op == "attribute" and len(one) == 1:
         value = own.attrs.get(one[0].id, {}).get(pred["attr"])

@@ -27,9 +27,12 @@ from yanami.world._scenarios._skeleton import (
 from yanami.world._scene import Scene, WorldObject
 
 
-def violating_edit(c: Composer, target: WorldObject, ref: str | None = None) -> None:
+def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, second_choice: bool = False) -> None:
     """A request that would break the constraint; the assistant adjusts or declines. ``ref``:
-    how the user names ``target`` (default: by its attributes)."""
+    how the user names ``target`` (default: by its attributes). ``second_choice``: the user
+    always names a colour for the case the first is not possible (else half the time); where a
+    later question asks for the substitute, it must be the words' and not a free choice, or
+    a model's own pick under Self-History would contradict what the dialogue says."""
     assert c.view is not None
     k = c.constraints[0]
     scene = c.view.scene
@@ -45,7 +48,7 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None) -> 
         literal = {"op": "set", "where": where, "attr": "colour", "value": forbidden}
         # Half the time the user names a second choice (the substitute is then theirs, not open);
         # half the time the request names the colour as the rule did, through a thing of that colour.
-        fallback = c.rng.random() < 0.5
+        fallback = c.rng.random() < 0.5 or second_choice
         said = forbidden if c.rng.random() < 0.5 else "the colour of " + c.rng.choice(COLOUR_THINGS[forbidden])
         user = pick(
             c.rng,
@@ -219,10 +222,17 @@ def correction_revert(c: Composer) -> None:
     c.notes["correction"] = (turn_now, attr, old, new_value)
 
 
+def _at_least_three(answer: str, pool: list[str]) -> list[str]:
+    """``pool`` of colours, with other colours after it where it holds fewer than three besides ``answer``."""
+    if len(set(pool) - {answer}) >= 3:
+        return pool
+    return [*pool, *colours_except(answer, *pool)]
+
+
 def edit_questions(c: Composer, rr: Ask) -> None:
     """The questions of fusion and editing: ``rr`` (who a reference meant), the colour a request
     retrieved from the history, the constraint, and the colour the correction brought back."""
-    rturn, old_colour, new_colour = c.notes["retrieved"]
+    rturn, old_colour, new_colour, looked = c.notes["retrieved"]
     cturn, attr, old, new_value = c.notes["correction"]
     ask_dsu(
         c,
@@ -230,7 +240,7 @@ def edit_questions(c: Composer, rr: Ask) -> None:
         Ask(
             f"What colour did the user's request in turn {rturn + 1} call for?",
             old_colour,
-            [new_colour, *colours_except(old_colour, new_colour)],
+            _at_least_three(old_colour, [new_colour, *looked]),
             outdated=new_colour,
         ),
         Ask(

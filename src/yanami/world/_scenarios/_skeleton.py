@@ -191,11 +191,10 @@ def start(c: Composer, objects: tuple[int, int], stack_chance: float, leads: lis
     view = View(scene, VIEWS[0], style)
     c.view = view  # the constraint is chosen against the picture
     lead = pick(c.rng, leads)
-    if c.rng.random() < 0.5:  # a remark that names an object, any of them
-        o = c.rng.choice(list(scene.objects))
-        lead += pick(
-            c.rng, [" The {o} is my favourite.", " I'm fond of the {o}."], o=phrase(minimal_where(o, scene, c.rng))
-        )
+    # a remark that names an object, any of them, by its colour among other things
+    o = c.rng.choice(list(scene.objects))
+    named = {**minimal_where(o, scene, c.rng), "colour": o.colour}
+    lead += pick(c.rng, [" The {o} is my favourite.", " I'm fond of the {o}."], o=phrase(named))
     set_constraint(c, (view, *opening(c, view, lead)))
     return scene
 

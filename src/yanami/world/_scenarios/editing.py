@@ -61,7 +61,7 @@ def first_step(c: Composer, o: WorldObject, ref: str) -> None:
     """Recolour ``o`` (named by ``ref``): against the forbidden colour if there is one (the
     assistant adjusts), else as a plain edit (shown, not judged)."""
     if c.constraints[0].kind == "forbid_colour":
-        violating_edit(c, o, ref)
+        violating_edit(c, o, ref, second_choice=True)  # the CU question asks for the substitute
         return
     assert c.view is not None
     col = c.rng.choice(colours_except(o.colour))
@@ -129,7 +129,10 @@ def retrieval_add(c: Composer, source: WorldObject) -> None:
     free = [{"slot": "material", "choices": ["matte", "metal"]}, {"slot": "position", "accept": []}]
     turn = move(c, user, op, asst, {RETRIEVAL}, stateless=stateless, lacking=RETRIEVAL, focus=added, free=free)
     c.notes["added"] = (turn, new.id)
-    c.notes["retrieved"] = (turn, original.colour, current.colour)
+    # what the request could be confused with: the colour the object has now, and the colours
+    # of the first picture (where the answer is too)
+    looked = [o.colour for o in first.objects]
+    c.notes["retrieved"] = (turn, original.colour, current.colour, looked)
 
 
 def reference_by_turn(c: Composer) -> None:

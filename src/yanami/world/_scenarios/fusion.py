@@ -35,7 +35,7 @@ def compose(c: Composer) -> None:
     assert c.view is not None
     first = c.rng.choice([o for o in c.view.scene.objects if o.colour != col])
     ref = c.rng.choice(["the {n} one you suggested", "the {n} object you suggested"]).format(n=ordinal(first.id + 1))
-    violating_edit(c, first, ref)
+    violating_edit(c, first, ref, second_choice=True)  # the CU question asks for the substitute
     turn = len(c.turns) - 1
     sourced = [f"the {phrase(full_where(o))}" for s in sources for o in s.objects]
     sourced += [f"the {o}" for o in described(c)]  # the composite's objects too, as they look now
@@ -78,7 +78,7 @@ def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
             n=k + 1,
         )
         c.show(
-            view, f"{lead} This one shows {names}." if c.rng.random() < 0.3 else lead, f"Picture {k + 1} has {names}."
+            view, f"{lead} This one shows {names}." if c.rng.random() < 0.6 else lead, f"Picture {k + 1} has {names}."
         )
     return styles, sources
 
@@ -253,4 +253,6 @@ def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) ->
 
     free = [{"slot": "position", "accept": []}]
     turn = move(c, user, op, asst, {RETRIEVAL, COREF}, stateless=stateless, lacking=RETRIEVAL, focus=brought, free=free)
-    c.notes["retrieved"] = (turn, o.colour, wrong)
+    # what the request could be confused with: the colours of the source pictures (where the
+    # answer is too), and the colour a reader without the history would give it
+    c.notes["retrieved"] = (turn, o.colour, wrong, [p.colour for s in sources for p in s.objects])

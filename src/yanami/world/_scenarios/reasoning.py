@@ -155,7 +155,7 @@ def hypothesis(c: Composer, target: WorldObject, step: int) -> None:
     latest = c.latest.scene
     wrong = decoy([o for o in latest.objects if o.id != target.id])
     stateless: Op = {"op": "set", "where": minimal_where(wrong, latest, c.rng), "attr": "colour", "value": col}
-    ref = pick(c.rng, ["the one you'd remove in step {k}", "the object step {k} removes"], k=step)
+    ref = c.rng.choice(["the one you'd remove in step {k}", "the object step {k} removes"]).format(k=step)
     user = pick(
         c.rng,
         [

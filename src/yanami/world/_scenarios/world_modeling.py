@@ -128,7 +128,8 @@ def relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, floa
     # Both are named by their places in the listing (the RR question asks which one a place
     # means), and the mover is never named by its attributes before the correction (the CU
     # question asks which object it moved).
-    mref, aref = listed_ref(c, mover.id), listed_ref(c, anchor.id)
+    mref = listed_ref(c, mover.id)
+    aref = listed_ref(c, anchor.id).replace(" object ", " one ").replace(" thing ", " one ")
     user = pick(
         c.rng,
         [
@@ -140,7 +141,7 @@ def relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, floa
         ],
         m=mref,
         r=REL_WORDS[rel],
-        a=aref.replace(" object ", " one ").replace(" thing ", " one "),
+        a=aref,
     )
     c.notes["listed_refs"] = [(mref, mover), (aref, anchor)]
     asst = pick(c.rng, ["Done: it is now where you wanted it.", "Moved, as you asked."])
