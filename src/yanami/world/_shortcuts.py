@@ -486,6 +486,30 @@ def _linear_cv(x: np.ndarray, y: np.ndarray, half: np.ndarray) -> float:
     return float(np.mean(accs)) if accs else 0.0
 
 
+GROUPS = {
+    "first": "where",
+    "last": "where",
+    "last_user": "where",
+    "last_assistant": "where",
+    "recent_count": "where",
+    "opening_count": "where-first",
+    "count": "how often",
+    "user_count": "how often",
+    "assistant_count": "how often",
+    "exact_count": "how often",
+    "chars": "length",
+    "content_words": "length",
+    "rule_overlap": "rules",
+    "question_overlap": "question",
+    "last_user_overlap": "last messages",
+    "last_assistant_overlap": "last messages",
+    "named_turn_overlap": "named turn",
+    "named_turn_count": "named turn",
+    "likeness": "likeness",
+}
+"""Features that move together, sharing one drawn rank in `choose_distractors`."""
+
+
 def ranks(x: np.ndarray, k: int = 0) -> np.ndarray:
     """Option ``k``'s rank (0: smallest) among the options on each feature, ties sharing; NaN is smallest."""
     v = np.nan_to_num(x, nan=-1e9)
@@ -517,7 +541,10 @@ def choose_distractors(
     raw = np.array([reading.row(o) for o in everyone], dtype=float)
     sets = [set(content(o)) for o in everyone]
     jaccard = np.array([[len(a & b) / max(len(a | b), 1) for b in sets] for a in sets])
-    target = np.array([rng.randrange(n + 1) for _ in FEATURES], dtype=float)
+    # one drawn rank per group of features that go together: independent draws for features that
+    # move together would pull every answer to the middle rank, itself a tell
+    drawn = {group: rng.randrange(n + 1) for group in sorted(set(GROUPS.values()))}
+    target = np.array([drawn[GROUPS[name]] for name in FEATURES], dtype=float)
     triples = list(itertools.combinations(range(1, len(everyone)), n))
     if len(triples) > most:
         triples = rng.sample(triples, most)
