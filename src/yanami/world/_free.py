@@ -104,10 +104,46 @@ def _layout(op: Op, view: View, images: list[View], rng: random.Random) -> Op | 
     return {**op, "items": items}
 
 
+def copied(data: Any) -> Any:
+    """``copy.deepcopy(data)`` for the JSON-like data of operations, without its per-object
+    dispatch: dicts, lists and scalars are copied here, anything else by ``copy.deepcopy``
+    (parts that appear twice stay shared, as there)."""
+    return _copied(data, {})
+
+
+def _copied(x: Any, memo: dict[int, Any]) -> Any:
+    t = type(x)
+    if t is str or t is float or t is int or t is bool or x is None:
+        return x
+    if t is dict:
+        y = memo.get(id(x))
+        if y is None:
+            y = memo[id(x)] = {}
+            for k, v in x.items():
+                y[_copied(k, memo)] = _copied(v, memo)
+        return y
+    if t is list:
+        y = memo.get(id(x))
+        if y is None:
+            y = memo[id(x)] = []
+            for v in x:
+                y.append(_copied(v, memo))
+        return y
+    return copy.deepcopy(x, memo)
+
+
 def realize(op: Op, free: list[Slot], view: View, images: list[View], rng: random.Random, tries: int = 6) -> Op | None:
     """``op`` with its free choices drawn again from ``rng``; None when no valid one is found."""
+    found = _realized(op, free, view, images, rng, tries)
+    return None if found is None else found[0]
+
+
+def _realized(
+    op: Op, free: list[Slot], view: View, images: list[View], rng: random.Random, tries: int = 6
+) -> tuple[Op, View] | None:
+    """`realize`'s operation with the view it leads to (worked out to check it anyway)."""
     for _ in range(tries):
-        out: Op | None = copy.deepcopy(op)
+        out: Op | None = copied(op)
         assert out is not None
         for slot in free:
             if slot["slot"] == "value":
@@ -134,7 +170,7 @@ def realize(op: Op, free: list[Slot], view: View, images: list[View], rng: rando
         except (OpError, ValueError):
             continue
         if valid(new.scene):
-            return out
+            return out, new
     return None
 
 
@@ -151,7 +187,7 @@ def realize_anywhere(op: Op, free: list[Slot], view: View, images: list[View], r
         x, y = round(rng.uniform(-EXTENT, EXTENT), 2), round(rng.uniform(-EXTENT, EXTENT), 2)
         if accept is not None and not accept(np.array([[x, y]]))[0]:
             continue
-        out = copy.deepcopy(op)
+        out = copied(op)
         for slot in free:
             if slot["slot"] == "value":
                 out["value"] = rng.choice(slot["choices"])
@@ -202,7 +238,7 @@ def realizations(
         return []
     out = []
     for k in range(draws):
-        alt = realize(op, free, view, images, draw_rng(seed, dialogue_id, turn, k))
-        if alt is not None:
-            out.append(apply_op(alt, view, images))
+        found = _realized(op, free, view, images, draw_rng(seed, dialogue_id, turn, k))
+        if found is not None:
+            out.append(found[1])
     return out

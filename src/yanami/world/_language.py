@@ -45,28 +45,71 @@ def minimal_where(
     """
     loose = loose or {}
     mine = loose.get(o.id, set())
-    for n in range(1, 5):
-        options = []
-        for keys in itertools.combinations(("colour", "size", "material"), n - 1):
-            if mine & set(keys):
-                continue
-            where = {k: getattr(o, k) for k in ("shape", *keys)}
-            if names_one(where, o, scene, loose):
-                options.append(where)
-        if options:
-            return rng.choice(options)
+    # The same object in the same scene is named again and again (every fact about it, every
+    # pair it is in): the filters that name it are worked out once, the draw among them is not.
+    key = (id(scene), o.id, o.shape, o.colour, o.size, o.material, tuple((k, *sorted(v)) for k, v in loose.items()))
+    known = _NAMING.get(key)
+    if known is not None and known[0] is scene:
+        options = known[1]
+    else:
+        options = _naming_filters(o, scene, loose, mine)
+        if len(_NAMING) >= 512:
+            _NAMING.clear()
+        _NAMING[key] = (scene, options)  # the scene is held, so its id is not reused while cached
+    if options:
+        return {k: getattr(o, k) for k in ("shape", *rng.choice(options))}
     return {k: v for k, v in full_where(o).items() if k not in mine}
+
+
+_NAMING: dict[tuple[Any, ...], tuple[Scene, list[tuple[str, ...]]]] = {}
+"""The latest `_naming_filters`, by scene (identity), object and free attributes."""
+
+
+def _naming_filters(o: WorldObject, scene: Scene, loose: dict[int, set[str]], mine: set[str]) -> list[tuple[str, ...]]:
+    """The attributes besides the shape of the smallest filters that name ``o`` alone whatever
+    the free attributes are, in the order `minimal_where` draws from (empty: none does)."""
+    if "shape" in mine:
+        return []
+    # Per other object, the attributes in which it surely differs from ``o`` (as bits of `_BIT`):
+    # a filter names ``o`` alone when it shares a bit with every one of them, which is what
+    # `names_one` checks, filter by filter.
+    own = {k: getattr(o, k) for k in _BIT}
+    differ = []
+    for p in scene.objects:
+        if p.id != o.id:
+            free = loose.get(p.id, ())
+            differ.append(sum(bit for k, bit in _BIT.items() if k not in free and getattr(p, k) != own[k]))
+    for combos in _COMBOS:
+        options = [keys for keys, bits in combos if mine.isdisjoint(keys) and all(d & bits for d in differ)]
+        if options:
+            return options
+    return []
+
+
+_BIT = {"shape": 1, "colour": 2, "size": 4, "material": 8}
+_COMBOS = tuple(
+    tuple((keys, 1 | sum(_BIT[k] for k in keys)) for keys in itertools.combinations(("colour", "size", "material"), n))
+    for n in range(4)
+)
+"""Per number of attributes besides the shape, the filters `minimal_where` tries, in order, with their bits."""
 
 
 def names_one(where: dict[str, Any], o: WorldObject, scene: Scene, loose: dict[int, set[str]] | None = None) -> bool:
     """Whether ``where`` singles out ``o`` in ``scene`` whatever the free attributes (``loose``,
     object id -> attributes a free choice sets) turn out to be."""
-    loose = loose or {}
-    if any(k in loose.get(o.id, set()) or getattr(o, k) != v for k, v in where.items()):
-        return False
+    items = where.items()
+    mine = loose.get(o.id) if loose else None
+    for k, v in items:
+        if (mine is not None and k in mine) or getattr(o, k) != v:
+            return False
     for p in scene.objects:
-        free = loose.get(p.id, set())
-        if p.id != o.id and all(k in free or getattr(p, k) == v for k, v in where.items()):
+        if p.id == o.id:
+            continue
+        free = loose.get(p.id) if loose else None
+        for k, v in items:
+            if (free is None or k not in free) and getattr(p, k) != v:
+                break  # p surely differs: not selected
+        else:
             return False
     return True
 

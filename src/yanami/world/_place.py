@@ -26,7 +26,6 @@ from yanami.world._scene import (
     WorldObject,
     axes,
     random_object,
-    well_separated,
 )
 
 
@@ -77,10 +76,10 @@ def stack_box(scene: Scene, root: WorldObject, azimuth: float) -> tuple[float, f
 
 def valid(scene: Scene) -> bool:
     """Whether the scene is valid (see the module's docstring)."""
-    ground = scene.ground_objects()
     if not distinct(scene):
         return False
-    for o in scene.objects:
+    objs = scene.objects
+    for o in objs:
         if o.on is not None:
             support = scene.by_id(o.on)
             if (
@@ -90,21 +89,48 @@ def valid(scene: Scene) -> bool:
                 or support.size != "large"
                 or o.colour == support.colour
                 or (o.x, o.y) != (support.x, support.y)
-                or sum(1 for p in scene.objects if p.on == support.id) > 1
+                or sum(1 for p in objs if p.on == support.id) > 1
             ):
                 return False
+    # A handful of objects: plain Python on cached boxes beats numpy's per-call cost here. The
+    # sums and comparisons are the ones `well_separated` and the screen boxes make.
+    ground = [o for o in objs if o.on is None]
+    (rx, ry), (fx, fy) = axes(BASE_AZIMUTH)
+    coords = []
     for o in ground:
-        if abs(o.x) > EXTENT or abs(o.y) > EXTENT or not well_separated(scene, o):
+        if abs(o.x) > EXTENT or abs(o.y) > EXTENT:
             return False
-    boxes = _root_boxes(scene, ground)  # (V, R, 4), every view at once
-    inside = (boxes[..., 0] >= GAP) & (boxes[..., 1] >= GAP)
-    inside &= (boxes[..., 2] <= WIDTH - GAP) & (boxes[..., 3] <= HEIGHT - GAP)
-    if not inside.all():
-        return False
-    a, b = boxes[:, :, None, :], boxes[:, None, :, :]
-    apart = (a[..., 2] + GAP <= b[..., 0]) | (b[..., 2] + GAP <= a[..., 0])
-    apart |= (a[..., 3] + GAP <= b[..., 1]) | (b[..., 3] + GAP <= a[..., 1])
-    return bool((apart | np.eye(len(ground), dtype=bool)[None]).all())
+        coords.append((o.id, o.x * rx + o.y * ry, o.x * fx + o.y * fy))
+    for i, (oid, r, f) in enumerate(coords):
+        for pid, pr, pf in coords[i + 1 :]:
+            if pid != oid and (abs(pr - r) < MARGIN or abs(pf - f) < MARGIN):
+                return False
+    tops = _tops(objs)
+    boxes = [_stack_rows(r.half, r.x, r.y, _top_half(tops, r.id)) for r in ground]
+    for views in boxes:
+        for x0, y0, x1, y1 in views:
+            if not (x0 >= GAP and y0 >= GAP and x1 <= WIDTH - GAP and y1 <= HEIGHT - GAP):
+                return False
+    for i, mine in enumerate(boxes):
+        for theirs in boxes[i + 1 :]:
+            for (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) in zip(mine, theirs, strict=True):
+                if not (ax1 + GAP <= bx0 or bx1 + GAP <= ax0 or ay1 + GAP <= by0 or by1 + GAP <= ay0):
+                    return False
+    return True
+
+
+def _tops(objs: tuple[WorldObject, ...] | list[WorldObject]) -> dict[int, WorldObject]:
+    """Per support id, the first object resting on it (as `Scene.supported_by` finds it)."""
+    tops: dict[int, WorldObject] = {}
+    for o in objs:
+        if o.on is not None and o.on not in tops:
+            tops[o.on] = o
+    return tops
+
+
+def _top_half(tops: dict[int, WorldObject], oid: int) -> float | None:
+    top = tops.get(oid)
+    return None if top is None else top.half
 
 
 def distinct(scene: Scene) -> bool:
@@ -172,55 +198,73 @@ def _profile(parts: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.nda
     return np.ascontiguousarray(framed.transpose(0, 2, 1)), rows.transpose(0, 2, 1)[:, :2, :]
 
 
+@lru_cache(maxsize=64)
+def _profile_t(parts: tuple[tuple[float, float], ...]) -> np.ndarray:
+    """`_profile`'s corners laid out for `_signed_boxes`: (P, 3, V, 1)."""
+    out = np.ascontiguousarray(_profile(parts)[0].transpose(2, 1, 0))[..., None]
+    out.flags.writeable = False
+    return out
+
+
 _CENTRE = np.array([WIDTH / 2, HEIGHT / 2])
 _FOCAL = np.array([[1.0], [-1.0]]) * Camera(VIEWS[0], WIDTH, HEIGHT).focal
-_LIMIT = np.array([WIDTH - GAP, HEIGHT - GAP])
 
 
 @lru_cache(maxsize=4096)
 def _stack_boxes(half: float, x: float, y: float, top_half: float | None) -> np.ndarray:
     """Screen boxes (V, 4) of a ground object of half-extent ``half`` at (x, y), with what it carries."""
     parts = ((half, 0.0),) if top_half is None else ((half, 0.0), (top_half, 2 * half))
-    lo, hi = _screen_bounds(parts, np.array([[x, y]]))
-    out = np.concatenate([lo[:, 0], hi[:, 0]], axis=1)
+    _, ground_rows = _profile(parts)
+    box = _signed_boxes(_profile_t(parts), (np.array([[x, y]]) @ ground_rows).transpose(2, 0, 1))[:, :, 0]
+    out = np.concatenate([-box[2:].T, box[:2].T], axis=1)  # (V, 4): x0, y0, x1, y1
     out.flags.writeable = False
     return out
 
 
-def _screen_bounds(parts: tuple[tuple[float, float], ...], xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Screen boxes of a stack of ``parts`` standing at each ground position (N, 2) in every
-    view: the top-left and bottom-right corners, each (V, N, 2)."""
-    corners, ground_rows = _profile(parts)
-    c = corners[:, None, :, :] + (xy @ ground_rows)[:, :, :, None]  # (V, N, 3, P)
-    screen = _FOCAL * (c[:, :, :2] / c[:, :, 2:])  # (V, N, 2, P), relative to the centre
-    return _CENTRE + screen.min(axis=3), _CENTRE + screen.max(axis=3)
+Box = tuple[float, float, float, float]
 
 
-def _root_boxes(scene: Scene, roots: list[WorldObject]) -> np.ndarray:
-    """Screen boxes (V, R, 4) of every stack in every view."""
-    if not roots:
-        return np.zeros((len(VIEWS), 0, 4))
-    boxes = []
-    for r in roots:
-        top = scene.supported_by(r.id)
-        boxes.append(_stack_boxes(r.half, r.x, r.y, None if top is None else top.half))
-    return np.stack(boxes, axis=1)
+@lru_cache(maxsize=4096)
+def _stack_rows(half: float, x: float, y: float, top_half: float | None) -> tuple[Box, ...]:
+    """`_stack_boxes` as Python floats, one (x0, y0, x1, y1) per view."""
+    return tuple((a, b, c, d) for a, b, c, d in _stack_boxes(half, x, y, top_half).tolist())
 
 
-def _fitter(scene: Scene, o: WorldObject) -> Callable[[np.ndarray], np.ndarray] | None:
+def _fitter(scene: Scene, o: WorldObject) -> Fits | None:
     """A test of candidate ground positions (N, 2) for ``o`` (with what rests on it): which
     keep the scene valid. Only the pairs involving ``o`` are checked (the rest of the scene is
     assumed valid). None when no position can: ``o`` would duplicate another object."""
+    if not scene.objects:  # the first object of a scene or a composite: only its size matters
+        empty = _EMPTY_FITTERS.get(o.half)
+        if empty is None:
+            empty = _EMPTY_FITTERS[o.half] = _new_fitter(scene, o)
+        return empty
+    key = (id(scene), o.id, o.shape, o.colour, o.size, o.material)
+    known = _FITTERS.get(key)
+    if known is not None and known[0] is scene:  # the same scene: realizations place one object again and again
+        return known[1]
+    fits = _new_fitter(scene, o)
+    if len(_FITTERS) >= 64:
+        _FITTERS.clear()
+    _FITTERS[key] = (scene, fits)  # the scene is held, so its id is not reused while cached
+    return fits
+
+
+Fits = Callable[[np.ndarray], np.ndarray]
+_FITTERS: dict[tuple[int, int, str, str, str, str], tuple[Scene, Fits | None]] = {}
+"""The latest fitters, by scene (identity) and the object's id and attributes: all a fitter depends on."""
+_EMPTY_FITTERS: dict[float, Fits | None] = {}
+"""Fitters for an empty scene, by the object's half-extent."""
+
+
+def _new_fitter(scene: Scene, o: WorldObject) -> Fits | None:
     others = [p for p in scene.objects if p.id != o.id and p.on != o.id]
     riders = [p for p in scene.objects if p.on == o.id]
     if (o.shape, o.colour, o.size, o.material) in {(p.shape, p.colour, p.size, p.material) for p in others}:
         return None
-    rest = Scene.model_construct(objects=tuple(others))
-    roots = rest.ground_objects()
+    roots = [p for p in others if p.on is None]
     ground_axes = _ground_axes()
     root_rf = np.array([[p.x, p.y] for p in roots]).reshape(-1, 2) @ ground_axes  # (R, 2)
-    fixed = _root_boxes(rest, roots)
-    fixed_lo, fixed_hi = fixed[:, None, :, :2], fixed[:, None, :, 2:]  # (V, 1, R, 2)
     # The stack being placed: (half-extent, base height) of each of its parts.
     stack = [(o.half, 0.0)]
     z = o.height
@@ -228,22 +272,73 @@ def _fitter(scene: Scene, o: WorldObject) -> Callable[[np.ndarray], np.ndarray] 
         stack.append((r.half, z))
         z += r.height
     parts = tuple(stack)
+    _, ground_rows = _profile(parts)
+    corners_t = _profile_t(parts)
+    # Every array below puts the candidates last and reduces over leading axes: numpy is slow
+    # at reducing many short innermost rows, fast at combining whole rows. The arithmetic is
+    # element for element the same as projecting each candidate alone (only the matrix
+    # products, whose rounding may depend on their shapes, are kept exactly as they were).
+    n_roots = len(roots)
+    if n_roots:
+        root_t = np.ascontiguousarray(root_rf.T)[:, :, None]  # (2, R, 1)
+        tops = _tops(others)
+        # (4, V, R, 1): per view and root, what a candidate's signed box plus `_GAP4` must not
+        # exceed in at least one row to stay apart from that root's stack.
+        apart_limits = np.array([_apart_limits(r.half, r.x, r.y, _top_half(tops, r.id)) for r in roots])
+        apart_limits = apart_limits.transpose(1, 2, 0)[..., None]
 
     def fits(xy: np.ndarray) -> np.ndarray:
-        ok = np.ones(len(xy), dtype=bool)
-        if len(roots):  # the relation margin along both ground axes of the base view
-            ok &= (np.abs((xy @ ground_axes)[:, None, :] - root_rf[None, :, :]) >= MARGIN).all(axis=(1, 2))
-        idx = np.nonzero(ok)[0]  # project only the candidates the margins allow
+        if not len(xy):
+            return np.zeros(0, dtype=bool)
+        if not n_roots:
+            box = _signed_boxes(corners_t, (xy @ ground_rows).transpose(2, 0, 1))  # (4, V, N)
+            return _every(box <= _INSIDE4)
+        ok = _every(np.abs((xy @ ground_axes).T[:, None, :] - root_t) >= MARGIN)  # the relation margin
+        idx = ok.nonzero()[0]  # project only the candidates the margins allow
         if len(idx):
-            lo, hi = _screen_bounds(parts, xy[idx])  # (V, N, 2)
-            inside = (lo >= GAP).all(axis=(0, 2)) & (hi <= _LIMIT).all(axis=(0, 2))
-            if fixed.shape[1]:
-                apart = (hi[:, :, None, :] + GAP <= fixed_lo) | (fixed_hi + GAP <= lo[:, :, None, :])
-                inside &= np.all(np.any(apart, axis=3), axis=(0, 2))
-            ok[idx] = inside
+            box = _signed_boxes(corners_t, (xy[idx] @ ground_rows).transpose(2, 0, 1))  # (4, V, M)
+            apart = ((box + _GAP4)[:, :, None, :] <= apart_limits).any(axis=0)  # (V, R, M)
+            ok[idx] = _every(box <= _INSIDE4) & _every(apart)
         return ok
 
     return fits
+
+
+def _every(a: np.ndarray) -> np.ndarray:
+    """Per candidate (the last axis), whether all of ``a`` is true for it."""
+    return np.asarray(a.reshape(-1, a.shape[-1]).all(axis=0))
+
+
+# A screen box (x0, y0, x1, y1) is handled in its *signed* form (x1, y1, -x0, -y0): every test
+# on it is then "this row is at most that" (x0 >= GAP is -x0 <= -GAP), and both corners come
+# from one maximum over the stack's corners (a minimum is minus the maximum of the negated
+# values). Negating a float is exact, so the numbers compared are those of the plain box.
+_XYXY = [0, 1, 0, 1]
+_SIGN4 = np.array([1.0, 1.0, -1.0, -1.0])
+_FOCAL4 = (_FOCAL[:, 0][_XYXY] * _SIGN4).reshape(1, 4, 1, 1)
+_CENTRE4 = (_CENTRE[_XYXY] * _SIGN4).reshape(4, 1, 1)
+_INSIDE4 = np.array([WIDTH - GAP, HEIGHT - GAP, -GAP, -GAP], dtype=float).reshape(4, 1, 1)
+_GAP4 = np.array([GAP, GAP, 0, 0], dtype=float).reshape(4, 1, 1)
+
+
+def _signed_boxes(corners_t: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """Signed screen boxes (4, V, M) of a stack standing at each of M ground positions in every
+    view, from its corners in each view's camera frame (`_profile_t`, (P, 3, V, 1)) and what
+    each position adds to them (the positions times `_profile`'s ground rows, (3, V, M))."""
+    c = corners_t + shift[None]  # (P, 3, V, M)
+    return _CENTRE4 + (_FOCAL4 * (c[:, _XYXY] / c[:, 2:])).max(axis=0)
+
+
+@lru_cache(maxsize=4096)
+def _apart_limits(half: float, x: float, y: float, top_half: float | None) -> np.ndarray:
+    """(4, V), for a stack others keep `GAP` away from: its box's left and top sides, then minus
+    its right and bottom sides and the gap. A signed box plus `_GAP4` at most these in some row
+    lies apart from it: x1 + GAP <= its x0, or its x1 + GAP <= x0 (as -x0 <= -(its x1 + GAP)),
+    or the same along y."""
+    box = _stack_boxes(half, x, y, top_half)
+    out = np.concatenate([box[:, :2].T, -(box[:, 2:].T + GAP)])
+    out.flags.writeable = False
+    return out
 
 
 def place(
@@ -270,13 +365,16 @@ def place(
         batch = min(batch, total - done)
         done += batch
         xy = gen.uniform(-EXTENT, EXTENT, (batch, 2)).round(2)
-        ok = np.ones(batch, dtype=bool) if accept is None else accept(xy)
-        idx = np.nonzero(ok)[0]
-        if len(idx):
-            ok[idx] = fits(xy[idx])
-        hits = np.nonzero(ok)[0]
-        if len(hits):
-            x, y = xy[hits[0]]
+        if accept is None:
+            ok = fits(xy)  # the same as testing xy[all indices], without the copy
+        else:
+            ok = accept(xy)
+            idx = np.nonzero(ok)[0]
+            if len(idx):
+                ok[idx] = fits(xy[idx])
+        first = int(ok.argmax())  # the first candidate that fits, if any does
+        if ok[first]:
+            x, y = xy[first]
             return o.model_copy(update={"x": float(x), "y": float(y), "on": None})
         batch *= 2
     return None

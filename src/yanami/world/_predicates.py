@@ -44,7 +44,15 @@ ATTRIBUTES = ("shape", "colour", "size", "material")
 
 def select(scene: Scene, where: dict[str, Any]) -> list[WorldObject]:
     """The objects whose attributes match every key of ``where``."""
-    return [o for o in scene.objects if all(getattr(o, k) == v for k, v in where.items())]
+    items = where.items()
+    out = []
+    for o in scene.objects:  # called a great deal: a plain loop, no generator per object
+        for k, v in items:
+            if getattr(o, k) != v:
+                break
+        else:
+            out.append(o)
+    return out
 
 
 def _one(scene: Scene, where: dict[str, Any]) -> WorldObject | None:

@@ -306,7 +306,8 @@ def _sprite(
 
     # One ray per pixel; then SS x SS rays only where the silhouette or a crease between
     # faces may cross the pixel.
-    hit, premul, n = cast(cam.ray_components(x0, y0, x1, y1))
+    rx, ry, rz = _rays(azimuth, width, height)
+    hit, premul, n = cast((rx[y0:y1, x0:x1], ry[y0:y1, x0:x1], rz[y0:y1, x0:x1]))
     if not hit.any():
         return None
     n = (np.where(hit, n[0], 0), np.where(hit, n[1], 0), np.where(hit, n[2], 0))
@@ -343,6 +344,16 @@ _SUB_Y, _SUB_X = (
     g.reshape(-1, 1) for g in np.meshgrid(*[(np.arange(SS, dtype=np.float32) + 0.5) / SS - 0.5] * 2, indexing="ij")
 )
 """Sub-sample offsets within a pixel, (SS*SS, 1) each."""
+
+
+@lru_cache(maxsize=8)
+def _rays(azimuth: float, width: int, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pixel's ray direction for a camera, read-only: a sprite takes its box from these
+    instead of computing the same numbers again (a ray depends only on its pixel)."""
+    out = camera(azimuth, width, height).ray_components(0, 0, width, height)
+    for c in out:
+        c.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=64)

@@ -141,9 +141,11 @@ def relation(a: WorldObject, b: WorldObject, azimuth: float) -> tuple[Relation, 
 
 def pairs(scene: Scene) -> Iterator[tuple[WorldObject, WorldObject]]:
     """Ordered pairs of distinct objects that have spatial relations (stacked pairs excluded)."""
-    for a in scene.objects:
-        for b in scene.objects:
-            if a.id != b.id and _root(scene, a) != _root(scene, b):
+    objs = scene.objects
+    roots = [_root(scene, o) for o in objs]  # once per object, not once per pair
+    for a, ra in zip(objs, roots, strict=True):
+        for b, rb in zip(objs, roots, strict=True):
+            if a.id != b.id and ra != rb:
                 yield a, b
 
 
