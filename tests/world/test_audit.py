@@ -15,7 +15,6 @@ from yanami.schema import CHOICE_LETTERS, Check, CheckHidden, CheckKind, Scenari
 from yanami.store import Dataset, dataset_stats
 from yanami.world import build_world
 from yanami.world._audit import audit, audit_dialogue
-from yanami.world._compose import answer_place
 from yanami.world._free import loose, realize
 from yanami.world._hidden import turn_intent, turn_state
 from yanami.world._language import lint
@@ -25,6 +24,7 @@ from yanami.world._predicates import evaluate, map_relation
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scenarios.world_modeling import ORBIT_WORDS
 from yanami.world._scene import Scene, WorldObject, relation
+from yanami.world._shortcuts import answer_place
 
 
 @pytest.fixture(scope="module")

@@ -95,3 +95,27 @@ def test_distractors_are_chosen_so_the_answers_rank_lands_on_the_draw() -> None:
         assert len(chosen) == 3 and "purple" not in chosen
         seen.add(int(ranks(reading.features(["purple", *chosen]))[2]))  # its rank by last mention
     assert seen == {0, 1, 2, 3}
+
+
+def test_balancing_a_bench_keeps_letters_and_candidates_and_spreads_the_answers_place(
+    floor_runs: tuple[Path, dict[str, Path]],
+) -> None:
+    """A build balances its questions together: every option still comes from the question's
+    candidates, the answer keeps its letter, the result is the same every time, and the
+    answer's place in the order of a feature is spread over the places (not stuck in one)."""
+    from yanami.world._shortcuts import FEATURES, balance_questions, features, visible
+
+    bench, _ = floor_runs
+    dialogues = Dataset(bench).read_all()
+    again = balance_questions(dialogues)
+    assert [d.model_dump() for d in again] == [d.model_dump() for d in balance_questions(dialogues)]
+    places = []
+    for before, after in zip(dialogues, again, strict=True):
+        for q0, q1 in zip(before.questions, after.questions, strict=True):
+            assert q1.answer == q0.answer and q1.answer_letters == q0.answer_letters
+            cands = q1.hidden.intent["candidates"]  # type: ignore[index]
+            assert set(q1.choices) - {q1.answer} <= set(cands)  # type: ignore[arg-type]
+            x = features(visible(after, q1))
+            last = np.nan_to_num(x[:, FEATURES.index("last")], nan=-1.0)
+            places.append(int((last < last[q1.choices.index(q1.answer)]).sum()))
+    assert len(set(places)) >= 3

@@ -15,6 +15,7 @@ from yanami.schema import Dialogue, Scenario
 from yanami.store import DatasetWriter, Generator, Manifest
 from yanami.store._images import scan_image_files
 from yanami.store._reader import open_dataset_dir
+from yanami.world._shortcuts import balance_questions
 
 TRAIN_MIX = {s: f.train_share for s, f in FACTS.items()}
 """The paper's training mix across scenarios."""
@@ -113,6 +114,7 @@ def build_world(
     generator = Generator(name="world", version=__version__, params=params)
     with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
         tasks = [(s, did, seed) for s, did in todo]
+        block: list[Dialogue] = []
         for d, images in _results(tasks, workers):
             parts = {p.sha256: p for p in d.images()}
             for sha, data in images.items():
@@ -122,7 +124,21 @@ def build_world(
                         exit_code=1,
                     )
                 w.add_encoded(parts[sha], data)
-            w.add_dialogue(d)
+            block.append(d)
             if on_dialogue is not None:
                 on_dialogue()
+            if len(block) == BALANCE_BLOCK:
+                _write(w, block)
+                block = []
+        _write(w, block)
         return w.commit()
+
+
+BALANCE_BLOCK = 2000
+"""Dialogues whose questions are balanced together (`balance_questions`), in the plan's order: a
+bench is one block; a training set, blocks of this many (the same for any number of workers)."""
+
+
+def _write(w: DatasetWriter, block: list[Dialogue]) -> None:
+    for d in balance_questions(block):
+        w.add_dialogue(d)

@@ -15,10 +15,11 @@ the turn changes (a copy of the latest image fails them).
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import JsonValue
 
 from yanami.schema import (
     CHOICE_LETTERS,
@@ -58,7 +59,7 @@ from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
 from yanami.world._scene import pairs, relation
-from yanami.world._shortcuts import Reading, choose_distractors
+from yanami.world._shortcuts import Reading, answer_place, arranged, candidates, choose_distractors, derived
 
 
 @dataclass(frozen=True)
@@ -575,11 +576,14 @@ class Composer:
         outdated value}``); an agent without one guesses.
         """
         qid = f"q{len(self.questions)}"
-        rng = random.Random(_derived(f"options:{self.seed}:{self.dialogue_id}:{qid}"))
+        rng = random.Random(derived(f"options:{self.seed}:{self.dialogue_id}:{qid}"))
         reading = Reading(self.visible_messages(after_turn), text)
-        options = choose_distractors(reading, answer, pool, rng)
-        rng.shuffle(options)
-        options.insert(answer_place(self.seed, self.dialogue_id, qid, len(options) + 1), answer)
+        options = arranged(
+            answer,
+            choose_distractors(reading, answer, pool, rng),
+            rng,
+            answer_place(self.seed, self.dialogue_id, qid, min(4, 1 + len(candidates(reading, answer, pool)))),
+        )
         self.questions.append(
             Question(
                 id=qid,
@@ -595,6 +599,8 @@ class Composer:
                         "type": qtype.value,
                         "answer": answer,
                         "alternatives": {k: v for k, v in (alternatives or {}).items() if v in options and v != answer},
+                        # what a build may draw the distractors from again (`balance_questions`)
+                        "candidates": list[JsonValue](candidates(reading, answer, pool)),
                     }
                 ),
             )
@@ -648,17 +654,6 @@ class Composer:
             questions=self.questions,
             meta=DialogueMeta(generator="world", version=__version__, seed=self.seed, params=params),
         )
-
-
-def answer_place(seed: int, dialogue_id: str, qid: str, options: int) -> int:
-    """Where a question's answer goes among its options: a draw of its own for each question
-    (uniform, independent of every other question's and of the distractors)."""
-    return random.Random(_derived(f"letter:{seed}:{dialogue_id}:{qid}")).randrange(options)
-
-
-def _derived(key: str) -> int:
-    """A seed derived from ``key`` (stable across runs and processes)."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
 def _a(text: str) -> str:

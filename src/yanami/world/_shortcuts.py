@@ -3,7 +3,8 @@
 A DSU question must be answerable only by tracking the dialogue's state. This battery
 plays the part of a model that reads the visible text alone (the messages before the
 question, the question and its options; never an image, never a hidden field) and picks
-an option by a surface rule: the option mentioned latest, earliest, most or least often,
+an option by a surface rule: the option mentioned latest, earliest, second latest or second
+earliest, most or least often,
 the longest or shortest, the one sharing most words with the user's rule sentences, with
 the question, with the turn the question names or with the last messages, the one most
 like the other options, a fixed letter, and every pair of such rules (the second breaks
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from yanami.schema import Dialogue, Question
+from yanami.schema import CHOICE_LETTERS, Dialogue, Question
 
 SYNONYMS = {"rubber": "matte", "shiny": "metal", "metallic": "metal", "cubes": "cube", "spheres": "sphere",
             "cylinders": "cylinder", "objects": "object", "grey": "gray"}  # fmt: skip
@@ -294,14 +295,23 @@ def pick(values: np.ndarray, largest: bool) -> np.ndarray:
     return hit / hit.sum(axis=1, keepdims=True)
 
 
+def at_rank(values: np.ndarray, k: int) -> np.ndarray:
+    """Each option's share of the pick of the option in place ``k`` (0: smallest) of the order by
+    ``values`` (Q, options), unmentioned (NaN) below every value; tied options share."""
+    v = np.nan_to_num(values, nan=-np.inf)
+    kth = np.sort(v, axis=1)[:, k : k + 1]
+    hit = v == kth
+    return hit / hit.sum(axis=1, keepdims=True)
+
+
 def _way(largest: bool) -> str:
     return "most" if largest else "least"
 
 
 def rule_shares(x: np.ndarray) -> dict[str, np.ndarray]:
     """Every rule's shares (Q, options) on features ``x`` (Q, options, F): each feature read both
-    ways, the four fixed letters, and every ordered pair of feature rules (the second breaks the
-    first's ties)."""
+    ways and at both middle places of the order, the four fixed letters, and every ordered pair
+    of one-feature rules (the second breaks the first's ties)."""
     n_q, n_o, _ = x.shape
     singles: dict[tuple[int, bool], np.ndarray] = {}
     out: dict[str, np.ndarray] = {}
@@ -309,6 +319,9 @@ def rule_shares(x: np.ndarray) -> dict[str, np.ndarray]:
         for big in (True, False):
             singles[f, big] = pick(x[:, :, f], big)
             out[f"{_way(big)} {name}"] = singles[f, big]
+    for f, name in enumerate(FEATURES):  # the middle of the order: second largest, second smallest
+        out[f"second most {name}"] = at_rank(x[:, :, f], n_o - 2)
+        out[f"second least {name}"] = at_rank(x[:, :, f], 1)
     for k, letter in enumerate("ABCD"[:n_o]):
         out[f"letter {letter}"] = np.broadcast_to(np.eye(n_o)[k], (n_q, n_o))
     for (f1, big1), first in singles.items():
@@ -487,22 +500,22 @@ def _linear_cv(x: np.ndarray, y: np.ndarray, half: np.ndarray) -> float:
 
 
 GROUPS = {
-    "first": "where",
-    "last": "where",
-    "last_user": "where",
-    "last_assistant": "where",
-    "recent_count": "where",
-    "opening_count": "where-first",
+    "first": "first mention",
+    "opening_count": "opening",
+    "last": "last mention",
+    "last_assistant": "last mention",
+    "recent_count": "last mention",
+    "last_user": "last user mention",
     "count": "how often",
-    "user_count": "how often",
-    "assistant_count": "how often",
     "exact_count": "how often",
+    "user_count": "how often by the user",
+    "assistant_count": "how often by the assistant",
     "chars": "length",
     "content_words": "length",
     "rule_overlap": "rules",
     "question_overlap": "question",
-    "last_user_overlap": "last messages",
-    "last_assistant_overlap": "last messages",
+    "last_user_overlap": "last user message",
+    "last_assistant_overlap": "last assistant message",
     "named_turn_overlap": "named turn",
     "named_turn_count": "named turn",
     "likeness": "likeness",
@@ -523,28 +536,23 @@ def mentioned(reading: Reading, option: str) -> bool:
     return reading.row(option)[0] > 0
 
 
-def choose_distractors(
-    reading: Reading, answer: str, pool: Iterable[str], rng: random.Random, n: int = 3, most: int = 200
-) -> list[str]:
-    """``n`` distractors from ``pool`` such that the answer's rank among the options on each
-    surface feature comes out where a random draw put it (adversarial filtering against a
-    shallow reader): over many questions, no feature tells the answer from its distractors.
-
-    Candidates the text never mentions are used only when too few are mentioned."""
+def candidates(reading: Reading, answer: str, pool: Iterable[str], n: int = 3) -> list[str]:
+    """The distractors a question may draw from: ``pool`` without the answer or repeats, only
+    those the visible text mentions where at least ``n`` are."""
     cands = [p for p in dict.fromkeys(pool) if p != answer]
     said = [p for p in cands if mentioned(reading, p)]
-    if len(said) >= n:
-        cands = said
-    if len(cands) <= n:
-        return cands
+    return said if len(said) >= n else cands
+
+
+def _sets(
+    reading: Reading, answer: str, cands: list[str], rng: random.Random, n: int, most: int
+) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Candidate sets of ``n`` distractors (indexes into ``cands``, at most ``most`` of them, drawn
+    with ``rng``) and the features (sets, n + 1, F) of each set's options, the answer first."""
     everyone = [answer, *cands]
     raw = np.array([reading.row(o) for o in everyone], dtype=float)
-    sets = [set(content(o)) for o in everyone]
-    jaccard = np.array([[len(a & b) / max(len(a | b), 1) for b in sets] for a in sets])
-    # one drawn rank per group of features that go together: independent draws for features that
-    # move together would pull every answer to the middle rank, itself a tell
-    drawn = {group: rng.randrange(n + 1) for group in sorted(set(GROUPS.values()))}
-    target = np.array([drawn[GROUPS[name]] for name in FEATURES], dtype=float)
+    words = [set(content(o)) for o in everyone]
+    jaccard = np.array([[len(a & b) / max(len(a | b), 1) for b in words] for a in words])
     triples = list(itertools.combinations(range(1, len(everyone)), n))
     if len(triples) > most:
         triples = rng.sample(triples, most)
@@ -552,16 +560,116 @@ def choose_distractors(
     x = raw[idx]  # (T, n + 1, F)
     pair = jaccard[idx[:, :, None], idx[:, None, :]]  # (T, n + 1, n + 1)
     x[:, :, LIKENESS] = (pair.sum(axis=2) - 1) / n
+    return [tuple(k - 1 for k in t) for t in triples], x
+
+
+def _answer_picks(x: np.ndarray) -> np.ndarray:
+    """The answer's share (T, F, 5) of each one-feature rule's pick, for option sets ``x`` (T,
+    options, F) with the answer first: least (unmentioned left out), then each place of the
+    order from the smallest (unmentioned lowest), the largest last."""
+    n_o = x.shape[1]
+    out = np.zeros((x.shape[0], x.shape[2], 5))
+    for f in range(x.shape[2]):
+        v = x[:, :, f]
+        out[:, f, 0] = pick(v, False)[:, 0]
+        out[:, f, 1] = at_rank(v, 0)[:, 0]
+        out[:, f, 2] = at_rank(v, 1)[:, 0]
+        out[:, f, 3] = at_rank(v, n_o - 2)[:, 0]
+        out[:, f, 4] = pick(v, True)[:, 0]
+    return out
+
+
+def choose_distractors(
+    reading: Reading, answer: str, pool: Iterable[str], rng: random.Random, n: int = 3, most: int = 200
+) -> list[str]:
+    """``n`` distractors from ``pool`` such that the answer's rank among the options on each
+    surface feature comes out where a random draw put it (adversarial filtering against a
+    shallow reader, for one question alone; a build balances its questions together, see
+    `balance_questions`).
+
+    Candidates the text never mentions are used only when too few are mentioned."""
+    cands = candidates(reading, answer, pool, n)
+    if len(cands) <= n:
+        return cands
+    # one drawn rank per group of features that go together: independent draws for features that
+    # move together would pull every answer to the middle rank, itself a tell
+    drawn = {group: rng.randrange(n + 1) for group in sorted(set(GROUPS.values()))}
+    target = np.array([drawn[GROUPS[name]] for name in FEATURES], dtype=float)
+    triples, x = _sets(reading, answer, cands, rng, n, most)
     # The answer's rank on each feature (unmentioned: lowest) should land on the drawn target...
     v = np.nan_to_num(x, nan=-1e9)
     mine = v[:, :1, :]
     rank = (v < mine).sum(axis=1) + ((v == mine).sum(axis=1) - 1) / 2  # (T, F)
     cost = np.abs(rank - target).sum(axis=1)
-    # ...and the rules that pick the largest or the smallest value (among options that have
-    # one, as `pick` reads them) should pick it exactly when the target is the top or the bottom.
+    # ...and the rules that pick by a place in the order should pick it exactly where the target is
+    picks = _answer_picks(x)
     for f in range(x.shape[2]):
-        cost += np.abs(pick(x[:, :, f], True)[:, 0] - (target[f] == n))
-        cost += np.abs(pick(x[:, :, f], False)[:, 0] - (target[f] == 0))
+        cost += np.abs(picks[:, f, 4] - (target[f] == n)) + np.abs(picks[:, f, 0] - (target[f] == 0))
+        cost += np.abs(picks[:, f, 3] - (target[f] == n - 1)) + np.abs(picks[:, f, 2] - (target[f] == 1))
     cost += np.array([rng.random() for _ in triples]) * 1e-6
     best = triples[int(np.argmin(cost))]
-    return [everyone[k] for k in best]
+    return [cands[k] for k in best]
+
+
+def derived(key: str) -> int:
+    """A seed derived from ``key`` (stable across runs and processes)."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def answer_place(seed: int, dialogue_id: str, qid: str, options: int) -> int:
+    """Where a question's answer goes among its options: a draw of its own for each question
+    (uniform, independent of every other question's and of the distractors)."""
+    return random.Random(derived(f"letter:{seed}:{dialogue_id}:{qid}")).randrange(options)
+
+
+def arranged(answer: str, distractors: list[str], rng: random.Random, place: int) -> list[str]:
+    """The options in their order: the distractors shuffled, the answer at ``place``."""
+    options = list(distractors)
+    rng.shuffle(options)
+    options.insert(place, answer)
+    return options
+
+
+def balance_questions(dialogues: list[Dialogue]) -> list[Dialogue]:
+    """The dialogues with each question's distractors chosen again, for all of them together:
+    in order, each question takes the distractors (among its candidates, kept in its hidden
+    intent) whose picks by every one-feature rule fall where the questions of its type before
+    it left the fewest, so that over a bench the answer's place in the order of every feature
+    comes out even, even where single questions cannot all reach every place. Letters stay
+    where `answer_place` put them. Deterministic in the order given."""
+    spread: dict[str, np.ndarray] = {}
+    out = []
+    for d in dialogues:
+        seed = d.meta.seed if d.meta.seed is not None else 0
+        questions = []
+        for q in d.questions:
+            intent = q.hidden.intent if isinstance(q.hidden.intent, dict) else {}
+            cands = intent.get("candidates")
+            if not isinstance(cands, list) or len(q.choices) != 4 or len(cands) <= 3:
+                questions.append(q)
+                continue
+            v = visible(d, q)
+            reading = Reading(v.messages, v.question)
+            rng = random.Random(derived(f"options:{seed}:{d.id}:{q.id}"))
+            triples, x = _sets(reading, q.answer, [str(c) for c in cands], rng, 3, 200)
+            picks = _answer_picks(x)  # (T, F, 5)
+            seen = spread.setdefault(q.type.value, np.zeros(picks.shape[1:]))
+            cost = (picks * seen).sum(axis=(1, 2)) + np.array([rng.random() for _ in triples]) * 1e-6
+            best = int(np.argmin(cost))
+            seen += picks[best]
+            chosen = [str(cands[k]) for k in triples[best]]
+            options = arranged(q.answer, chosen, rng, answer_place(seed, d.id, q.id, 4))
+            alternatives = intent.get("alternatives")
+            kept = alternatives.items() if isinstance(alternatives, dict) else ()
+            hidden = {**intent, "alternatives": {k: a for k, a in kept if a in options and a != q.answer}}
+            questions.append(
+                q.model_copy(
+                    update={
+                        "choices": options,
+                        "answer_letters": [CHOICE_LETTERS[options.index(q.answer)]],
+                        "hidden": q.hidden.model_copy(update={"intent": hidden}),
+                    }
+                )
+            )
+        out.append(d.model_copy(update={"questions": questions}))
+    return out

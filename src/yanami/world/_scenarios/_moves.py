@@ -164,9 +164,14 @@ def pronoun_edit(c: Composer, target: WorldObject) -> None:
         ],
         w=value,
     )
-    if c.rng.random() < 0.5:  # the user weighs an alternative and drops it
-        other = c.rng.choice(colours_except(value, current.colour, *forbidden))
-        user += pick(c.rng, [" I thought about {o}, but {w} is better.", " Not {o}: {w}."], o=other, w=value)
+    # the user weighs one or two alternatives and drops them
+    others = c.rng.sample(colours_except(value, current.colour, *forbidden), c.rng.choice([1, 2]))
+    user += pick(
+        c.rng,
+        [" I thought about {o}, but {w} is better.", " Not {o}: {w}."],
+        o=" or ".join(others),
+        w=value,
+    )
     # The reply does not name the object: the RR question asks who "it" is.
     asst = pick(c.rng, ["Done: it is {w} now.", "Here you go, nothing else moved.", "Done."], w=value)
 

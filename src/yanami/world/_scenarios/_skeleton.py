@@ -283,24 +283,18 @@ def extreme(scene: Scene, azimuth: float, side: str) -> WorldObject | None:
 
 
 def banned_reply(c: Composer, col: str, candidates: list[str]) -> str:
-    """How the assistant acknowledges a colour ban: it names the banned colour and two it may
-    still use (from ``candidates`` where it can), the ban first, between or last."""
+    """How the assistant acknowledges a colour ban: it names the banned colour among three it may
+    still use (from ``candidates`` where it can), in a place drawn at random among the four."""
     others = [x for x in candidates if x != col]
-    if len(others) < 2:
+    if len(others) < 3:
         others = colours_except(col)
-    fine = c.rng.sample(others, 2)
-    return pick(
-        c.rng,
-        [
-            "Understood: no {f} from now on, though {a} and {b} are still fine.",
-            "Understood. {A} is fine, {f} is not, and {b} is fine too.",
-            "Understood: {a} and {b} are still fine, but no {f} from now on.",
-        ][c.rng.randrange(3) :][:1],
-        f=col,
-        a=fine[0],
-        A=fine[0].capitalize(),
-        b=fine[1],
-    )
+    a, b, d = c.rng.sample(others, 3)
+    return [
+        f"Understood: no {col} from now on, though {a}, {b} and {d} are still fine.",
+        f"Understood. {a.capitalize()} is fine, {col} is not, and {b} and {d} are fine too.",
+        f"Understood. {a.capitalize()} and {b} are fine, {col} is not, and {d} is fine too.",
+        f"Understood: {a}, {b} and {d} are still fine, but no {col} from now on.",
+    ][c.rng.randrange(4)]
 
 
 def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = None) -> Constraint:
@@ -318,7 +312,9 @@ def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = Non
         if opening is None:
             return c.constrain(kind, value, user, asst)
         view, shared, listed, cue = opening
-        said = f"{listed} {asst} {cue}".rstrip()  # what the rule bans comes after the objects listed
+        # what the rule bans comes before or after the objects listed
+        said = f"{listed} {asst} {cue}" if c.rng.random() < 0.5 else f"{asst} {listed} {cue}"
+        said = said.rstrip()
         return c.constrain(kind, value, f"{shared} {user}", said, picture=view)
 
     absent = [col for col in COLOUR_THINGS if not select(scene, {"colour": col})]
