@@ -402,7 +402,8 @@ def break_constraint(plan: dict[str, Any]) -> dict[str, Any]:
             if m is not None:
                 text = image["instruction"]
                 old = f"#{m['id']}: a {m['size']} {m['colour']} "
-                new_colour = colour if m["colour"] != colour else "gray"
+                # a colour the instruction does not already give (a gray object against the stand-in ban)
+                new_colour = next(c for c in (colour, "purple", "yellow") if c != m["colour"])
                 image["instruction"] = text.replace(old, f"#{m['id']}: a {m['size']} {new_colour} ", 1)
                 return plan
     return plan

@@ -239,10 +239,12 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
     comps = prep.comps
     if comps:
         cam = _camera(azimuth)
-        anchors = np.array([_anchor(c) for c in comps])
+        edges = [_edges(prep.diff, c) for c in comps]
+        exact = prep.tone.exact
+        anchors = np.array([_anchor(c) if exact else _outline_anchor(c, e) for c, e in zip(comps, edges, strict=True)])
         positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
         for k, comp in enumerate(comps):
-            found, read = _explain(prep, comp, cam, positions[k], dims[k], len(objects))
+            found, read = _explain(prep, comp, edges[k], cam, positions[k], dims[k], len(objects))
             objects.extend(found)
             reads.append(read)
     tone = prep.tone
@@ -768,7 +770,7 @@ def _components(mask: np.ndarray) -> list[_Component]:
     groups: dict[int, list[int]] = {}
     for i in range(len(runs)):
         groups.setdefault(find(i), []).append(i)
-    out = []
+    parts = []
     for members in groups.values():
         rows = [runs[i][0] for i in members]
         c0 = min(runs[i][1] for i in members)
@@ -778,11 +780,24 @@ def _components(mask: np.ndarray) -> list[_Component]:
         for i in members:
             r, a, b = runs[i]
             m[r - r0, a - c0 : b - c0] = True
-        area = int(m.sum())
-        if area >= MIN_AREA:
-            out.append(_Component(_fill_holes(m), c0, r0, area))
-    out.sort(key=lambda c: -int(c.mask.sum()))
-    return out
+        parts.append(_Component(m, c0, r0, int(m.sum())))
+    filled = {i: _fill_holes(p.mask) for i, p in enumerate(parts) if p.area >= MIN_AREA}
+    order = sorted(filled, key=lambda i: -int(filled[i].sum()))
+    # A part wholly inside an object's outline belongs to it, however it came apart (a
+    # highlight ringed by a blend that happens to match the floor): objects never overlap.
+    owner = np.zeros(mask.shape, dtype=np.int32)
+    for i in reversed(order):  # the largest outline is drawn last and wins
+        p = parts[i]
+        owner[p.y0 : p.y0 + p.mask.shape[0], p.x0 : p.x0 + p.mask.shape[1]][filled[i]] = i + 1
+    area = {i: parts[i].area for i in order}
+    inside = set()
+    for i, p in enumerate(parts):
+        seen = owner[p.y0 : p.y0 + p.mask.shape[0], p.x0 : p.x0 + p.mask.shape[1]][p.mask]
+        host = int(seen[0]) - 1
+        if host >= 0 and host != i and bool((seen == host + 1).all()):
+            area[host] += p.area
+            inside.add(i)
+    return [_Component(filled[i], parts[i].x0, parts[i].y0, area[i]) for i in order if i not in inside]
 
 
 def _fill_holes(m: np.ndarray) -> np.ndarray:
@@ -873,6 +888,12 @@ def _anchors(cam: Camera, pts: np.ndarray, starts: np.ndarray) -> tuple[np.ndarr
     lo = np.minimum.reduceat(p, starts, axis=-2)
     hi = np.maximum.reduceat(p, starts, axis=-2)
     return np.stack([(lo[..., 0] + hi[..., 0]) / 2, hi[..., 1]], axis=-1), hi - lo
+
+
+def _outline_anchor(comp: _Component, edges: _Edges) -> tuple[float, float]:
+    """`_anchor` of the component's outline at half contrast (the threshold's where it has none)."""
+    box = edges.outline_box()
+    return _anchor(comp) if box is None else (box[0], box[1])
 
 
 def _anchor(comp: _Component) -> tuple[float, float]:
@@ -982,7 +1003,13 @@ class _Read:
 
 
 def _explain(
-    prep: _Prepared, comp: _Component, cam: Camera, positions: np.ndarray, dims: np.ndarray, offset: int
+    prep: _Prepared,
+    comp: _Component,
+    edges: _Edges,
+    cam: Camera,
+    positions: np.ndarray,
+    dims: np.ndarray,
+    offset: int,
 ) -> tuple[list[ParsedObject], _Read]:
     rgb, style = prep.rgb, prep.tone.style
     m = comp.mask
@@ -990,8 +1017,15 @@ def _explain(
     box = (comp.x0 - pad, comp.y0 - pad, comp.x0 + m.shape[1] + pad, comp.y0 + m.shape[0] + pad)
     observed = np.zeros((m.shape[0] + 2 * pad, m.shape[1] + 2 * pad), dtype=bool)
     observed[pad:-pad, pad:-pad] = m
-    # Every hypothesis's position is solved; ray-cast only the few whose box fits best.
     width, height = m.shape[1], m.shape[0]
+    if not prep.tone.exact:
+        # Not the renderer's pixels: where a blur or JPEG spreads an edge, the threshold's
+        # outline grows; the outline at half contrast stays where the edge is.
+        observed = _fill_holes(edges.share() >= 0.5)
+        outline = edges.outline_box()
+        if outline is not None:
+            width, height = outline[2], outline[3]
+    # Every hypothesis's position is solved; ray-cast only the few whose box fits best.
     fit = np.abs(dims[:, 0] - width) + np.abs(dims[:, 1] - height)
     best: tuple[float, _Hypothesis, float, float, np.ndarray] | None = None
     rays = cam.ray_components(*box)
@@ -1008,7 +1042,6 @@ def _explain(
             best = scored
     assert best is not None
     iou, h, x, y, silhouette = best
-    edges = _edges(prep.diff, comp)
     shape, size = h.bottom
     # Appearance is read on the component's box, with a one-pixel empty border.
     y0, x0 = comp.y0 - 1, comp.x0 - 1
