@@ -15,7 +15,7 @@ from yanami.schema import Dialogue, Scenario
 from yanami.store import DatasetWriter, Generator, Manifest
 from yanami.store._images import scan_image_files
 from yanami.store._reader import open_dataset_dir
-from yanami.world._shortcuts import balance_questions
+from yanami.world._shortcuts import Balancer, OptionSets
 
 TRAIN_MIX = {s: f.train_share for s, f in FACTS.items()}
 """The paper's training mix across scenarios."""
@@ -57,11 +57,11 @@ def plan(
     return out
 
 
-def _one(task: tuple[Scenario, str, int]) -> tuple[Dialogue, dict[str, bytes]]:
-    from yanami.world._scenarios import compose_dialogue
+def _one(task: tuple[Scenario, str, int]) -> tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]:
+    from yanami.world._scenarios import compose_for_build
 
     scenario, did, seed = task
-    return compose_dialogue(scenario, did, seed)  # pickled across processes: no JSON round trip
+    return compose_for_build(scenario, did, seed)  # pickled across processes: no JSON round trip
 
 
 def _quiet_worker() -> None:
@@ -69,7 +69,9 @@ def _quiet_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _results(tasks: list[tuple[Scenario, str, int]], workers: int) -> Iterator[tuple[Dialogue, dict[str, bytes]]]:
+def _results(
+    tasks: list[tuple[Scenario, str, int]], workers: int
+) -> Iterator[tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]]:
     if workers <= 1:
         yield from map(_one, tasks)
         return
@@ -114,8 +116,8 @@ def build_world(
     generator = Generator(name="world", version=__version__, params=params)
     with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
         tasks = [(s, did, seed) for s, did in todo]
-        block: list[Dialogue] = []
-        for d, images in _results(tasks, workers):
+        balancer = Balancer()
+        for k, (d, images, sets) in enumerate(_results(tasks, workers)):
             parts = {p.sha256: p for p in d.images()}
             for sha, data in images.items():
                 if sha in banned:
@@ -124,21 +126,14 @@ def build_world(
                         exit_code=1,
                     )
                 w.add_encoded(parts[sha], data)
-            block.append(d)
+            if k % BALANCE_BLOCK == 0:
+                balancer = Balancer()
+            w.add_dialogue(balancer.balance(d, sets))  # in the plan's order, as the dialogues come
             if on_dialogue is not None:
                 on_dialogue()
-            if len(block) == BALANCE_BLOCK:
-                _write(w, block)
-                block = []
-        _write(w, block)
         return w.commit()
 
 
 BALANCE_BLOCK = 2000
 """Dialogues whose questions are balanced together (`balance_questions`), in the plan's order: a
 bench is one block; a training set, blocks of this many (the same for any number of workers)."""
-
-
-def _write(w: DatasetWriter, block: list[Dialogue]) -> None:
-    for d in balance_questions(block):
-        w.add_dialogue(d)

@@ -59,7 +59,16 @@ from yanami.world._ops import View, apply_op
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import render_png
 from yanami.world._scene import pairs, relation
-from yanami.world._shortcuts import Reading, answer_place, arranged, candidates, choose_distractors, derived
+from yanami.world._shortcuts import (
+    OptionSets,
+    Reading,
+    _options_rng,
+    answer_place,
+    arranged,
+    candidates,
+    distractors_from,
+    option_sets,
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,8 @@ class Composer:
     image_bytes: dict[str, bytes] = field(default_factory=dict)
     constraints: list[Constraint] = field(default_factory=list)
     questions: list[Question] = field(default_factory=list)
+    option_sets: dict[str, OptionSets] = field(default_factory=dict)
+    """By question id: what a build's balancing weighs (`yanami.world._shortcuts.Balancer`)."""
     capabilities: set[Capability] = field(default_factory=set)
     check_no: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
@@ -576,13 +587,16 @@ class Composer:
         outdated value}``); an agent without one guesses.
         """
         qid = f"q{len(self.questions)}"
-        rng = random.Random(derived(f"options:{self.seed}:{self.dialogue_id}:{qid}"))
         reading = Reading(self.visible_messages(after_turn), text)
+        cands = candidates(reading, answer, pool)
+        if len(cands) > 3:  # what a build's balancing weighs, drawn here (in the build's worker)
+            self.option_sets[qid] = option_sets(reading, answer, cands, _options_rng(self.seed, self.dialogue_id, qid))
+        rng = _options_rng(self.seed, self.dialogue_id, qid)
         options = arranged(
             answer,
-            choose_distractors(reading, answer, pool, rng),
+            distractors_from(reading, answer, cands, rng),
             rng,
-            answer_place(self.seed, self.dialogue_id, qid, min(4, 1 + len(candidates(reading, answer, pool)))),
+            answer_place(self.seed, self.dialogue_id, qid, min(4, 1 + len(cands))),
         )
         self.questions.append(
             Question(
@@ -600,7 +614,7 @@ class Composer:
                         "answer": answer,
                         "alternatives": {k: v for k, v in (alternatives or {}).items() if v in options and v != answer},
                         # what a build may draw the distractors from again (`balance_questions`)
-                        "candidates": list[JsonValue](candidates(reading, answer, pool)),
+                        "candidates": list[JsonValue](cands),
                     }
                 ),
             )

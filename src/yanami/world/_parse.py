@@ -60,6 +60,13 @@ FOREGROUND = 48
 """Summed absolute RGB difference from the floor above which a pixel is foreground."""
 MIN_AREA = 40
 """Components smaller than this many pixels are noise."""
+MAX_SHARE = 0.15
+"""No stack of the world covers more than this share of the picture (the largest seen on a
+bench's ground truth covers under 6 %): a larger component is not an object (noise, a
+texture, a picture pasted in) and is not explained as one; its pixels count as specks."""
+MAX_FOREGROUND = 0.5
+"""Where more of the picture than this differs from the floor, nothing in it is read as an
+object (a world scene leaves most of its floor in view: at most about 12 % is foreground)."""
 SHORTLIST = 4
 """Hypotheses (of 12) whose silhouettes are ray-cast, after ranking all by their box's fit."""
 STACK_TIE = 0.01
@@ -217,7 +224,9 @@ def _prepare(frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int],
     rgb = _apply_tone(frame, tone)
     diff = _floor_difference(rgb, tone.style)
     mask = diff > FOREGROUND
-    comps = _components(mask)
+    too_big = MAX_SHARE * mask.size
+    comps = [] if np.count_nonzero(mask) > MAX_FOREGROUND * mask.size else _components(mask)
+    comps = [c for c in comps if c.area <= too_big]
     # Quality signals: a clean render has exactly the known floor around its objects, and no specks.
     near = mask.copy()
     for k in (1, 2):

@@ -298,7 +298,7 @@ def pick(values: np.ndarray, largest: bool) -> np.ndarray:
 def at_rank(values: np.ndarray, k: int) -> np.ndarray:
     """Each option's share of the pick of the option in place ``k`` (0: smallest) of the order by
     ``values`` (Q, options), unmentioned (NaN) below every value; tied options share."""
-    v = np.nan_to_num(values, nan=-np.inf)
+    v = np.where(np.isnan(values), -np.inf, values)
     kth = np.sort(v, axis=1)[:, k : k + 1]
     hit = v == kth
     return hit / hit.sum(axis=1, keepdims=True)
@@ -567,16 +567,10 @@ def _answer_picks(x: np.ndarray) -> np.ndarray:
     """The answer's share (T, F, 5) of each one-feature rule's pick, for option sets ``x`` (T,
     options, F) with the answer first: least (unmentioned left out), then each place of the
     order from the smallest (unmentioned lowest), the largest last."""
-    n_o = x.shape[1]
-    out = np.zeros((x.shape[0], x.shape[2], 5))
-    for f in range(x.shape[2]):
-        v = x[:, :, f]
-        out[:, f, 0] = pick(v, False)[:, 0]
-        out[:, f, 1] = at_rank(v, 0)[:, 0]
-        out[:, f, 2] = at_rank(v, 1)[:, 0]
-        out[:, f, 3] = at_rank(v, n_o - 2)[:, 0]
-        out[:, f, 4] = pick(v, True)[:, 0]
-    return out
+    n_t, n_o, n_f = x.shape
+    v = x.transpose(0, 2, 1).reshape(n_t * n_f, n_o)  # every feature's options as a row of its own
+    ranks = (pick(v, False), at_rank(v, 0), at_rank(v, 1), at_rank(v, n_o - 2), pick(v, True))
+    return np.stack([r[:, 0] for r in ranks], axis=1).reshape(n_t, n_f, 5)
 
 
 def choose_distractors(
@@ -588,7 +582,13 @@ def choose_distractors(
     `balance_questions`).
 
     Candidates the text never mentions are used only when too few are mentioned."""
-    cands = candidates(reading, answer, pool, n)
+    return distractors_from(reading, answer, candidates(reading, answer, pool, n), rng, n, most)
+
+
+def distractors_from(
+    reading: Reading, answer: str, cands: list[str], rng: random.Random, n: int = 3, most: int = 200
+) -> list[str]:
+    """`choose_distractors` from the question's `candidates`, already drawn up."""
     if len(cands) <= n:
         return cands
     # one drawn rank per group of features that go together: independent draws for features that
@@ -630,16 +630,44 @@ def arranged(answer: str, distractors: list[str], rng: random.Random, place: int
     return options
 
 
-def balance_questions(dialogues: list[Dialogue]) -> list[Dialogue]:
-    """The dialogues with each question's distractors chosen again, for all of them together:
-    in order, each question takes the distractors (among its candidates, kept in its hidden
-    intent) whose picks by every one-feature rule fall where the questions of its type before
-    it left the fewest, so that over a bench the answer's place in the order of every feature
-    comes out even, even where single questions cannot all reach every place. Letters stay
-    where `answer_place` put them. Deterministic in the order given."""
-    spread: dict[str, np.ndarray] = {}
-    out = []
-    for d in dialogues:
+@dataclass(frozen=True)
+class OptionSets:
+    """What `balance_questions` weighs for one question: its candidate sets of distractors and
+    each set's answer picks by every one-feature rule, as `_sets` and `_answer_picks` give them
+    for a generator seeded as the question's options are (`option_sets`). Computed where the
+    dialogue is composed (a build's worker) so that balancing, which must go in the plan's
+    order, has only the weighing left to do."""
+
+    triples: tuple[tuple[int, ...], ...]
+    twelfths: np.ndarray
+    """(T, F, 5) uint8: the answer's picks times 12 (every share is 0, 1/4, 1/3, 1/2 or 1, so
+    the picks are exact in a twelfth of the bytes and ``twelfths / 12`` gives them back bit for bit)."""
+    state: tuple[object, ...]
+    """The generator's state after drawing the sets: the weighing's tie noise and the shuffle go on from it."""
+
+
+def option_sets(reading: Reading, answer: str, cands: list[str], rng: random.Random) -> OptionSets:
+    """The `OptionSets` of a question with more than three candidates, ``rng`` seeded as its options are."""
+    triples, x = _sets(reading, answer, cands, rng, 3, 200)
+    twelfths = np.rint(_answer_picks(x) * 12).astype(np.uint8)
+    return OptionSets(tuple(triples), twelfths, rng.getstate())
+
+
+def _options_rng(seed: int, dialogue_id: str, qid: str) -> random.Random:
+    """The generator of a question's options (where its distractors and their order come from)."""
+    return random.Random(derived(f"options:{seed}:{dialogue_id}:{qid}"))
+
+
+class Balancer:
+    """`balance_questions` one dialogue at a time, in the plan's order (what has been balanced
+    so far is all it remembers: the picks its questions left, per type)."""
+
+    def __init__(self) -> None:
+        self.spread: dict[str, np.ndarray] = {}
+
+    def balance(self, d: Dialogue, sets: dict[str, OptionSets] | None = None) -> Dialogue:
+        """``d`` with its questions' distractors chosen again; ``sets`` by question id where the
+        caller has them (`option_sets`), computed here otherwise."""
         seed = d.meta.seed if d.meta.seed is not None else 0
         questions = []
         for q in d.questions:
@@ -648,16 +676,18 @@ def balance_questions(dialogues: list[Dialogue]) -> list[Dialogue]:
             if not isinstance(cands, list) or len(q.choices) != 4 or len(cands) <= 3:
                 questions.append(q)
                 continue
-            v = visible(d, q)
-            reading = Reading(v.messages, v.question)
-            rng = random.Random(derived(f"options:{seed}:{d.id}:{q.id}"))
-            triples, x = _sets(reading, q.answer, [str(c) for c in cands], rng, 3, 200)
-            picks = _answer_picks(x)  # (T, F, 5)
-            seen = spread.setdefault(q.type.value, np.zeros(picks.shape[1:]))
-            cost = (picks * seen).sum(axis=(1, 2)) + np.array([rng.random() for _ in triples]) * 1e-6
+            rng = _options_rng(seed, d.id, q.id)
+            known = sets.get(q.id) if sets is not None else None
+            if known is None:
+                v = visible(d, q)
+                known = option_sets(Reading(v.messages, v.question), q.answer, [str(c) for c in cands], rng)
+            rng.setstate(known.state)
+            picks = known.twelfths / 12.0  # (T, F, 5)
+            seen = self.spread.setdefault(q.type.value, np.zeros(picks.shape[1:]))
+            cost = (picks * seen).sum(axis=(1, 2)) + np.array([rng.random() for _ in known.triples]) * 1e-6
             best = int(np.argmin(cost))
             seen += picks[best]
-            chosen = [str(cands[k]) for k in triples[best]]
+            chosen = [str(cands[k]) for k in known.triples[best]]
             options = arranged(q.answer, chosen, rng, answer_place(seed, d.id, q.id, 4))
             alternatives = intent.get("alternatives")
             kept = alternatives.items() if isinstance(alternatives, dict) else ()
@@ -671,5 +701,16 @@ def balance_questions(dialogues: list[Dialogue]) -> list[Dialogue]:
                     }
                 )
             )
-        out.append(d.model_copy(update={"questions": questions}))
-    return out
+        return d.model_copy(update={"questions": questions})
+
+
+def balance_questions(dialogues: list[Dialogue]) -> list[Dialogue]:
+    """The dialogues with each question's distractors chosen again, for all of them together:
+    in order, each question takes the distractors (among its candidates, kept in its hidden
+    intent) whose picks by every one-feature rule fall where the questions of its type before
+    it left the fewest, so that over a bench the answer's place in the order of every feature
+    comes out even, even where single questions cannot all reach every place. Letters stay
+    where `answer_place` put them. Deterministic in the order given (`Balancer` does the same
+    one dialogue at a time)."""
+    b = Balancer()
+    return [b.balance(d) for d in dialogues]

@@ -22,6 +22,7 @@ from yanami.schema import Dialogue
 from yanami.world._compose import Composer, Reducible
 from yanami.world._place import NoRoom
 from yanami.world._scenarios._skeleton import Retry
+from yanami.world._shortcuts import OptionSets
 
 Compose = Callable[[Composer], None]
 
@@ -39,6 +40,14 @@ COMPOSERS: dict[Scenario, Compose] = {s: composer(s) for s in Scenario}
 
 def compose_dialogue(scenario: Scenario, dialogue_id: str, seed: int) -> tuple[Dialogue, dict[str, bytes]]:
     """Build one dialogue of a scenario from a seed; returns it with its images' bytes."""
+    d, images, _ = compose_for_build(scenario, dialogue_id, seed)
+    return d, images
+
+
+def compose_for_build(
+    scenario: Scenario, dialogue_id: str, seed: int
+) -> tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]:
+    """`compose_dialogue`, with what a build's balancing weighs for its questions (by id)."""
     for attempt in range(50):
         rng = random.Random(f"{seed}:{dialogue_id}:{attempt}")
         c = Composer(scenario, rng, dialogue_id, seed)
@@ -48,8 +57,8 @@ def compose_dialogue(scenario: Scenario, dialogue_id: str, seed: int) -> tuple[D
             continue
         d = c.dialogue({"scenario": scenario.value, "attempt": attempt})
         used = {p.sha256 for p in d.images()}
-        return d, {k: v for k, v in c.image_bytes.items() if k in used}
+        return d, {k: v for k, v in c.image_bytes.items() if k in used}, c.option_sets
     raise RuntimeError(f"could not build {dialogue_id}; this is a bug in the world's scripts")
 
 
-__all__ = ["COMPOSERS", "Retry", "compose_dialogue", "composer"]
+__all__ = ["COMPOSERS", "Retry", "compose_dialogue", "compose_for_build", "composer"]
