@@ -1260,7 +1260,11 @@ def serve_fake(
     with server:
         try:  # entered before the URL is printed: a Ctrl-C right after it is caught too
             out.print(f"{server.url}/v1 (OpenAI-compatible) and {server.url}/infer; Ctrl-C stops", markup=False)
-            threading.Event().wait()
+            # Wake now and then: the kernel may hand Ctrl-C's signal to a server thread, and Python
+            # runs the handler only when the main thread runs (an endless wait would never see it).
+            idle = threading.Event()
+            while not idle.wait(0.2):
+                pass
         except KeyboardInterrupt:
             err.print("stopped", markup=False)
 
