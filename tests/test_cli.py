@@ -83,7 +83,13 @@ def test_an_interrupted_eval_says_how_to_resume(world_bench: Path, tmp_path: Pat
     import time
 
     cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
-    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "run")], stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal delivers it, even where the suite runs in the background (SIGINT ignored)
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(tmp_path / "run")],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     db = tmp_path / "run" / "results.sqlite"
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:

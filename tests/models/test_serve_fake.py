@@ -10,12 +10,19 @@ from yanami.models import InputMessage, InputText, ModelConfig, Request
 from yanami.models._openai import OpenAIModel
 
 
+def default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a shell that starts a suite in the background (CI) hands
+    its children SIGINT ignored, and a Python started that way keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_serve_fake_answers_and_stops_cleanly() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "yanami", "serve-fake", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None
