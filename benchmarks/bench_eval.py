@@ -17,7 +17,8 @@ what it shows untouched, graded by the exact judge: SC and VQ (0-100, as `yanami
 them) and the parser's object F1 (a parsed object counts when shape, colour, size, material and
 support match a ground-truth object standing within 0.2 units of it), one row per transform, with
 the untransformed images ("none") measured in the same run. Target: SC >= 97 and VQ >= 90 under
-every transform. The transforms (the picture is 512 x 384; PNG unless JPEG is named):
+every transform. The transforms (`yanami.world._transforms`, which the tests use too; the
+picture is 512 x 384; PNG unless JPEG is named):
 
   none                    the ground truth as it is
   brightness +20 / -20    every channel +-20 grey levels (clipped)
@@ -44,7 +45,6 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import Parse, build_world, parse_cached, render_png
 from yanami.world._scene import Scene, WorldObject
+from yanami.world._transforms import TARGETLESS, TRANSFORMS
 
 
 def _candidates(bench: Path) -> list[tuple[str, int, bytes]]:
@@ -190,58 +191,6 @@ def bench_in_runner(bench: Path) -> None:
 # Robustness ------------------------------------------------------------------------------
 
 
-def _encode(img: Image.Image, fmt: str = "PNG", quality: int = 95) -> bytes:
-    buf = io.BytesIO()
-    if fmt == "JPEG":
-        img.save(buf, format="JPEG", quality=quality)
-    else:
-        img.save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
-def _tone(img: Image.Image, fn: Callable[[np.ndarray], np.ndarray]) -> Image.Image:
-    out = fn(np.asarray(img).astype(np.float64))
-    return Image.fromarray(np.clip(np.round(out), 0, 255).astype(np.uint8))
-
-
-def _framed(img: Image.Image, size: tuple[int, int], box: tuple[int, int, int, int], fill: str) -> Image.Image:
-    """``img`` scaled into ``box`` (left, top, right, bottom) of a ``size`` canvas of colour ``fill``."""
-    canvas = Image.new("RGB", size, fill)
-    inner = img.resize((box[2] - box[0], box[3] - box[1]), Image.Resampling.BICUBIC)
-    canvas.paste(inner, box[:2])
-    return canvas
-
-
-def _crop(img: Image.Image, left: float, top: float, right: float, bottom: float) -> Image.Image:
-    w, h = img.size
-    return img.crop((round(left * w), round(top * h), w - round(right * w), h - round(bottom * h)))
-
-
-_BICUBIC = Image.Resampling.BICUBIC
-TRANSFORMS: dict[str, Callable[[Image.Image], bytes]] = {
-    "none": _encode,
-    "brightness +20": lambda im: _encode(_tone(im, lambda a: a + 20)),
-    "brightness -20": lambda im: _encode(_tone(im, lambda a: a - 20)),
-    "white balance warm": lambda im: _encode(_tone(im, lambda a: a * np.array([1.1, 1.0, 0.9]))),
-    "white balance cool": lambda im: _encode(_tone(im, lambda a: a * np.array([0.9, 1.0, 1.1]))),
-    "gamma 0.8": lambda im: _encode(_tone(im, lambda a: 255 * (a / 255) ** 0.8)),
-    "gamma 1.25": lambda im: _encode(_tone(im, lambda a: 255 * (a / 255) ** 1.25)),
-    "JPEG q70": lambda im: _encode(im, "JPEG", 70),
-    "JPEG q90": lambda im: _encode(im, "JPEG", 90),
-    "resize 1024x768": lambda im: _encode(im.resize((1024, 768), _BICUBIC)),
-    "resize 384x288": lambda im: _encode(im.resize((384, 288), _BICUBIC)),
-    "stretch 512x512": lambda im: _encode(im.resize((512, 512), _BICUBIC)),
-    "border white": lambda im: _encode(_framed(im, (512, 384), (16, 16, 496, 368), "white")),
-    "border black": lambda im: _encode(_framed(im, (512, 384), (16, 16, 496, 368), "black")),
-    "letterbox white": lambda im: _encode(_framed(im, (512, 512), (0, 64, 512, 448), "white")),
-    "letterbox black": lambda im: _encode(_framed(im, (512, 512), (0, 64, 512, 448), "black")),
-    "crop 2 %": lambda im: _encode(_crop(im, 0.02, 0.02, 0.02, 0.02)),
-    "crop 4 %, resized": lambda im: _encode(_crop(im, 0.04, 0.04, 0.04, 0.04).resize(im.size, _BICUBIC)),
-    "crop 3 % off-centre": lambda im: _encode(_crop(im, 0.02, 0.02, 0.04, 0.04).resize(im.size, _BICUBIC)),
-}
-"""Changes that leave what a picture shows untouched (the module docstring lists them)."""
-TARGETLESS = {"crop 3 % off-centre"}
-"""Reported, with no target: the parser assumes a crop keeps the picture's centre."""
 POSITION_TOLERANCE = 0.2
 """How far (world units) a parsed object may stand from the ground truth's and still count."""
 
