@@ -70,6 +70,22 @@ def test_same_seed_same_bytes_for_any_worker_count(tmp_path: Path) -> None:
     assert snapshot(tmp_path / "one") == snapshot(tmp_path / "two")
 
 
+def test_the_build_balances_as_balancing_the_composed_dialogues_again_does(tiny: Path) -> None:
+    """A build weighs the option sets its workers drew while composing; drawn again from the
+    finished dialogues (what `balance_questions` does on its own), they give the same questions."""
+    from yanami.world._scenarios import compose_dialogue
+    from yanami.world._shortcuts import balance_questions
+
+    composed = [compose_dialogue(s, did, 7)[0] for s, did in plan("tiny", None, None, list(Scenario))]
+    built = {d.id: d for d in Dataset(tiny)}
+    again = balance_questions(composed)
+    assert any(
+        q.hidden.intent.get("candidates") and len(q.hidden.intent["candidates"]) > 3 for d in again for q in d.questions
+    )  # type: ignore[union-attr, arg-type]
+    for d in again:
+        assert [q.model_dump() for q in d.questions] == [q.model_dump() for q in built[d.id].questions]
+
+
 def test_exclude_refuses_overlap_and_writes_nothing(tiny: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="also occurs in"):
         build_world(tmp_path / "bench", preset="tiny", seed=7, exclude=tiny)
