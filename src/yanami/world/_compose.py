@@ -62,12 +62,12 @@ from yanami.world._scene import pairs, relation
 from yanami.world._shortcuts import (
     OptionSets,
     Reading,
-    _options_rng,
     answer_place,
     arranged,
     candidates,
     distractors_from,
     option_sets,
+    options_rng,
 )
 
 
@@ -590,8 +590,8 @@ class Composer:
         reading = Reading(self.visible_messages(after_turn), text)
         cands = candidates(reading, answer, pool)
         if len(cands) > 3:  # what a build's balancing weighs, drawn here (in the build's worker)
-            self.option_sets[qid] = option_sets(reading, answer, cands, _options_rng(self.seed, self.dialogue_id, qid))
-        rng = _options_rng(self.seed, self.dialogue_id, qid)
+            self.option_sets[qid] = option_sets(reading, answer, cands, options_rng(self.seed, self.dialogue_id, qid))
+        rng = options_rng(self.seed, self.dialogue_id, qid)
         options = arranged(
             answer,
             distractors_from(reading, answer, cands, rng),

@@ -653,7 +653,7 @@ def option_sets(reading: Reading, answer: str, cands: list[str], rng: random.Ran
     return OptionSets(tuple(triples), twelfths, rng.getstate())
 
 
-def _options_rng(seed: int, dialogue_id: str, qid: str) -> random.Random:
+def options_rng(seed: int, dialogue_id: str, qid: str) -> random.Random:
     """The generator of a question's options (where its distractors and their order come from)."""
     return random.Random(derived(f"options:{seed}:{dialogue_id}:{qid}"))
 
@@ -676,7 +676,7 @@ class Balancer:
             if not isinstance(cands, list) or len(q.choices) != 4 or len(cands) <= 3:
                 questions.append(q)
                 continue
-            rng = _options_rng(seed, d.id, q.id)
+            rng = options_rng(seed, d.id, q.id)
             known = sets.get(q.id) if sets is not None else None
             if known is None:
                 v = visible(d, q)
