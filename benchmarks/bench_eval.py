@@ -302,6 +302,12 @@ def main() -> None:
         names = ["none", *[n for n in wanted if n != "none"]]
     if args.only == "robustness":
         if args.bench is not None:
+            from yanami.errors import UserError
+
+            try:
+                Dataset(args.bench)
+            except UserError as exc:
+                ap.error(f"--bench: {exc}")
             bench_robustness(args.bench, args.limit, names, args.workers)
             return
         with tempfile.TemporaryDirectory() as tmp:
