@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from tests.helpers import scrambled
 from yanami.bench import LAYOUTS, build_request, items_of
-from yanami.schema import Dialogue, ImagePart
+from yanami.schema import ImagePart
 from yanami.store import Dataset
-
-
-def _scrambled(d: Dialogue) -> Dialogue:
-    """The same dialogue with every hidden annotation and every reference answer changed."""
-    raw = json.loads(d.model_dump_json())
-    for t in raw["turns"]:
-        t["hidden"] = {"state": {"secret": "STATE-LEAK"}, "intent": {"secret": "INTENT-LEAK"}}
-        for c in t["checks"]:
-            c["hidden"] = {"predicate": {"secret": "PREDICATE-LEAK"}}
-    for q in raw["questions"]:
-        q["answer"] = "ANSWER-LEAK"
-        q["answer_letters"] = ["G"]
-        q["aligned_checks"] = []
-        q["hidden"] = {"intent": {"secret": "QINTENT-LEAK"}}
-    return Dialogue.model_validate(raw)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -34,7 +18,7 @@ def test_requests_do_not_depend_on_hidden_annotations(world_bench, world_dialogu
         return bench.image_bytes(part)
 
     for d in world_dialogues:
-        hidden_free = _scrambled(d)
+        hidden_free = scrambled(d)
         for item in items_of(d):
             a = build_request(d, item, layout, image_bytes)
             b = build_request(hidden_free, item, layout, image_bytes)
@@ -80,7 +64,7 @@ def test_the_runner_hands_adapters_exactly_the_hidden_free_requests(
 
     monkeypatch.setattr(_run, "load_model", lambda *a: Recorder())
     _run.evaluate(world_bench, "recorder", tmp_path / "run", limit=4, concurrency=3)
-    by_id = {d.id: _scrambled(d) for d in world_dialogues}
+    by_id = {d.id: scrambled(d) for d in world_dialogues}
     assert len(seen) > 20
     for r in seen:
         dialogue_id = r.item.rpartition("/")[0]

@@ -3,12 +3,12 @@ full marks on a small world bench under both histories, and the audit's entry po
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import scrambled
 from yanami.bench import build_request, evaluate, items_of
 from yanami.bench._run import reads_bench
 from yanami.models import InputImage, InputText, Request
@@ -17,20 +17,6 @@ from yanami.scoring import load_runs
 from yanami.store import Dataset
 from yanami.world import reference_agent
 from yanami.world._visible import VisibleAgent, read_request, visible_misses
-
-
-def _scrambled(d: Dialogue) -> Dialogue:
-    """The same dialogue with every hidden annotation and every reference answer changed."""
-    raw = json.loads(d.model_dump_json())
-    for t in raw["turns"]:
-        t["hidden"] = {"state": {"secret": "STATE-LEAK"}, "intent": {"secret": "INTENT-LEAK"}}
-        for c in t["checks"]:
-            c["hidden"] = {"predicate": {"secret": "PREDICATE-LEAK"}}
-    for q in raw["questions"]:
-        q["answer"] = "ANSWER-LEAK"
-        q["answer_letters"] = ["G"]
-        q["hidden"] = {"intent": {"secret": "QINTENT-LEAK"}}
-    return Dialogue.model_validate(raw)
 
 
 def test_it_is_a_model_that_never_sees_the_bench() -> None:
@@ -47,7 +33,7 @@ def test_its_answers_depend_on_the_request_alone(world_bench: Path, tmp_path: Pa
     bench = Dataset(copy)
     requests: list[tuple[Request, list[str]]] = []
     for d in bench:
-        hidden_free = _scrambled(d)
+        hidden_free = scrambled(d)
         for item in items_of(d, turns=False):
             request = build_request(hidden_free, item, "yes-first", lambda t, s, j, p: bench.image_bytes(p))
             q = next(q for q in d.questions if q.id == item.question)
