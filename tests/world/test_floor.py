@@ -58,7 +58,21 @@ def test_a_collage_and_noise_read_as_no_clean_world_scene(floor_runs: tuple[Path
     tiled = collage(pictures, (512, 384))
     assert parse_image(tiled).objects != parse_image(pictures[-1]).objects
     noise = np.random.default_rng(0).integers(0, 256, (384, 512, 3)).astype(np.uint8)
-    assert parse_image(noise).objects == () or len(parse_image(noise).objects) <= 1
+    assert parse_image(noise).objects == ()  # mostly foreground: nothing in it is read as an object
+
+
+def test_a_region_larger_than_any_stack_is_not_an_object() -> None:
+    """A block of noise over a fifth of an empty floor is no object of the world: it is not
+    explained as one, and its pixels count as specks (so Visual Quality falls)."""
+    from yanami.world import render_array
+    from yanami.world._scene import Scene
+
+    floor = render_array(Scene(), 0.0, "studio")
+    block = floor.copy()
+    block[100:300, 100:300] = np.random.default_rng(1).integers(0, 256, (200, 200, 3)).astype(np.uint8)
+    parsed = parse_image(block, 0.0)
+    assert parsed.objects == ()
+    assert parsed.speckle > 0.15
 
 
 def test_the_battery_finds_a_shortcut_planted_in_the_options(floor_runs: tuple[Path, dict[str, Path]]) -> None:
