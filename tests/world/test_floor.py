@@ -15,7 +15,7 @@ from yanami.scoring import load_runs
 from yanami.store import Dataset
 from yanami.world import TRIVIAL, build_world, parse_image, reference_agent
 from yanami.world._agents import collage
-from yanami.world._shortcuts import Reading, choose_distractors, ranks, run_battery
+from yanami.world._shortcuts import Reading, candidates, distractors_from, ranks, run_battery
 
 STRATEGIES = [k for k in TRIVIAL if k != "random"]
 
@@ -105,7 +105,7 @@ def test_distractors_are_chosen_so_the_answers_rank_lands_on_the_draw() -> None:
     pool = ["red", "blue", "green", "yellow", "gray", "cyan"]
     seen = set()
     for k in range(40):
-        chosen = choose_distractors(reading, "purple", pool, random.Random(k))
+        chosen = distractors_from(reading, "purple", candidates(reading, "purple", pool), random.Random(k))
         assert len(chosen) == 3 and "purple" not in chosen
         seen.add(int(ranks(reading.features(["purple", *chosen]))[2]))  # its rank by last mention
     assert seen == {0, 1, 2, 3}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import random
 import re
 from collections.abc import Iterable
@@ -218,6 +219,8 @@ class Reading:
         self.named_words = set(content(" ".join(x for t, _, x in msgs if self.named is not None and t == self.named)))
         self.flat = " " + " ".join(" ".join(s[3]) for s in self.stream) + " "
         self._rows: dict[str, list[float]] = {}
+        self.sets: dict[tuple[str, tuple[str, ...], int], tuple[list[tuple[int, ...]], np.ndarray, np.ndarray]] = {}
+        """Option sets with their picks, where drawing them used no randomness (`_sets_and_picks`)."""
 
     def row(self, option: str) -> list[float]:
         """`FEATURES` of one option, except ``likeness`` (which depends on the other options)."""
@@ -520,7 +523,7 @@ GROUPS = {
     "named_turn_count": "named turn",
     "likeness": "likeness",
 }
-"""Features that move together, sharing one drawn rank in `choose_distractors`."""
+"""Features that move together, sharing one drawn rank in `distractors_from`."""
 
 
 def ranks(x: np.ndarray, k: int = 0) -> np.ndarray:
@@ -563,6 +566,23 @@ def _sets(
     return [tuple(k - 1 for k in t) for t in triples], x
 
 
+def _sets_and_picks(
+    reading: Reading, answer: str, cands: list[str], rng: random.Random, n: int, most: int
+) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray]:
+    """`_sets` and their `_answer_picks`. Where every set is taken (no more than ``most``), ``rng``
+    is not drawn from and the result depends on the question alone, so the reading keeps it:
+    the composer's own choice and the sets a build balances on then share one computation."""
+    key = (answer, tuple(cands), n)
+    known = reading.sets.get(key)
+    if known is not None and len(known[0]) <= most:
+        return known
+    triples, x = _sets(reading, answer, cands, rng, n, most)
+    out = (triples, x, _answer_picks(x))
+    if math.comb(len(cands), n) <= most:
+        reading.sets[key] = out
+    return out
+
+
 def _answer_picks(x: np.ndarray) -> np.ndarray:
     """The answer's share (T, F, 5) of each one-feature rule's pick, for option sets ``x`` (T,
     options, F) with the answer first: least (unmentioned left out), then each place of the
@@ -573,36 +593,27 @@ def _answer_picks(x: np.ndarray) -> np.ndarray:
     return np.stack([r[:, 0] for r in ranks], axis=1).reshape(n_t, n_f, 5)
 
 
-def choose_distractors(
-    reading: Reading, answer: str, pool: Iterable[str], rng: random.Random, n: int = 3, most: int = 200
-) -> list[str]:
-    """``n`` distractors from ``pool`` such that the answer's rank among the options on each
-    surface feature comes out where a random draw put it (adversarial filtering against a
-    shallow reader, for one question alone; a build balances its questions together, see
-    `balance_questions`).
-
-    Candidates the text never mentions are used only when too few are mentioned."""
-    return distractors_from(reading, answer, candidates(reading, answer, pool, n), rng, n, most)
-
-
 def distractors_from(
     reading: Reading, answer: str, cands: list[str], rng: random.Random, n: int = 3, most: int = 200
 ) -> list[str]:
-    """`choose_distractors` from the question's `candidates`, already drawn up."""
+    """``n`` distractors among a question's `candidates` such that the answer's rank among the
+    options on each surface feature comes out where a random draw put it (adversarial filtering
+    against a shallow reader, for one question alone; a build balances its questions together,
+    see `Balancer`). Candidates the text never mentions are used only when too few are mentioned
+    (`candidates` sees to that)."""
     if len(cands) <= n:
         return cands
     # one drawn rank per group of features that go together: independent draws for features that
     # move together would pull every answer to the middle rank, itself a tell
     drawn = {group: rng.randrange(n + 1) for group in sorted(set(GROUPS.values()))}
     target = np.array([drawn[GROUPS[name]] for name in FEATURES], dtype=float)
-    triples, x = _sets(reading, answer, cands, rng, n, most)
+    triples, x, picks = _sets_and_picks(reading, answer, cands, rng, n, most)
     # The answer's rank on each feature (unmentioned: lowest) should land on the drawn target...
     v = np.nan_to_num(x, nan=-1e9)
     mine = v[:, :1, :]
     rank = (v < mine).sum(axis=1) + ((v == mine).sum(axis=1) - 1) / 2  # (T, F)
     cost = np.abs(rank - target).sum(axis=1)
     # ...and the rules that pick by a place in the order should pick it exactly where the target is
-    picks = _answer_picks(x)
     for f in range(x.shape[2]):
         cost += np.abs(picks[:, f, 4] - (target[f] == n)) + np.abs(picks[:, f, 0] - (target[f] == 0))
         cost += np.abs(picks[:, f, 3] - (target[f] == n - 1)) + np.abs(picks[:, f, 2] - (target[f] == 1))
@@ -648,8 +659,8 @@ class OptionSets:
 
 def option_sets(reading: Reading, answer: str, cands: list[str], rng: random.Random) -> OptionSets:
     """The `OptionSets` of a question with more than three candidates, ``rng`` seeded as its options are."""
-    triples, x = _sets(reading, answer, cands, rng, 3, 200)
-    twelfths = np.rint(_answer_picks(x) * 12).astype(np.uint8)
+    triples, _, picks = _sets_and_picks(reading, answer, cands, rng, 3, 200)
+    twelfths = np.rint(picks * 12).astype(np.uint8)
     return OptionSets(tuple(triples), twelfths, rng.getstate())
 
 
