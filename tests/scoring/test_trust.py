@@ -224,9 +224,17 @@ def coverage_runs(world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -
                 scored.append((v.score, item))
             elif checks:  # a turn's SC (a turn with capability checks alone has none)
                 scored.append((sum(bool(c.passed) for c in checks) / len(checks), item))
-        turns = sorted((s, i) for s, i in scored if rows.predictions[i].kind == "turn")
+        turns = [(s, i) for s, i in scored if rows.predictions[i].kind == "turn"]
+        # SC averages each dialogue's images: a turn below its dialogue's mean is one whose
+        # refusal raises the valid-only SC (one equal to it would leave the SC as it was)
+        by_dialogue: dict[str, list[float]] = {}
+        for s, i in turns:
+            by_dialogue.setdefault(rows.predictions[i].dialogue, []).append(s)
+        below = sorted(
+            (s, i) for s, i in turns if s < sum(by_dialogue[d := rows.predictions[i].dialogue]) / len(by_dialogue[d])
+        )
         items = len(rows.predictions)
-        few = {i for _, i in turns[: max(1, int(items * (1 - MIN_COVERAGE)))]}  # the hardest turns
+        few = {i for _, i in below[: max(1, int(items * (1 - MIN_COVERAGE)))]}  # the hardest turns
         many = {i for _, i in sorted(scored)[: items // 5]}  # the hardest fifth of the items
         out = {"full": full}
         out["few"] = _evaluate(mp, world_bench, Refuser(few), root / "few")

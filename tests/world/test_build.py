@@ -72,11 +72,11 @@ def test_same_seed_same_bytes_for_any_worker_count(tmp_path: Path) -> None:
 
 def test_the_build_balances_as_balancing_the_composed_dialogues_again_does(tiny: Path) -> None:
     """A build weighs the option sets its workers drew while composing; drawn again from the
-    finished dialogues (what `balance_questions` does on its own), they give the same questions."""
-    from yanami.world._scenarios import compose_dialogue
+    dialogues they composed (what `balance_questions` does on its own), they give the same questions."""
+    from yanami.world._scenarios import compose_for_build
     from yanami.world._shortcuts import balance_questions
 
-    composed = [compose_dialogue(s, did, 7)[0] for s, did in plan("tiny", None, None, list(Scenario))]
+    composed = [compose_for_build(s, did, 7)[0] for s, did in plan("tiny", None, None, list(Scenario))]
     built = {d.id: d for d in Dataset(tiny)}
     again = balance_questions(composed)
     assert any(

@@ -106,8 +106,11 @@ def test_parse_scenarios_keeps_the_order_given() -> None:
 # schema 1.1 adds fields (family, domain, answer, references) with defaults: every line gains them,
 # the scripts' output is unchanged; then issue 21 (questions only state tracking answers: rules
 # named through things and places, references by listing order, replies that do not give the
-# answer away, distractors chosen against a shallow reader, letters drawn per question).
-COMPOSED_SHA256 = "f06cad30a1c54fe26df6cc36b4e13f37dbf6ce2b60c7437fd2a796bca59ce166"
+# answer away, distractors chosen against a shallow reader, letters drawn per question); then
+# issue 21's throughput (a push, a move and a placement try every choice with room before the
+# dialogue starts over; a scene without room for what a later turn adds is dropped at once; a
+# turn's change checks are worked out only as far as needed).
+COMPOSED_SHA256 = "8e5deb3365ad05a610d307241f9e33e0f6f4a51c8ee0d14d7bdce3a26b299e4f"
 
 
 def test_scripts_compose_exactly_the_pinned_dialogues(monkeypatch: pytest.MonkeyPatch) -> None:

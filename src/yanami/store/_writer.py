@@ -388,9 +388,11 @@ def place_file(origin: str, dest: str, link: bool) -> None:
             shutil.copyfile(origin, dest)
             return
         except FileNotFoundError:
-            if attempt or os.path.isdir(os.path.dirname(dest)):
+            if attempt:
                 raise
-            os.makedirs(os.path.dirname(dest), exist_ok=True)  # the hash's folder, made once
+            # The hash's folder, made once. Not "raise where it exists": another process may
+            # have made it since this one found it missing (the origin missing fails again).
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
 
 
 def move_into_place(work: Path, path: Path) -> None:

@@ -16,6 +16,7 @@ the turn changes (a copy of the latest image fails them).
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +136,9 @@ class Composer:
     notes: dict[str, Any] = field(default_factory=dict)
     """Facts the question writer uses (what was referred to, corrected, ruled out)."""
     capability_checks: dict[Capability, list[str]] = field(default_factory=dict)
+    rebalanced: bool = False
+    """Whether a build chooses the questions' distractors again (`yanami.world._shortcuts.Balancer`):
+    then a question with more candidates than options keeps placeholders until it does."""
 
     # images ---------------------------------------------------------------------------
 
@@ -335,39 +339,50 @@ class Composer:
         capability = [c.hidden.predicate for c in checks if c.kind is not CheckKind.ATOMIC]
         latest = self.latest
         out: list[Check] = []
-        facts = self._facts(new, spots, attrs)
-        # what a capability check already states comes last (an atomic twin, when nothing else changes)
-        facts.sort(key=lambda f: f[1] in capability)
-        for text, pred, category in facts:
-            if have + len(out) >= CHANGE_CHECKS:
-                break
-            if pred in seen or evaluate(pred, latest.scene, latest.azimuth):
-                continue
-            if all(evaluate(pred, v.scene, v.azimuth) for v in variants):
+        # What a capability check already states comes last (an atomic twin, when nothing else
+        # changes). The facts are worked out one at a time, only as far as they are needed.
+        later: list[tuple[str, dict[str, Any], CheckCategory]] = []
+
+        def take(text: str, pred: dict[str, Any], category: CheckCategory) -> None:
+            if (
+                pred not in seen
+                and not evaluate(pred, latest.scene, latest.azimuth)
+                and all(evaluate(pred, v.scene, v.azimuth) for v in variants)
+            ):
                 out.append(self._check(text, pred, category=category))
                 seen.append(pred)
+
+        for fact in self._facts(new, spots, attrs):
+            if have + len(out) >= CHANGE_CHECKS:
+                return out
+            if fact[1] in capability:
+                later.append(fact)
+            else:
+                take(*fact)
+        for fact in later:
+            if have + len(out) >= CHANGE_CHECKS:
+                break
+            take(*fact)
         return out
 
     def _facts(
         self, new: View, spots: set[int], attrs: dict[int, set[str]]
-    ) -> list[tuple[str, dict[str, Any], CheckCategory]]:
+    ) -> Iterator[tuple[str, dict[str, Any], CheckCategory]]:
         """Simple true facts about ``new`` that name only what the dialogue fixes, in a random
         order within each kind (objects, then what is gone, the count, relations, supports)."""
         scene, rng = new.scene, self.rng
         latest = self.latest.scene
-        facts: list[tuple[str, dict[str, Any], CheckCategory]] = []
         objs = list(scene.objects)
         rng.shuffle(objs)
         for o in objs:
             w = {k: v for k, v in full_where(o).items() if k not in attrs.get(o.id, set())}
-            facts.append((f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE))
+            yield f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE
         for o in latest.objects:
             w = full_where(o)
             if not select(scene, w):
-                gone = f"There is no {phrase(w)} any more."
-                facts.append((gone, {"op": "absent", "where": w}, CheckCategory.ABSENCE))
+                yield f"There is no {phrase(w)} any more.", {"op": "absent", "where": w}, CheckCategory.ABSENCE
         n = len(scene.objects)
-        facts.append((f"There are exactly {n} objects.", {"op": "total", "n": n}, CheckCategory.COUNT))
+        yield f"There are exactly {n} objects.", {"op": "total", "n": n}, CheckCategory.COUNT
         rel_pairs = [(a, b) for a, b in pairs(scene) if a.id not in spots and b.id not in spots]
         rng.shuffle(rel_pairs)
         for a, b in rel_pairs:
@@ -376,15 +391,14 @@ class Composer:
                 continue
             for rel in relation(a, b, new.azimuth):
                 pred = {"op": "relation", "a": wa, "b": wb, "rel": rel}
-                facts.append((f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.", pred, CheckCategory.RELATION))
+                yield f"The {phrase(wa)} is {REL_WORDS[rel]} the {phrase(wb)}.", pred, CheckCategory.RELATION
         for o in scene.objects:
             if o.on is not None:
                 support = scene.by_id(o.on)
                 wa, wb = minimal_where(o, scene, rng, attrs), minimal_where(support, scene, rng, attrs)
                 if names_one(wa, o, scene, attrs) and names_one(wb, support, scene, attrs):
                     text = f"The {phrase(wa)} rests on top of the {phrase(wb)}."
-                    facts.append((text, {"op": "on", "a": wa, "b": wb}, CheckCategory.SUPPORT))
-        return facts
+                    yield text, {"op": "on", "a": wa, "b": wb}, CheckCategory.SUPPORT
 
     def _balanced(self, checks: list[Check], naive: View) -> list[Check]:
         """At most as many atomic checks that a copy of the latest image passes (preservation)
@@ -592,12 +606,14 @@ class Composer:
         if len(cands) > 3:  # what a build's balancing weighs, drawn here (in the build's worker)
             self.option_sets[qid] = option_sets(reading, answer, cands, options_rng(self.seed, self.dialogue_id, qid))
         rng = options_rng(self.seed, self.dialogue_id, qid)
-        options = arranged(
-            answer,
-            distractors_from(reading, answer, cands, rng),
-            rng,
-            answer_place(self.seed, self.dialogue_id, qid, min(4, 1 + len(cands))),
-        )
+        place = answer_place(self.seed, self.dialogue_id, qid, min(4, 1 + len(cands)))
+        if self.rebalanced and len(cands) > 3:
+            # The build's balancing chooses the distractors and keeps the alternatives among
+            # them: until then, any three candidates, and every alternative a candidate.
+            options = arranged(answer, cands[:3], rng, place)
+            offered = [answer, *cands]
+        else:
+            options = offered = arranged(answer, distractors_from(reading, answer, cands, rng), rng, place)
         self.questions.append(
             Question(
                 id=qid,
@@ -612,7 +628,7 @@ class Composer:
                     intent={
                         "type": qtype.value,
                         "answer": answer,
-                        "alternatives": {k: v for k, v in (alternatives or {}).items() if v in options and v != answer},
+                        "alternatives": {k: v for k, v in (alternatives or {}).items() if v in offered and v != answer},
                         # what a build may draw the distractors from again (`balance_questions`)
                         "candidates": list[JsonValue](cands),
                     }

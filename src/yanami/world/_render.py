@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -230,8 +231,13 @@ def render_array(
     scene: Scene, azimuth: float, style: str = "studio", width: int = 512, height: int = 384
 ) -> np.ndarray:
     """Render to an (height, width, 3) uint8 sRGB array."""
+    return _draw(scene, azimuth, style, ground_srgb(style, width, height).copy())
+
+
+def _draw(scene: Scene, azimuth: float, style: str, img: np.ndarray) -> np.ndarray:
+    """Draw the scene's objects over ``img``, which holds the empty floor (and is returned)."""
+    height, width = img.shape[:2]
     cam = camera(azimuth, width, height)
-    img = ground_srgb(style, width, height).copy()
     for o, base in _order(scene, cam):
         sprite = _sprite(o.shape, o.colour, o.size, o.material, o.x, o.y, base, azimuth, style, width, height)
         if sprite is None:
@@ -385,6 +391,19 @@ def render(scene: Scene, azimuth: float, style: str = "studio", width: int = 512
 
 def render_png(scene: Scene, azimuth: float, style: str = "studio", width: int = 512, height: int = 384) -> bytes:
     """Render and encode as PNG at `PNG_LEVEL` (the bytes are deterministic)."""
-    buf = io.BytesIO()
-    render(scene, azimuth, style, width, height).save(buf, format="PNG", compress_level=PNG_LEVEL)
-    return buf.getvalue()
+    # The pixels and the PIL image are drawn into buffers this thread keeps, one per size:
+    # a fresh half-megabyte array per picture costs more in page faults than the copy itself.
+    buffers: dict[tuple[int, int], tuple[np.ndarray, Image.Image]] = _BUFFERS.__dict__.setdefault("by_size", {})
+    found = buffers.get((width, height))
+    if found is None:
+        found = buffers[width, height] = (np.empty((height, width, 3), np.uint8), Image.new("RGB", (width, height)))
+    arr, im = found
+    np.copyto(arr, ground_srgb(style, width, height))
+    im.frombytes(_draw(scene, azimuth, style, arr).data)
+    out = io.BytesIO()
+    im.save(out, format="PNG", compress_level=PNG_LEVEL)
+    return out.getvalue()
+
+
+_BUFFERS = threading.local()
+"""Per thread: `render_png`'s working buffers."""

@@ -40,17 +40,24 @@ COMPOSERS: dict[Scenario, Compose] = {s: composer(s) for s in Scenario}
 
 def compose_dialogue(scenario: Scenario, dialogue_id: str, seed: int) -> tuple[Dialogue, dict[str, bytes]]:
     """Build one dialogue of a scenario from a seed; returns it with its images' bytes."""
-    d, images, _ = compose_for_build(scenario, dialogue_id, seed)
+    d, images, _ = _compose(scenario, dialogue_id, seed, rebalanced=False)
     return d, images
 
 
 def compose_for_build(
     scenario: Scenario, dialogue_id: str, seed: int
 ) -> tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]:
-    """`compose_dialogue`, with what a build's balancing weighs for its questions (by id)."""
+    """`compose_dialogue` for a build, with what its balancing weighs for the questions (by id):
+    questions it chooses the distractors of again hold placeholders until it does."""
+    return _compose(scenario, dialogue_id, seed, rebalanced=True)
+
+
+def _compose(
+    scenario: Scenario, dialogue_id: str, seed: int, *, rebalanced: bool
+) -> tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]:
     for attempt in range(50):
         rng = random.Random(f"{seed}:{dialogue_id}:{attempt}")
-        c = Composer(scenario, rng, dialogue_id, seed)
+        c = Composer(scenario, rng, dialogue_id, seed, rebalanced=rebalanced)
         try:
             COMPOSERS[scenario](c)
         except (Retry, Reducible, NoRoom):

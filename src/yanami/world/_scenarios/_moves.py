@@ -133,8 +133,8 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
     move(c, user, {"op": "none"}, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT)
 
 
-def pronoun_edit(c: Composer, target: WorldObject) -> None:
-    """A recolouring that refers to the last changed object as "it"."""
+def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> None:
+    """A recolouring that refers to the last changed object as "it" (never to ``avoid``)."""
     assert c.view is not None
     scene = c.view.scene
     current = next((o for o in scene.objects if full_where(o) == full_where(target) or o.id == target.id), None)
@@ -142,7 +142,7 @@ def pronoun_edit(c: Composer, target: WorldObject) -> None:
         raise Retry("target gone")
     where = minimal_where(current, scene, c.rng)
     forbidden = [k.value for k in c.constraints if k.kind == "forbid_colour"]
-    choices = colours_except(current.colour, *forbidden)
+    choices = colours_except(current.colour, *forbidden, *([avoid] if avoid else []))
     op = first_allowed(
         c,
         ({"op": "set", "where": where, "attr": "colour", "value": v} for v in c.rng.sample(choices, len(choices))),

@@ -23,6 +23,7 @@ the draws changes every dataset (``tests/world/test_scenarios.py`` pins the outp
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +34,10 @@ from yanami.world._free import Slot
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY
 from yanami.world._language import full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._place import VIEWS, place, random_scene, side_mask, valid
+from yanami.world._place import VIEWS, free_positions, place, random_scene, side_mask, valid
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
-from yanami.world._scene import COLOURS, SIZES, Scene, WorldObject, camera_coords
+from yanami.world._scene import COLOURS, MATERIALS, SHAPES, SIZES, Scene, Size, WorldObject, camera_coords
 
 COREF = Capability.COREFERENCE
 RETRIEVAL = Capability.RETRIEVAL
@@ -118,6 +119,16 @@ def spot(
     if placed is None:
         raise Retry("no room")
     return placed.x, placed.y
+
+
+def room_for(c: Composer, scene: Scene, size: Size = "small") -> bool:
+    """Whether an object of ``size`` (and of attributes no object of that size has) still has
+    room in ``scene``: checked where a later turn adds one, to drop a scene without room
+    before the turns in between are worked out."""
+    taken = {(o.shape, o.colour, o.material) for o in scene.objects if o.size == size}
+    shape, colour, material = next(k for k in itertools.product(SHAPES, COLOURS, MATERIALS) if k not in taken)
+    probe = WorldObject(id=scene.next_id(), shape=shape, colour=colour, size=size, material=material, x=0, y=0)
+    return len(free_positions(scene, probe, c.rng, 600)) > 0
 
 
 # Step 5: the turn ------------------------------------------------------------------------

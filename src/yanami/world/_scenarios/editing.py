@@ -5,6 +5,7 @@ from __future__ import annotations
 from yanami.schema import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._language import REL_WORDS, full_where, minimal_where, ordinal, phrase, pick
+from yanami.world._place import free_positions, side_mask
 from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
     COREF,
@@ -20,6 +21,7 @@ from yanami.world._scenarios._skeleton import (
     live,
     move,
     plain_edit,
+    room_for,
     spot,
     start,
 )
@@ -41,13 +43,17 @@ def compose(c: Composer) -> None:
             "Let's make a series of small changes.",
         ],
     )
+    # The edits before `retrieval_add` only recolour, so whether a small object still fits in
+    # is known now: a scene without room is dropped before any turn is worked out.
+    if not room_for(c, scene):
+        raise Retry("no room to add")
     changed = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
     ref = listed_ref(c, changed.id)
     first_step(c, changed, ref)
     turn = len(c.turns) - 1
     rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', f"the {phrase(full_where(changed))}",
              first_picture(c), turn=turn)  # fmt: skip
-    pronoun_edit(c, changed)
+    pronoun_edit(c, changed, avoid=changed.colour)  # `retrieval_add` asks for the colour it had at first
     retrieval_add(c, changed)
     correction_revert(c)
     if c.constraints[0].kind == "protect":
@@ -144,9 +150,21 @@ def reference_by_turn(c: Composer) -> None:
     anchors = [o for o in scene.ground_objects() if o.id != oid]
     if not anchors:
         raise Retry("no anchor")
-    anchor = c.rng.choice(anchors)
-    rel = c.rng.choice(["left", "right", "front", "behind"])
-    x, y = spot(c, added, anchor, rel)
+    # One pool of free spots serves every anchor and side, tried in a random order.
+    free = free_positions(scene, added, c.rng, 600)  # its own spot aside: `free_positions` leaves it out
+    found = next(
+        (
+            (anchor, rel, there[0])
+            for anchor in c.rng.sample(anchors, len(anchors))
+            for rel in c.rng.sample(["left", "right", "front", "behind"], 4)
+            if len(there := free[side_mask(free, anchor, rel, c.view.azimuth)])
+        ),
+        None,
+    )
+    if found is None:
+        raise Retry("no room")
+    anchor, rel, there = found
+    x, y = float(there[0]), float(there[1])
     op = checked(c, {"op": "move", "where": minimal_where(added, scene, c.rng), "x": x, "y": y})
     latest = c.latest.scene
     wrong = decoy([o for o in latest.objects if o.id not in (oid, anchor.id) and o.on is None], c)

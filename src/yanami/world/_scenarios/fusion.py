@@ -21,6 +21,7 @@ from yanami.world._scenarios._skeleton import (
     checked,
     colours_except,
     move,
+    room_for,
 )
 from yanami.world._scene import Scene, WorldObject
 
@@ -142,7 +143,9 @@ def combine(
     assert c.view is not None
     if len({(o.shape, o.colour, o.size, o.material) for _, o in picks}) != len(picks):
         raise Retry("two identical objects picked")
-    for _layout in range(4):  # a greedy layout can paint itself into a corner: lay it out afresh
+    # A greedy layout can paint itself into a corner: lay it out afresh. It leaves room for
+    # one more small object, which a later turn brings in (the edits before it only recolour).
+    for _layout in range(4):
         scene = Scene()
         for i, (_, o) in enumerate(picks):
             placed = place(scene, o.model_copy(update={"id": i, "on": None}), c.rng)
@@ -150,7 +153,8 @@ def combine(
                 break
             scene = Scene.model_construct(objects=(*scene.objects, placed))
         else:
-            break
+            if room_for(c, scene):
+                break
     else:
         raise Retry("no room to compose")
     items = [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from yanami.schema import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import PUSH_LEAST, accept_rule
@@ -105,25 +103,27 @@ def relation_move(c: Composer) -> tuple[WorldObject, WorldObject, str, int, floa
     movers = [o for o in scene.ground_objects() if scene.supported_by(o.id) is None and full_where(o) not in protected]
     if len(scene.ground_objects()) < 2 or not movers:
         raise Retry("nothing to move")
-    mover = c.rng.choice(movers)
-    # An anchor and a side with room, whose opposite side has room too (the user will
-    # correct the side later).
-    # One pool of free positions for the mover serves every anchor and side.
-    free = free_positions(scene, mover, c.rng, 192)
+    # A mover, an anchor and a side with room, whose opposite side has room too (the user
+    # will correct the side later). One pool of free positions per mover serves every anchor
+    # and side; the movers are tried in turn, so a crowded corner does not cost the dialogue.
     found = None
-    for anchor in c.rng.sample(
-        [o for o in scene.ground_objects() if o.id != mover.id], len(scene.ground_objects()) - 1
-    ):
-        for rel in c.rng.sample(["front", "behind", "left", "right"], 4):
-            there = free[side_mask(free, anchor, rel, c.view.azimuth)]
-            if len(there) and side_mask(free, anchor, OPPOSITE[rel], c.view.azimuth).any():
-                found = (anchor, rel, float(there[0, 0]), float(there[0, 1]))
+    for mover in c.rng.sample(movers, len(movers)):
+        free = free_positions(scene, mover, c.rng, 192)
+        for anchor in c.rng.sample(
+            [o for o in scene.ground_objects() if o.id != mover.id], len(scene.ground_objects()) - 1
+        ):
+            for rel in c.rng.sample(["front", "behind", "left", "right"], 4):
+                there = free[side_mask(free, anchor, rel, c.view.azimuth)]
+                if len(there) and side_mask(free, anchor, OPPOSITE[rel], c.view.azimuth).any():
+                    found = (mover, anchor, rel, float(there[0, 0]), float(there[0, 1]))
+                    break
+            if found:
                 break
         if found:
             break
     if found is None:
         raise Retry("no room on either side")
-    anchor, rel, x, y = found
+    mover, anchor, rel, x, y = found
     op = checked(c, {"op": "move", "where": minimal_where(mover, scene, c.rng), "x": x, "y": y})
     # Both are named by their places in the listing (the RR question asks which one a place
     # means), and the mover is never named by its attributes before the correction (the CU
@@ -212,7 +212,6 @@ def push_it(c: Composer, mover: WorldObject, keep: tuple[WorldObject, str, float
     assert c.view is not None
     scene = c.view.scene
     current = scene.by_id(mover.id)
-    direction = c.rng.choice(["left", "right", "front", "behind"])
     azimuth = c.view.azimuth
     anchor, side, side_azimuth = keep
 
@@ -220,20 +219,28 @@ def push_it(c: Composer, mover: WorldObject, keep: tuple[WorldObject, str, float
     # The world's own push goes clearly that way (so its image passes the check through the
     # parser's error); any push of at least `PUSH_LEAST`, more that way than sideways, is
     # admissible. It also keeps the side of the anchor, so the later correction changes it.
-    own = accept_rule([{"push": direction, "from": start, "azimuth": azimuth, "least": 0.75, "ratio": 0.5}], scene)
-    assert own is not None
-
-    def accept(xy: np.ndarray) -> np.ndarray:
-        return own(xy) & side_mask(xy, anchor, side, side_azimuth)
-
-    cand = place(scene, current, c.rng, tries=600, accept=accept)
-    if cand is None:
+    # One pool of free spots serves every direction, tried in a random order: the first with
+    # room is the push.
+    spots = free_positions(scene, current, c.rng, 600)
+    kept = side_mask(spots, anchor, side, side_azimuth)
+    found = None
+    for direction in c.rng.sample(["left", "right", "front", "behind"], 4):
+        rule = {"push": direction, "from": start, "azimuth": azimuth, "least": 0.75, "ratio": 0.5}
+        own = accept_rule([rule], scene)
+        assert own is not None
+        ok = own(spots) & kept
+        if ok.any():
+            found = direction, spots[int(ok.argmax())]
+            break
+    if found is None:
         raise Retry("cannot push there")
-    op = checked(c, {"op": "move", "where": minimal_where(current, scene, c.rng), "x": cand.x, "y": cand.y})
+    direction, there = found
+    x, y = float(there[0]), float(there[1])
+    op = checked(c, {"op": "move", "where": minimal_where(current, scene, c.rng), "x": x, "y": y})
     latest = c.latest.scene
     others = [o for o in latest.ground_objects() if o.id != current.id]
     wrong = decoy(others)
-    stateless: Op = {"op": "move", "where": minimal_where(wrong, latest, c.rng), "x": cand.x, "y": cand.y}
+    stateless: Op = {"op": "move", "where": minimal_where(wrong, latest, c.rng), "x": x, "y": y}
     words = PUSH_WORDS[direction]
     user = pick(
         c.rng,
