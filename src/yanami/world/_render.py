@@ -391,8 +391,8 @@ def render(scene: Scene, azimuth: float, style: str = "studio", width: int = 512
 
 def render_png(scene: Scene, azimuth: float, style: str = "studio", width: int = 512, height: int = 384) -> bytes:
     """Render and encode as PNG at `PNG_LEVEL` (the bytes are deterministic)."""
-    # The pixels and the PIL image are drawn into buffers this thread keeps, one per size:
-    # a fresh half-megabyte array per picture costs more in page faults than the copy itself.
+    # The pixels and the PIL image are drawn into buffers this thread keeps, one per size,
+    # instead of two fresh half-megabyte allocations per picture (same bytes as `render`).
     buffers: dict[tuple[int, int], tuple[np.ndarray, Image.Image]] = _BUFFERS.__dict__.setdefault("by_size", {})
     found = buffers.get((width, height))
     if found is None:
