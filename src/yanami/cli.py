@@ -290,6 +290,18 @@ def import_(
     m = Dataset(out_dir).manifest
     c = m.counts
     family = "" if kind == "parquet" else f" ({m.family.value}, protocol {m.protocol})"
+    unshown = m.generator.params.get("unshown", [])
+    if unshown:
+        first = unshown[0]
+        err.print(
+            f"warning: {sum(len(u['images']) for u in unshown)} listed picture(s) in {len(unshown)} record(s) are "
+            f"shown by no chat and were not imported (first: record {first['record']}, idx {first['idx']}: "
+            f"{first['images'][0]}); the manifest's generator.params.unshown lists them",
+            markup=False,
+        )
+    for domain in m.generator.params.get("unassigned", []):
+        where = m.generator.params.get("classes", "the class config")
+        err.print(f"warning: domain {domain!r} is not in {where}: filed under Unassigned", markup=False)
     out.print(f"{out_dir}: {c.dialogues} dialogues, {c.images} images{family}", markup=False)
 
 

@@ -32,6 +32,9 @@ class FamilyFacts:
     """The protocol version yanami scores it under (bumped when a rule of scoring changes)."""
     classes: dict[str, tuple[str, ...]]
     """Class (WEAVE's category, IMUG-Bench's domain class) -> its domains, in the source's order."""
+    open_domains: bool = False
+    """Whether a dialogue may have a domain `classes` does not list: IMUG-Bench reads its classes
+    from the source's own config and files a domain it does not list under "Unassigned"."""
 
     def domains(self) -> tuple[str, ...]:
         """Every domain, class by class."""
@@ -51,7 +54,7 @@ FAMILIES: dict[Family, FamilyFacts] = {
         FamilyFacts(
             Family.WEAVE,
             "WEAVE",
-            "weave-1",
+            "weave-2",
             {
                 "science": ("optics", "geography", "astronomy", "chemistry", "physics", "biology"),
                 "creation": ("edit", "recall", "fusion", "story"),
@@ -63,7 +66,7 @@ FAMILIES: dict[Family, FamilyFacts] = {
         FamilyFacts(
             Family.IMUG,
             "IMUG-Bench",
-            "imug-1",
+            "imug-2",
             {
                 "Static Spatial": (
                     "Color_Reasoning", "Apparel", "Interior_Design", "Geometric_Coloring", "Mechanisms",
@@ -75,6 +78,7 @@ FAMILIES: dict[Family, FamilyFacts] = {
                     "Everyday_Tasks",
                 ),
             },
+            open_domains=True,
         ),
     )
 }

@@ -33,7 +33,7 @@ def model_brain(path: str, body: dict[str, Any]) -> Any:
     text = chat_text(body)
     if "candidate answers" in text:  # best-of: the model picks its second drawing
         return json.dumps({"best": 2, "reason": "sharper"})
-    for cue, reply in (("Which cells", "AB"), ("How many cubes", "B"), ("What grows", "A"),
+    for cue, reply in (("Which cells", "AB"), ("How many cubes", "B"), ("What grows", "A"), ("Is it raining", ""),
                        ("Which has a moon", "Image #3 has the moon.")):  # fmt: skip
         if cue in text:
             return reply
@@ -81,6 +81,7 @@ def test_weave_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any])
             "image_quality": 0.7,
             "accuracy": 0.5,
             "score": 0.4 * 0.8 + 0.1 * 0.6 + 0.2 * 0.7 + 0.3 * 0.5,
+            "score_code": 0.67,  # every mean already has 3 places: WEAVE's summarizer rounds nothing away
         }
     )
     assert gt["by_domain"]["edit"]["score"] == pytest.approx(0.67)
@@ -101,6 +102,10 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     samples.append({"domain": "Cooking", "subdomain": "plating", "sample_id": 3, "tasks": [
         {"turn": 1, "modality": "image", "input": [{"text": "Plate the salad."}],
          "output": {"evaluation_points": ["Salad on a plate.", "Tidy."]}}]})  # fmt: skip
+    # a domain the release's class list lacks (filed under Unassigned), answered with nothing
+    samples.append({"domain": "Astrology", "subdomain": "sky", "sample_id": 4, "tasks": [
+        {"turn": 1, "modality": "text", "input": [{"text": "Is it raining? A. yes B. no"}],
+         "output": {"answer": "A"}}]})  # fmt: skip
     assert cli("import", "imug", write_imug(tmp_path / "src", samples), "--out", tmp_path / "bench").code == 0
     with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
         model, judge = _configs(tmp_path, msrv, jsrv)
@@ -119,23 +124,29 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
         assert sum("Score each evaluation point" in t for t in judged) == 1  # the Cooking turn only
 
     s = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
-    assert s["coverage"]["valid"] == s["coverage"]["expected"] == 5
-    # text: "B" for B (100), "AB" for A + resolved B (100; the code's regex: 0), "A" for A, C (50);
+    # the empty reply is scored 0 and counted, in both readings, as IMUG-Bench's code counts it
+    assert (s["coverage"]["valid"], s["coverage"]["counted_as_zero"], s["coverage"]["expected"]) == (5, 1, 6)
+    # text: "B" for B (100), "AB" for A + resolved B (100; the code's regex: 0), "A" for A, C (50), "" (0);
     # image: the grid read right (4 x 5 -> 100), the Cooking points 4 and 3 (3.5 x 20 = 70)
     assert s["overall"] == pytest.approx(
         {
-            "all": (100 + 100 + 100 + 50 + 70) / 5,
-            "text": 250 / 3,
+            "all": (100 + 100 + 100 + 50 + 70 + 0) / 6,
+            "text": 250 / 4,
             "image": 85.0,
-            "all_code": (100 + 100 + 0 + 50 + 70) / 5,
-            "text_code": 150 / 3,
-            "n": 5,
+            "all_code": (100 + 100 + 0 + 50 + 70 + 0) / 6,
+            "text_code": 150 / 4,
+            "n": 6,
         }
     )
-    assert s["mcq"]["static"] == pytest.approx({"paper": 75.0, "code": 75.0, "n": 2})
+    assert s["mcq"]["static"] == pytest.approx({"paper": 50.0, "code": 50.0, "n": 3})
     assert s["mcq"]["dynamic"] == pytest.approx({"paper": 100.0, "code": 0.0, "n": 1})
     assert s["by_class"]["Static Spatial"]["all"] == pytest.approx(100.0)
-    assert s["by_turn"]["0"]["n"] == 3 and s["by_turn"]["2"]["all"] == pytest.approx(100.0)
+    assert s["by_class"]["Unassigned"] == pytest.approx(
+        {"all": 0.0, "text": 0.0, "image": None, "all_code": 0.0, "text_code": 0.0, "n": 1}
+    )
+    # turns numbered as IMUG-Bench's summaries number them: the source's own turn field, from 1
+    assert sorted(s["by_turn"]) == ["1", "2", "3"]
+    assert s["by_turn"]["1"]["n"] == 4 and s["by_turn"]["3"]["all"] == pytest.approx(100.0)
     md = cli("score", tmp_path / "run", "--format", "md").out
     assert "IMUG-Bench static and dynamic answers" in md and "Text (code)" in md
 

@@ -16,7 +16,7 @@ def test_imug_samples_and_side_files_become_a_valid_imug_dataset(tmp_path: Path,
     src = write_imug(tmp_path / "imug")
     r = cli("import", "imug", src, "--out", tmp_path / "ds")
     assert r.code == 0, r.err
-    assert "2 dialogues, 2 images (imug, protocol imug-1)" in r.out
+    assert "2 dialogues, 2 images (imug, protocol imug-2)" in r.out
     assert validate_dataset(tmp_path / "ds") == []
     ds = Dataset(tmp_path / "ds")
     assert ds.manifest.family == Family.IMUG
@@ -32,7 +32,8 @@ def test_imug_samples_and_side_files_become_a_valid_imug_dataset(tmp_path: Path,
     # an image turn: evaluation points, the grid on each, the input it is judged against, no reference image
     assert [c.kind for c in t2.checks] == [CheckKind.EVALUATION_POINT] * 4 and t2.assistant.parts == []
     assert [c.hidden.predicate for c in t2.checks] == [{"grid": IMUG_GRID, "point": j} for j in (1, 2, 3, 4)]
-    assert t2.references == [TurnRef(turn=0, side="user", of="data")]
+    # an ``input`` reference is the first picture the user gave there, as IMUG-Bench's scorer takes it
+    assert t2.references == [TurnRef(turn=0, side="user", image=0, of="data")]
     # a dynamic answer: the static letters before the marker, resolved later from turn 2's output
     assert t3.answer is not None and (t3.answer.letters, t3.answer.dynamic) == (["A"], True)
     assert t3.references == [TurnRef(turn=1, side="assistant", of="model")] and t3.assistant.parts == []
@@ -60,8 +61,6 @@ BAD = [
      "benchmark.jsonl:2: tasks[0].input[0].image: gone.jpg: no such image file"),
     ("turns out of order", lambda s: s[0]["tasks"][2].__setitem__("turn", 1),
      "benchmark.jsonl:1: tasks[2].turn: turn 1 after turn 2 (turns must increase)"),
-    ("bad domain", lambda s: s[1].__setitem__("domain", "Astrology"),
-     "benchmark.jsonl:2: domain: 'Astrology' is not an IMUG-Bench domain"),
     ("no letter", lambda s: s[1]["tasks"][0]["output"].__setitem__("answer", "leaves"),
      "benchmark.jsonl:2: tasks[0].output.answer: names no option letter A-G"),
     ("bad input", lambda s: s[1]["tasks"][0]["input"].__setitem__(0, {"audio": "x.wav"}),
@@ -115,3 +114,44 @@ def test_a_grid_for_a_turn_that_does_not_exist_is_refused(tmp_path: Path, cli: C
     r = cli("import", "imug", src, "--out", tmp_path / "ds")
     assert r.code == 2 and not (tmp_path / "ds").exists()
     assert f"{grid}:2: turn: sample Geometric_Coloring/cubes_coloring/1 has no turn 9" in r.err
+
+
+def test_classes_come_from_the_sources_own_config(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """As IMUG-Bench's summary reads ``config/domain_classes.json``: a domain it lists is in that
+    class (even one yanami's built-in list lacks), a domain it does not list is "Unassigned"
+    (with a warning), and without the file the public release's classes apply."""
+    samples = imug_samples()
+    samples[1]["domain"] = "Astrology"  # in no list at all
+    src = write_imug(tmp_path / "imug", samples)
+    r = cli("import", "imug", src, "--out", tmp_path / "builtin")
+    assert r.code == 0, r.err
+    assert "warning: domain 'Astrology' is not in built-in: filed under Unassigned" in r.err
+    classes = {d.domain: d.meta.params["class"] for d in Dataset(tmp_path / "builtin")}
+    assert classes == {"Geometric_Coloring": "Static Spatial", "Astrology": "Unassigned"}
+
+    (src / "config").mkdir()
+    (src / "config" / "domain_classes.json").write_text(json.dumps({"Divination": ["Astrology"]}))
+    r = cli("import", "imug", src, "--out", tmp_path / "own")
+    assert r.code == 0, r.err
+    assert "warning: domain 'Geometric_Coloring' is not in config/domain_classes.json" in r.err
+    ds = Dataset(tmp_path / "own")
+    classes = {d.domain: d.meta.params["class"] for d in ds}
+    assert classes == {"Geometric_Coloring": "Unassigned", "Astrology": "Divination"}
+    assert ds.manifest.generator.params["unassigned"] == ["Geometric_Coloring"]
+    assert validate_dataset(tmp_path / "own") == []
+
+    (src / "config" / "domain_classes.json").write_text(json.dumps({"Divination": "Astrology"}))
+    r = cli("import", "imug", src, "--out", tmp_path / "bad")
+    assert r.code == 2 and "domain_classes.json: Divination: expected a list of domain names" in r.err
+
+
+def test_an_input_reference_is_the_turns_first_picture(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    samples = imug_samples()
+    samples[0]["tasks"][0]["input"].append({"image": "sprout.jpg"})  # a second picture at turn 1
+    src = write_imug(tmp_path / "imug", samples)
+    assert cli("import", "imug", src, "--out", tmp_path / "ds").code == 0
+    grid = next(iter(Dataset(tmp_path / "ds")))
+    first = grid.turns[0].user.images()[0]
+    assert len(grid.turns[0].user.images()) == 2
+    assert grid.turns[1].references == [TurnRef(turn=0, side="user", image=0, of="data")]
+    assert first.sha256 != grid.turns[0].user.images()[1].sha256

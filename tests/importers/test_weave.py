@@ -16,7 +16,7 @@ def test_weave_records_become_a_valid_weave_dataset(tmp_path: Path, cli: Callabl
     src = write_weave(tmp_path / "weave")
     r = cli("import", "weave", src, "--out", tmp_path / "ds")
     assert r.code == 0, r.err
-    assert "2 dialogues, 4 images (weave, protocol weave-1)" in r.out
+    assert "2 dialogues, 4 images (weave, protocol weave-2)" in r.out
     assert validate_dataset(tmp_path / "ds") == []
     ds = Dataset(tmp_path / "ds")
     assert (ds.manifest.family, ds.manifest.split) == (Family.WEAVE, "bench")
@@ -89,8 +89,8 @@ BAD = [
      "record 0 (idx 7): chats[0].content: Image #3 is the reply of a later turn (1)"),
     ("unknown domain", lambda r: r[1].__setitem__("domain", "poetry"),
      "record 1 (idx 8): domain: 'poetry' is not a WEAVE domain"),
-    ("bad key", lambda r: r[1]["chats"][1].__setitem__("key_point", {"Picture 1": "x"}),
-     "record 1 (idx 8): chats[1].key_point.Picture 1: a key point's key is GT #k, Image #k or Text"),
+    ("bad key", lambda r: r[1]["chats"][1].__setitem__("key_point", {"GT 1": "x"}),
+     "record 1 (idx 8): chats[1].key_point.GT 1: a key that names GT or Image names it as GT #k or Image #k"),
     ("corrupt image", None, "record 0 (idx 7): images[0]: imgs/street.png: "),
 ]  # fmt: skip
 
@@ -168,3 +168,23 @@ def test_worker_processes_give_the_same_dataset_byte_for_byte(tmp_path: Path) ->
     for name in ("manifest.json", "dialogues/00000.jsonl"):
         assert (tmp_path / "serial" / name).read_bytes() == (tmp_path / "parallel" / name).read_bytes()
     assert validate_dataset(tmp_path / "parallel") == []
+
+
+def test_keys_are_read_as_weaves_evaluator_reads_them(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """ "GT" anywhere in a key makes it the dataset's picture GT #k, even after an "Image #k"; a key
+    naming neither has no picture (WEAVE's evaluator skips it); a listed picture no chat shows is
+    named by the import, not dropped without a word."""
+    records = weave_records()
+    records[0]["chats"][3]["key_point"] = {"Image #2, GT #1": "Compared to <image>, the street is kept.",
+                                           "Style": "Night colours."}  # fmt: skip
+    records[1]["images"].append("imgs/street.png")  # listed, never shown
+    src = write_weave(tmp_path / "weave", records)
+    r = cli("import", "weave", src, "--out", tmp_path / "ds")
+    assert r.code == 0, r.err
+    assert "warning: 1 listed picture(s) in 1 record(s) are shown by no chat and were not imported" in r.err
+    assert "record 1, idx 8: imgs/street.png" in r.err
+    ds = Dataset(tmp_path / "ds")
+    assert ds.manifest.generator.params["unshown"] == [{"record": 1, "idx": 8, "images": ["imgs/street.png"]}]
+    second = next(iter(ds)).turns[1]
+    assert second.checks[0].references == [TurnRef(turn=0, side="user", image=0, of="data")]  # GT #1, not Image #2
+    assert second.checks[1].references == []

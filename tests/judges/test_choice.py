@@ -27,7 +27,8 @@ CHOICES = ["red", "blue", "green", "yellow"]
         ("  B\n", ["B"], 1.0),
         ("B.", ["B"], 0.75),
         ("B) blue", ["B"], 0.75),
-        ("Answer: B", ["B"], 0.75),
+        ("Answer: B", ["B"], 0.5),  # IMUG-Bench's case C: any text beyond the options
+        ("The answer is B.", ["B"], 0.5),
         ("B, because the user banned red in turn 2", ["B"], 0.5),
         ("A", ["B"], 0.0),
         ("A B", ["B"], 0.0),  # one right, one wrong: max(0, (1 - 1) / 1)
@@ -36,7 +37,9 @@ CHOICES = ["red", "blue", "green", "yellow"]
         ("A, B", ["A", "B"], 0.75),
         ("blue", ["B"], 0.0),  # no option letter at all
         ("", ["B"], 0.0),
-        ("Option B is correct", ["B"], 0.75),
+        ("Option B is correct", ["B"], 0.5),
+        ("B: blue", ["B"], 0.75),  # case B: the option's own text is not text beyond the options
+        ("A and B", ["A", "B"], 0.5),
     ],
 )
 def test_choice_score(reply: str, expected: list[str], score: float) -> None:

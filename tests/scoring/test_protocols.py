@@ -12,10 +12,12 @@ from yanami.scoring._protocols import (
     imug_image_score,
     mcq_code,
     mcq_paper,
+    question_options,
     read_grid,
     resolved_answer,
     weave_metric_means,
     weave_score,
+    weave_score_code,
 )
 
 
@@ -31,6 +33,18 @@ def test_weave_pools_each_metric_then_weighs() -> None:
     assert weave_score(weave_metric_means(turns[:2])) == pytest.approx(0.5 * 0.6 + 0.2 * 0.8 + 0.3 * 0.8)  # 0.70
     assert weave_score(weave_metric_means(turns[2:])) == pytest.approx(0.5)  # text only: the plain mean
     assert weave_score({}) is None
+
+
+def test_weave_code_figures_round_each_metric_before_weighting() -> None:
+    """WEAVE's summarize.py rounds each metric's mean to 3 places, then the weighted sum again:
+    KP 23/70 -> 0.329, VC 25/70 -> 0.357, IQ 40/70 -> 0.571, ACC 1.0, and 0.4 x 0.329 + 0.1 x
+    0.357 + 0.2 x 0.571 + 0.3 x 1.0 = 0.5815 -> 0.582, where the unrounded score is 0.58143."""
+    kp, vc, iq = (4, 3, 7, 0, 0, 0, 9), (1, 6, 1, 0, 3, 7, 7), (1, 5, 2, 9, 10, 8, 5)
+    turns = [{"key_point": k, "visual_consistency": v, "image_quality": q} for k, v, q in zip(kp, vc, iq, strict=True)]
+    means = weave_metric_means([*turns, {"accuracy": 10}])
+    assert weave_score(means) == pytest.approx(0.4 * 23 / 70 + 0.1 * 25 / 70 + 0.2 * 40 / 70 + 0.3)
+    assert round(weave_score(means) or 0, 3) == 0.581
+    assert weave_score_code(means) == 0.582
 
 
 @pytest.mark.parametrize(
@@ -51,6 +65,34 @@ def test_weave_pools_each_metric_then_weighs() -> None:
 def test_imug_mcq_both_ways(reply: str, expected: list[str], answer: str, paper: float, code: float) -> None:
     assert mcq_paper(reply, expected) == pytest.approx(paper)
     assert mcq_code(reply, answer) == pytest.approx(code)
+
+
+QUESTION = "How many cubes are red? A. one B. two C. three D. none"
+
+
+@pytest.mark.parametrize(
+    ("reply", "paper"),
+    [
+        ("B", 1.0),  # (A) letters alone
+        ("B.", 0.75),  # (B) a separator
+        ("B. two", 0.75),  # (B) the option's own text
+        ("(B) two", 0.75),
+        ("The answer is B.", 0.5),  # (C) any text beyond the options
+        ("Answer: B", 0.5),
+        ("B, because two are red", 0.5),
+        ("two", 0.0),  # (D) no option letter
+        ("b", 0.0),
+    ],
+)
+def test_imug_paper_format_weight_reads_its_four_cases_literally(reply: str, paper: float) -> None:
+    assert question_options(QUESTION) == ["one", "two", "three", "none"]
+    assert mcq_paper(reply, ["B"], question_options(QUESTION)) == paper
+
+
+def test_question_options_are_found_however_they_are_laid_out() -> None:
+    assert question_options("Which cell?\nA) top left\nB) centre\n(C) corner") == ["top left", "centre", "corner"]
+    assert question_options("Pick one: (A) red (B) blue") == ["red", "blue"]
+    assert question_options("A cube and B. nothing") == []  # no run of options from A
 
 
 def test_imug_image_points_and_dynamic_answers() -> None:

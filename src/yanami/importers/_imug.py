@@ -49,6 +49,10 @@ DYNAMIC_REFERENCES = "dynamic_references.jsonl"
 IMAGE_REFERENCES = "image_references.jsonl"
 GRID_DIR = "grid_gt"
 IMAGES_DIR = "images"
+CLASS_CONFIG = "config/domain_classes.json"
+"""Beside ``data/`` in IMUG-Bench's repository: class name -> its domains."""
+UNASSIGNED = "Unassigned"
+"""Where IMUG-Bench's summary files a domain its class config does not list."""
 DYNAMIC = "<DYNAMIC>"
 GRID_CELLS = frozenset({"0", "1", "r", "g"})
 _LETTERS = re.compile(r"[A-G]")
@@ -63,6 +67,31 @@ def data_dir(src: Path) -> Path:
         if (candidate / BENCHMARK).is_file():
             return candidate
     raise fail(str(src), "", f"no {BENCHMARK} here or in data/ (give IMUG-Bench's folder)")
+
+
+def class_map(src: Path, data: Path) -> tuple[dict[str, str], str]:
+    """Domain -> class from the source's own ``config/domain_classes.json`` (in SRC or beside its
+    ``data/``), as IMUG-Bench's summary reads it, and where it came from; yanami's built-in list
+    of the public release where the source has no such file."""
+    for root in dict.fromkeys((src, data.parent)):
+        path = root / CLASS_CONFIG
+        if not path.is_file():
+            continue
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise fail(str(path), "", f"cannot be read as JSON ({exc})") from None
+        if not isinstance(config, dict):
+            raise fail(str(path), "", "expected an object of class name -> list of domains")
+        out: dict[str, str] = {}
+        for name, domains in config.items():
+            if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+                raise fail(str(path), name, "expected a list of domain names")
+            for d in domains:
+                out.setdefault(d, name)  # the summary's dict keeps the last; a domain listed twice is the source's slip
+        return out, CLASS_CONFIG
+    imug = FAMILIES[Family.IMUG]
+    return {d: c for c, ds in imug.classes.items() for d in ds}, "built-in"
 
 
 def _lines(path: Path) -> Iterator[tuple[str, Any]]:
@@ -157,11 +186,19 @@ def import_imug(
     on_record: OnRecord | None = None,
     workers: int = WORKERS,
 ) -> Manifest:
-    """Import IMUG-Bench's samples and side files; any bad line stops it and nothing is written."""
+    """Import IMUG-Bench's samples and side files; any bad line stops it and nothing is written.
+
+    Each dialogue's class comes from the source's class config (`class_map`); a domain it does
+    not list is filed under "Unassigned", as IMUG-Bench's summary files it, and named in the
+    manifest's ``generator.params.unassigned`` (the command warns about each)."""
     data = data_dir(Path(src))
+    classes, classes_from = class_map(Path(src), data)
     dynamic, image_refs, grids = _side_files(data)
-    generator = Generator(name="import", version=__version__, params={"family": "imug", "source": BENCHMARK})
     samples = list(_lines(data / BENCHMARK))
+    found = {obj.get("domain") for _, obj in samples}
+    unassigned = sorted(d for d in found if isinstance(d, str) and d not in classes)
+    params = {"family": "imug", "source": BENCHMARK, "classes": classes_from, "unassigned": unassigned}
+    generator = Generator(name="import", version=__version__, params=params)
 
     def files(obj: dict[str, Any]) -> list[Any]:
         tasks = obj.get("tasks")
@@ -178,7 +215,7 @@ def import_imug(
         generator,
         data / IMAGES_DIR,
         [(at, files(obj), obj) for at, obj in samples],
-        lambda obj, at, images: _dialogue(obj, at, images, dynamic, image_refs, grids),
+        lambda obj, at, images: _dialogue(obj, at, images, classes, dynamic, image_refs, grids),
         overwrite=overwrite,
         link=link,
         workers=workers,
@@ -188,13 +225,16 @@ def import_imug(
 
 
 def _dialogue(
-    obj: dict[str, Any], at: str, images: SourceImages, dynamic: _Side, image_refs: _Side, grids: _Side
+    obj: dict[str, Any],
+    at: str,
+    images: SourceImages,
+    classes: dict[str, str],
+    dynamic: _Side,
+    image_refs: _Side,
+    grids: _Side,
 ) -> Dialogue:
     key = _key(obj, at)
     domain, subdomain, sample = key
-    imug = FAMILIES[Family.IMUG]
-    if imug.class_of(domain) is None:
-        raise fail(at, "domain", f"{domain!r} is not an IMUG-Bench domain ({', '.join(imug.domains())})")
     system = obj.get("system_prompt")
     if system is not None:
         expect(system, str, at, "system_prompt")
@@ -209,7 +249,19 @@ def _dialogue(
             raise fail(at, f"tasks[{i}].turn", f"turn {number} after turn {max(index)} (turns must increase)")
         index[number] = i
     turns = [_turn(task, i, key, at, images, index, dynamic, image_refs, grids) for i, task in enumerate(tasks)]
-    meta = {"generator": "import-imug", "version": __version__, "params": {"sample_id": sample}}
+    for turn in turns:
+        # An ``input`` reference is the first picture the user gave at that turn, as IMUG-Bench's
+        # scorer finds it (``find_image_path``); a turn without one adds nothing.
+        refs = []
+        for ref in turn["references"]:
+            if ref["side"] == "user":
+                if not any(p.get("type") == "image" for p in turns[ref["turn"]]["user"]["parts"]):
+                    continue
+                ref = {**ref, "image": 0}
+            refs.append(ref)
+        turn["references"] = refs
+    params = {"sample_id": sample, "class": classes.get(domain, UNASSIGNED)}
+    meta = {"generator": "import-imug", "version": __version__, "params": params}
     raw = {
         "id": dialogue_id("imug", domain, subdomain, sample),
         "family": "imug",

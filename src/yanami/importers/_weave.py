@@ -39,7 +39,7 @@ from yanami.schema import Dialogue, ImageSource
 from yanami.store import Generator, Manifest
 
 MENTION = re.compile(r"Image\s*#\s*(\d+)")
-KEY = re.compile(r"(GT|Image)\s*#\s*(\d+)")
+GT_MENTION = re.compile(r"GT\s*#\s*(\d+)")
 SOURCE_FILE = "test.json"
 
 
@@ -77,7 +77,9 @@ def import_weave(
         raise fail(str(file), "", f"cannot be read ({exc})") from None
     if not isinstance(records, list):
         raise fail(str(file), "", "expected a JSON array of records")
-    generator = Generator(name="import", version=__version__, params={"family": "weave", "source": file.name})
+    unshown = [u for n, r in enumerate(records) if (u := _unshown(r, n))]
+    params = {"family": "weave", "source": file.name, "unshown": unshown}
+    generator = Generator(name="import", version=__version__, params=params)
 
     def files(record: Any) -> list[Any]:
         """Every image a record lists (one it never shows is read, then discarded)."""
@@ -96,6 +98,21 @@ def import_weave(
         workers=workers,
         on_record=on_record,
     )
+
+
+def _unshown(record: Any, n: int) -> dict[str, Any] | None:
+    """A record's listed pictures that no chat shows (``{record, idx, images: [path, ...]}``): not
+    imported, since nothing refers to them; the import names them. None where all are shown."""
+    if not isinstance(record, dict) or not isinstance(record.get("images"), list):
+        return None
+    chats = record.get("chats")
+    shown: set[int] = set()
+    for c in chats if isinstance(chats, list) else []:
+        if isinstance(c, dict) and isinstance(c.get("content"), str):
+            shown.update(_mentions(c["content"]))
+    paths = record["images"]
+    left = [str(p) for k, p in enumerate(paths, 1) if k not in shown]
+    return {"record": n, "idx": record.get("idx"), "images": left} if left else None
 
 
 def _mentions(text: str) -> list[int]:
@@ -217,12 +234,15 @@ def _key_points(
         where = f"{field}.{key}"
         expect(text, str, at, where)
         refs: list[dict[str, Any]] = []
-        if key.strip() != "Text":
-            m = KEY.match(key.strip())  # "Image #4, Image #2": the first, as WEAVE's evaluator reads it
-            if m is None:
-                raise fail(at, where, "a key point's key is GT #k, Image #k or Text")
-            k = in_range(int(m[2]), where)
-            if m[1] == "Image" and outputs.get(k, t) < t:  # the model's own earlier output
+        # As WEAVE's evaluator reads a key: "GT" anywhere makes it the dataset's image GT #k, else
+        # "Image" the model's own Image #k (the first number of either), else no image at all.
+        name = key.strip()
+        numbers = GT_MENTION.findall(name) if "GT" in name else MENTION.findall(name) if "Image" in name else None
+        if numbers is not None:
+            if not numbers:
+                raise fail(at, where, "a key that names GT or Image names it as GT #k or Image #k")
+            k = in_range(int(numbers[0]), where)
+            if "GT" not in name and outputs.get(k, t) < t:  # the model's own earlier output
                 refs.append({"turn": outputs[k], "side": "assistant", "image": 0, "of": "model"})
             elif k in placed:  # the dataset's image (for Image #k of a user's picture, the same)
                 turn, side, pos = placed[k]

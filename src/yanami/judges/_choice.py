@@ -8,8 +8,8 @@ else 0 (`option_score`); naming two options is wrong, not partial.
 IMUG-Bench (PROTOCOL.md section 8): option letters are read with ``\\b([A-G])\\b``;
 score = max(0, (n_correct - n_incorrect) / n_expected) * w_fmt, where w_fmt is 1 for a
 reply of option letters only, 0.75 for letters with separators or the options' own text
-but no explanation, 0.5 when it explains, and the score is 0 with no valid letter. A reply
-made of option letters alone ("AC") names each of its letters.
+and nothing else, 0.5 for any further text (a framing "Answer:" included), and the score is
+0 with no valid letter. A reply made of option letters alone ("AC") names each of its letters.
 """
 
 from __future__ import annotations
@@ -22,23 +22,23 @@ from yanami.schema import CHOICE_LETTERS
 
 LETTER = re.compile(r"\b([A-G])\b")
 _ONLY_LETTERS = re.compile(r"[A-G]+")
-_SEPARATORS = re.compile(r"[\s,;/|&.:()\[\]{}\-\"'*]+")
-_FILLER = {"and", "answer", "option", "options", "the", "is", "correct"}
-"""Words that frame a choice without explaining it ("Answer: B", "the correct option is B")."""
+_ANY_WORD = re.compile(r"[^\W_]")
+"""A letter or digit of any script: what is left of a reply beyond its options is text."""
 
 
-def format_weight(reply: str, choices: list[str]) -> float:
-    """w_fmt for a reply that holds at least one option letter."""
+def format_weight(reply: str, choices: Sequence[str]) -> float:
+    """w_fmt for a reply that holds at least one option letter, IMUG-Bench's cases read literally:
+    (A) 1 for option letters alone, run together ("AC"); (B) 0.75 for letters with separators or
+    symbols, or with the options' own text, and nothing else ("A, C", "B. two"); (C) 0.5 for any
+    further text ("The answer is B.", "Answer: D", "B because ...")."""
     text = reply.strip()
     if _ONLY_LETTERS.fullmatch(text):
         return 1.0
-    rest = text.lower()
+    rest = text
     for c in sorted(choices, key=len, reverse=True):
-        if c:
-            rest = rest.replace(c.lower(), " ")
-    words = [w for w in _SEPARATORS.split(LETTER.sub(" ", rest.upper()).lower()) if w]
-    words = [w for w in words if w not in _FILLER]
-    return 0.75 if not words else 0.5
+        if c.strip():
+            rest = re.sub(re.escape(c.strip()), " ", rest, flags=re.IGNORECASE)
+    return 0.5 if _ANY_WORD.search(LETTER.sub(" ", rest)) else 0.75
 
 
 def choice_score(reply: str, expected: list[str], choices: list[str]) -> tuple[float, str]:

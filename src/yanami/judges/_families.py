@@ -37,12 +37,16 @@ from yanami.scoring._protocols import (
     is_grid_task,
     mcq_code,
     mcq_paper,
+    question_options,
     read_grid,
     resolved_answer,
 )
 from yanami.store import Dataset
 
 FAMILY_PROMPT_VERSION = "v1"
+FAMILY_RULES_VERSION = "2"
+"""Bumped when a family's rules change what a verdict holds (2: IMUG-Bench's format weight read
+literally, with the options' own texts; an ``input`` reference is the first picture)."""
 
 Earlier = Callable[[int], tuple[bytes | None, str | None]]
 """turn -> the model's own (image bytes, text) there in this run; (None, None) if it gave nothing."""
@@ -97,7 +101,7 @@ class FamilyJudge:
         self.bench = bench
         self.name = vlm.name if vlm is not None else "rules"
         base = vlm.version if vlm is not None else "rules"
-        self.version = f"{base}+families-{FAMILY_PROMPT_VERSION}"
+        self.version = f"{base}+families-{FAMILY_PROMPT_VERSION}.{FAMILY_RULES_VERSION}"
         self.settings = vlm.settings if vlm is not None else None
 
     # the plain `Judge` protocol: not for these families
@@ -223,7 +227,7 @@ class FamilyJudge:
         if answer.dynamic:
             expected, reason = self._resolve(d, turn, earlier)
         letters = sorted(set(expected))
-        paper = mcq_paper(text, letters)
+        paper = mcq_paper(text, letters, question_options(_request(turn)))
         # the public code compares with the stored answer: the source's text, or the resolved letters
         code = mcq_code(text, answer.text if not answer.dynamic else expected)
         why = f"expected {','.join(letters) or 'nothing'}" + (f" (resolved: {reason})" if answer.dynamic else "")

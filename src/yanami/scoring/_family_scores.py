@@ -21,8 +21,15 @@ from yanami.bench import RunManifest, read_rows
 from yanami.bench._format import open_bench
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
+from yanami.schema import Dialogue
 from yanami.scoring._compare import PRIVILEGED_MARK
-from yanami.scoring._protocols import IMUG_TEXT_SCALE, WEAVE_METRICS, weave_metric_means, weave_score
+from yanami.scoring._protocols import (
+    IMUG_TEXT_SCALE,
+    WEAVE_METRICS,
+    weave_metric_means,
+    weave_score,
+    weave_score_code,
+)
 from yanami.scoring._tables import PRIVILEGED_TABLE_NOTE, Table, scaling_table
 
 
@@ -35,13 +42,15 @@ class Record:
     group: str
     """WEAVE's category or IMUG-Bench's domain class."""
     turn: int
-    """The turn's index in the dialogue (counting from 0)."""
+    """The turn's number as the family's summaries give it (`_number`)."""
     kind: str
     """``image`` or ``text``."""
     mode: str = ""
     """WEAVE: t2i, edit, fusion or vqa."""
     dynamic: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
+    failed: bool = False
+    """IMUG-Bench: the model failed, refused or gave nothing here; scored 0 and counted."""
 
 
 @dataclass
@@ -63,7 +72,6 @@ def load_family_run(path: Path, judge: str | None = None, bench: Path | None = N
     family = Family(m.family)
     dataset = open_bench(path, m, bench, hint="give --bench where it is now")
     dialogues = {d.id: d for d in dataset.read_all()}
-    facts = FAMILIES[family]
     records: list[Record] = []
     coverage: dict[str, Any] = {
         "expected": m.items,
@@ -76,8 +84,13 @@ def load_family_run(path: Path, judge: str | None = None, bench: Path | None = N
         else None,
     }
     for item, p in rows.predictions.items():
+        d = dialogues[p.dialogue]
         if p.status != "ok":
             coverage[p.status] = coverage.get(p.status, 0) + 1
+            if family == Family.IMUG:  # IMUG-Bench's code scores a failed or empty reply 0 and counts it
+                kind = "text" if d.turns[p.turn].answer is not None else "image"
+                records.append(_record(family, item, d, p.turn, dict.fromkeys(IMUG_METRICS[kind], 0.0), failed=True))
+                coverage["counted_as_zero"] = coverage.get("counted_as_zero", 0) + 1
             continue
         v = rows.verdicts.get(item)
         if v is None or v.scores is None:
@@ -86,23 +99,47 @@ def load_family_run(path: Path, judge: str | None = None, bench: Path | None = N
         if v.status != "ok":
             coverage["judge_errors"] += 1
             continue
-        d = dialogues[p.dialogue]
-        turn = d.turns[p.turn]
-        intent = turn.hidden.intent if isinstance(turn.hidden.intent, dict) else {}
-        records.append(
-            Record(
-                item=item,
-                domain=d.domain or "",
-                group=facts.class_of(d.domain or "") or "",
-                turn=p.turn,
-                kind="text" if turn.answer is not None else "image",
-                mode=str(intent.get("mode", "")),
-                dynamic=bool(turn.answer and turn.answer.dynamic),
-                metrics=dict(v.scores),
-            )
-        )
+        records.append(_record(family, item, d, p.turn, dict(v.scores)))
         coverage["valid"] += 1
     return FamilyRun(path, m, family, path.name, records, coverage)
+
+
+def _record(
+    family: Family, item: str, d: Dialogue, index: int, metrics: dict[str, float], failed: bool = False
+) -> Record:
+    turn = d.turns[index]
+    intent = turn.hidden.intent if isinstance(turn.hidden.intent, dict) else {}
+    return Record(
+        item=item,
+        domain=d.domain or "",
+        group=_group(family, d),
+        turn=_number(family, index, intent),
+        kind="text" if turn.answer is not None else "image",
+        mode=str(intent.get("mode", "")),
+        dynamic=bool(turn.answer and turn.answer.dynamic),
+        metrics=metrics,
+        failed=failed,
+    )
+
+
+IMUG_METRICS = {"text": ("mcq", "mcq_code"), "image": ("image",)}
+"""An IMUG-Bench item's metrics, by the kind of its turn (what a failed item scores 0 on)."""
+
+
+def _group(family: Family, d: Dialogue) -> str:
+    """A dialogue's class: the one its import recorded (IMUG-Bench's from the source's class
+    config, "Unassigned" for a domain it does not list), else the family's built-in one."""
+    recorded = d.meta.params.get("class")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return FAMILIES[family].class_of(d.domain or "") or ("Unassigned" if family == Family.IMUG else "")
+
+
+def _number(family: Family, index: int, intent: dict[str, Any]) -> int:
+    """A turn's number as the family's own summaries give it: IMUG-Bench's ``turn`` field (from
+    1 in its data), WEAVE's pair index (from 0, its ``turn i`` keys)."""
+    number = intent.get("turn") if family == Family.IMUG else None
+    return number if isinstance(number, int) and not isinstance(number, bool) else index
 
 
 def load_family_runs(paths: list[Path], judge: str | None = None) -> list[FamilyRun]:
@@ -131,7 +168,8 @@ def _mean(xs: list[float]) -> float | None:
 def weave_row(records: Iterable[Record]) -> dict[str, float | None]:
     """WEAVE's metrics (0-1) and score of a group of records, pooled as its summary does."""
     means = weave_metric_means(r.metrics for r in records)
-    return {**{m: means.get(m) for m in WEAVE_METRICS}, "score": weave_score(means)}
+    figures = {m: means.get(m) for m in WEAVE_METRICS}
+    return {**figures, "score": weave_score(means), "score_code": weave_score_code(means)}
 
 
 def imug_value(r: Record, code: bool = False) -> float:
@@ -186,7 +224,10 @@ def family_json(runs: list[FamilyRun]) -> dict[str, Any]:
             "overall": row(run.records),
             "by_domain": {
                 d: row(rs)
-                for d, rs in sorted(_by(run.records, lambda r: r.domain).items(), key=lambda kv: order.index(kv[0]))
+                for d, rs in sorted(
+                    _by(run.records, lambda r: r.domain).items(),
+                    key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]),
+                )
             },
             "by_class": {g: row(rs) for g, rs in _by(run.records, lambda r: r.group).items()},
             "by_turn": {str(t): row(rs) for t, rs in sorted(_by(run.records, lambda r: r.turn).items())},
@@ -254,8 +295,8 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
     tables: list[Table] = []
     notes = _comparable_notes(runs)
     if weave:
-        cols = ["key_point", "visual_consistency", "image_quality", "accuracy", "score"]
-        header = ["Run", "History", "KP", "VC", "IQ", "ACC", "Score", "Valid / expected"]
+        cols = ["key_point", "visual_consistency", "image_quality", "accuracy", "score", "score_code"]
+        header = ["Run", "History", "KP", "VC", "IQ", "ACC", "Score", "Score (code)", "Valid / expected"]
         rows = [
             [
                 e["label"],
@@ -265,7 +306,10 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
             ]
             for e in data["runs"]
         ]
-        weights = "0.4 KP + 0.1 VC + 0.2 IQ + 0.3 ACC (0.5 / 0.2 / 0.3 without text turns); 0-1, WEAVE's scale."
+        weights = (
+            "0.4 KP + 0.1 VC + 0.2 IQ + 0.3 ACC (0.5 / 0.2 / 0.3 without text turns); 0-1, WEAVE's scale. "
+            "Score (code): as WEAVE's summarize.py prints it, each metric rounded to 3 places before weighting."
+        )
         tables.append(Table("weave-overall", f"{title}: overall", header, rows, [weights, *notes]))
         for e in data["runs"]:
             for key, name in (
@@ -279,12 +323,12 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
                     Table(
                         f"weave-{key}",
                         f"{title} by {name}: {e['label']}",
-                        [name.capitalize(), "KP", "VC", "IQ", "ACC", "Score"],
+                        [name.capitalize(), "KP", "VC", "IQ", "ACC", "Score", "Score (code)"],
                         trows,
                     )
                 )
     else:
-        header = ["Run", "All", "Text", "Image", "All (code)", "Text (code)", "Valid / expected"]
+        header = ["Run", "All", "Text", "Image", "All (code)", "Text (code)", "Valid (+ failed, as 0) / expected"]
         rows = [
             [
                 e["label"],
@@ -293,7 +337,7 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
                 e["overall"]["image"],
                 e["overall"]["all_code"],
                 e["overall"]["text_code"],
-                f"{e['coverage']['valid']}/{e['coverage']['expected']}",
+                f"{e['coverage']['valid']} (+{e['coverage'].get('counted_as_zero', 0)}) / {e['coverage']['expected']}",
             ]
             for e in data["runs"]
         ]
@@ -361,7 +405,16 @@ def _comparable_notes(runs: list[FamilyRun]) -> list[str]:
     if len({(r.manifest.judge.name, r.manifest.judge.version) for r in runs}) > 1:
         notes.append("Not comparable: these runs were graded by different judges.")
     if any(r.coverage["valid"] < r.coverage["expected"] for r in runs):
-        notes.append("Coverage under 100 %: failed or unjudged items are left out of every score, never counted as 0.")
+        if runs[0].family == Family.IMUG:
+            notes.append(
+                "Coverage under 100 %: a failed, refused or empty reply scores 0 and is counted, as IMUG-Bench's "
+                "code counts it; judge errors and unjudged items are left out."
+            )
+        else:
+            notes.append(
+                "Coverage under 100 %: failed or unjudged items are left out of every score (WEAVE's evaluator "
+                "leaves out the whole sample where one of its turns cannot be graded; yanami only that item)."
+            )
     return notes
 
 

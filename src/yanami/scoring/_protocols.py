@@ -65,6 +65,13 @@ def weave_score(means: Mapping[str, float]) -> float | None:
     return sum(means[m] * w for m, w in weights.items())
 
 
+def weave_score_code(means: Mapping[str, float]) -> float | None:
+    """`weave_score` as WEAVE's summarizer prints it: each metric's mean rounded to 3 places
+    first, the weighted sum (or plain mean) rounded to 3 places again."""
+    score = weave_score({m: round(v, 3) for m, v in means.items()})
+    return None if score is None else round(score, 3)
+
+
 # IMUG-Bench -----------------------------------------------------------------------------------
 
 _CODE_LETTER = re.compile(r"\b([A-G])\b")
@@ -72,11 +79,37 @@ _CODE_ONLY = re.compile(r"[A-G]+")
 _CODE_PLAIN = re.compile(r"[A-G\s,.;\-]+")
 
 
-def mcq_paper(reply: str, expected: Sequence[str]) -> float:
-    """The paper's multiple-choice score (0-1): contiguous letters (``BC``) name each letter."""
+_OPTION_MARK = re.compile(r"(?:^|(?<=[\s(\[]))\(?([A-G])[.):](?=\s)|(?:^|(?<=\s))\(([A-G])\)")
+
+
+def question_options(question: str) -> list[str]:
+    """The options' own texts in an IMUG-Bench question ("... A. one B. two" or one per line,
+    "A)", "(A)" or "A:" alike), in letter order from A; [] where no such run of options is found.
+    An option's text runs to the next option's letter or the end of its line."""
+    marks = [(m.group(1) or m.group(2), m.start(), m.end()) for m in _OPTION_MARK.finditer(question)]
+    # the last run of options that starts at A and goes on letter by letter
+    start = max((i for i, (letter, _, _) in enumerate(marks) if letter == "A"), default=None)
+    if start is None:
+        return []
+    run = [marks[start]]
+    for mark in marks[start + 1 :]:
+        if ord(mark[0]) != ord(run[-1][0]) + 1:
+            break
+        run.append(mark)
+    out = []
+    for k, (_, _, end) in enumerate(run):
+        stop = run[k + 1][1] if k + 1 < len(run) else len(question)
+        out.append(question[end:stop].split("\n", 1)[0].strip())
+    return out
+
+
+def mcq_paper(reply: str, expected: Sequence[str], options: Sequence[str] = ()) -> float:
+    """The paper's multiple-choice score (0-1): contiguous letters (``BC``) name each letter; the
+    format weight follows its cases A-D, where the options' own texts (``options``, A first) are
+    not text beyond the options."""
     if not expected:
         return 0.0
-    return choice_score(reply, list(expected), [])[0]
+    return choice_score(reply, list(expected), list(options))[0]
 
 
 def mcq_code(reply: str, answer: str) -> float:
