@@ -127,14 +127,16 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     # the empty reply is scored 0 and counted, in both readings, as IMUG-Bench's code counts it
     assert (s["coverage"]["valid"], s["coverage"]["counted_as_zero"], s["coverage"]["expected"]) == (5, 1, 6)
     # text: "B" for B (100), "AB" for A + resolved B (100; the code's regex: 0), "A" for A, C (50), "" (0);
-    # image: the grid read right (4 x 5 -> 100), the Cooking points 4 and 3 (3.5 x 20 = 70)
+    # image: the grid read right (4 x 5 -> 100), the Cooking points 4 and 3 (3.5 x 20 = 70); IMUG-Bench's
+    # analyzer reads the outlined empty cells of the drawn grid as filled: a grid, nothing else right (25)
     assert s["overall"] == pytest.approx(
         {
             "all": (100 + 100 + 100 + 50 + 70 + 0) / 6,
             "text": 250 / 4,
             "image": 85.0,
-            "all_code": (100 + 100 + 0 + 50 + 70 + 0) / 6,
+            "all_code": (100 + 25 + 0 + 50 + 70 + 0) / 6,
             "text_code": 150 / 4,
+            "image_code": (25 + 70) / 2,
             "n": 6,
         }
     )
@@ -142,7 +144,7 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     assert s["mcq"]["dynamic"] == pytest.approx({"paper": 100.0, "code": 0.0, "n": 1})
     assert s["by_class"]["Static Spatial"]["all"] == pytest.approx(100.0)
     assert s["by_class"]["Unassigned"] == pytest.approx(
-        {"all": 0.0, "text": 0.0, "image": None, "all_code": 0.0, "text_code": 0.0, "n": 1}
+        {"all": 0.0, "text": 0.0, "image": None, "all_code": 0.0, "text_code": 0.0, "image_code": None, "n": 1}
     )
     # turns numbered as IMUG-Bench's summaries number them: the source's own turn field, from 1
     assert sorted(s["by_turn"]) == ["1", "2", "3"]

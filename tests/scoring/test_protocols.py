@@ -14,6 +14,7 @@ from yanami.scoring._protocols import (
     mcq_paper,
     question_options,
     read_grid,
+    read_grid_code,
     resolved_answer,
     weave_metric_means,
     weave_score,
@@ -100,7 +101,10 @@ def test_imug_image_points_and_dynamic_answers() -> None:
     assert resolved_answer(["A"], "c") == "AC" and resolved_answer([], "B D") == "BD"
 
 
-def drawn_grid(cells: list[list[str]], size: int = 240) -> bytes:
+def drawn_grid(cells: list[list[str]], size: int = 240, style: str = "outlined") -> bytes:
+    """A 3 x 3 grid of cubes on white: ``outlined`` every cell in a 3 px black outline (an empty
+    one too), ``cubes`` only the cubes, ``thin`` every cell in a 1 px outline, ``striped`` the
+    cubes with a thin red stripe across each blue one."""
     colours = {"1": (90, 90, 200), "r": (220, 30, 30), "g": (30, 170, 40)}
     img = Image.new("RGB", (size + 80, size + 60), "white")
     draw = ImageDraw.Draw(img)
@@ -108,13 +112,36 @@ def drawn_grid(cells: list[list[str]], size: int = 240) -> bytes:
     for r, row in enumerate(cells):
         for c, cell in enumerate(row):
             box = (40 + c * step, 30 + r * step, 40 + (c + 1) * step, 30 + (r + 1) * step)
-            draw.rectangle(box, outline="black", width=3, fill=colours.get(cell, "white"))
+            if style in ("outlined", "thin"):
+                width = 3 if style == "outlined" else 1
+                draw.rectangle(box, outline="black", width=width, fill=colours.get(cell, "white"))
+            elif cell != "0":
+                draw.rectangle(box, outline="black", width=3, fill=colours[cell])
+                if style == "striped" and cell == "1":
+                    y = box[1] + step // 2
+                    draw.rectangle((box[0] + 3, y, box[2] - 3, y + step // 7), fill=colours["r"])
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()
 
 
 TRUTH = [["1", "0", "0"], ["0", "r", "0"], ["0", "0", "g"]]
+
+
+def test_the_code_reading_is_what_imug_benchs_analyzer_reads() -> None:
+    """What IMUG-Bench's OpenCV analyzer (score_grid.py) returned for these drawings when run on
+    them, and yanami's own reading beside it: the two agree on drawn cubes; the analyzer fills an
+    outlined empty cell, misses a cube in a 1-pixel outline and reads a thin red stripe as a red cube."""
+    assert read_grid_code(drawn_grid(TRUTH, style="cubes")) == read_grid(drawn_grid(TRUTH, style="cubes")) == TRUTH
+    analyzer = [["1", "1", "1"], ["1", "r", "1"], ["1", "1", "g"]]
+    assert read_grid_code(drawn_grid(TRUTH)) == analyzer and read_grid(drawn_grid(TRUTH)) == TRUTH
+    assert read_grid_code(drawn_grid(TRUTH, style="thin")) == [["1", "0", "0"], ["0", "r", "0"], ["0", "0", "0"]]
+    assert read_grid(drawn_grid(TRUTH, style="thin")) == TRUTH
+    assert read_grid_code(drawn_grid(TRUTH, style="striped")) == [["r", "0", "0"], ["0", "r", "0"], ["0", "0", "g"]]
+    assert read_grid(drawn_grid(TRUTH, style="striped")) == TRUTH
+    blank = io.BytesIO()
+    Image.new("RGB", (100, 100), "white").save(blank, format="PNG")
+    assert read_grid_code(blank.getvalue()) is None
 
 
 def test_the_grid_is_read_from_the_picture_and_scored_like_the_public_code() -> None:

@@ -39,6 +39,7 @@ from yanami.scoring._protocols import (
     mcq_paper,
     question_options,
     read_grid,
+    read_grid_code,
     resolved_answer,
 )
 from yanami.store import Dataset
@@ -196,6 +197,10 @@ class FamilyJudge:
             found = read_grid(image)
             points = grid_points(found, truth, len(turn.checks))
             reason = f"grid read: {found}" if found is not None else "no grid found"
+            # IMUG-Bench's own analyzer reads some drawings otherwise (`read_grid_code`): both are kept
+            code = read_grid_code(image)
+            code_points = grid_points(code, truth, len(turn.checks))
+            reason += f"; IMUG-Bench's analyzer reads {code}" if code != found else ""
         else:
             notes: list[str] = []
             refs = self._refs(d, turn.references, earlier, notes)
@@ -211,13 +216,14 @@ class FamilyJudge:
             top = CheckKind.EVALUATION_POINT.scale
             if set(out.scores) != want or any(not 0 <= v <= top for v in out.scores.values()):
                 raise JudgeError(f"{self.name}: the scores must name points 1-{len(turn.checks)}, each 0-{top}")
-            points = [out.scores[str(n)] for n in range(1, len(turn.checks) + 1)]
+            points = code_points = [out.scores[str(n)] for n in range(1, len(turn.checks) + 1)]
             reason = "; ".join([out.reason, *notes])
         checks = [
             CheckResult(id=c.id, kind=c.kind.value, capability=None, passed=None, score=float(p))
             for c, p in zip(turn.checks, points, strict=True)
         ]
-        return Grade({"image": imug_image_score(points)}, checks=checks, reason=reason)
+        scores = {"image": imug_image_score(points), "image_code": imug_image_score(code_points)}
+        return Grade(scores, checks=checks, reason=reason)
 
     def _imug_reply(self, d: Dialogue, turn: Turn, text: str, earlier: Earlier) -> Grade:
         answer = turn.answer

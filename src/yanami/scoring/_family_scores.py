@@ -122,7 +122,7 @@ def _record(
     )
 
 
-IMUG_METRICS = {"text": ("mcq", "mcq_code"), "image": ("image",)}
+IMUG_METRICS = {"text": ("mcq", "mcq_code"), "image": ("image", "image_code")}
 """An IMUG-Bench item's metrics, by the kind of its turn (what a failed item scores 0 on)."""
 
 
@@ -177,7 +177,7 @@ def imug_value(r: Record, code: bool = False) -> float:
     for a text turn, the points' mean x 20 for an image turn."""
     if r.kind == "text":
         return r.metrics["mcq_code" if code else "mcq"] * IMUG_TEXT_SCALE
-    return r.metrics["image"]
+    return r.metrics.get("image_code", r.metrics["image"]) if code else r.metrics["image"]
 
 
 def imug_row(records: list[Record]) -> dict[str, float | None]:
@@ -190,6 +190,7 @@ def imug_row(records: list[Record]) -> dict[str, float | None]:
         "image": _mean([imug_value(r) for r in records if r.kind == "image"]),
         "all_code": _mean([imug_value(r, code=True) for r in records]),
         "text_code": _mean([imug_value(r, code=True) for r in text]),
+        "image_code": _mean([imug_value(r, code=True) for r in records if r.kind == "image"]),
         "n": len(records),
     }
 
@@ -328,7 +329,8 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
                     )
                 )
     else:
-        header = ["Run", "All", "Text", "Image", "All (code)", "Text (code)", "Valid (+ failed, as 0) / expected"]
+        header = ["Run", "All", "Text", "Image", "All (code)", "Text (code)", "Image (code)"]
+        header.append("Valid (+ failed, as 0) / expected")
         rows = [
             [
                 e["label"],
@@ -337,6 +339,7 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
                 e["overall"]["image"],
                 e["overall"]["all_code"],
                 e["overall"]["text_code"],
+                e["overall"]["image_code"],
                 f"{e['coverage']['valid']} (+{e['coverage'].get('counted_as_zero', 0)}) / {e['coverage']['expected']}",
             ]
             for e in data["runs"]
@@ -344,7 +347,9 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
         headline = (
             "0-100. Text turns: the multiple-choice score x 100, as the paper defines it (headline) and as the "
             "public code computes it ((code): its \\b([A-G])\\b finds no letter in a contiguous answer such as BC). "
-            "Image turns: the mean of the 0-5 evaluation points x 20. All: every turn pooled."
+            "Image turns: the mean of the 0-5 evaluation points x 20; a Geometric Coloring grid read as a person "
+            "reads it (headline) and as IMUG-Bench's OpenCV analyzer reads it ((code)). All: every turn pooled; a "
+            "failed or empty reply counts 0 in both readings, as IMUG-Bench's code counts it."
         )
         tables.append(Table("imug-overall", f"{title}: overall", header, rows, [headline, *notes]))
         for e in data["runs"]:

@@ -52,6 +52,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image
 
 from yanami._files import atomic_write
+from yanami._regions import regions
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
 from yanami.world._scene import BASE_AZIMUTH, SIZES, Scene, WorldObject
@@ -751,7 +752,7 @@ class _Component:
 
 def _components(mask: np.ndarray) -> list[_Component]:
     """8-connected components of a boolean mask, via runs, largest first."""
-    parts = _parts(mask)
+    parts = [_Component(m, x0, y0, int(m.sum())) for m, x0, y0 in regions(mask)]
     filled = {i: _fill_holes(p.mask) for i, p in enumerate(parts) if p.area >= MIN_AREA}
     order = sorted(filled, key=lambda i: -int(filled[i].sum()))
     # A part wholly inside an object's outline belongs to it, however it came apart (a
@@ -769,72 +770,6 @@ def _components(mask: np.ndarray) -> list[_Component]:
             area[host] += p.area
             inside.add(i)
     return [_Component(filled[i], parts[i].x0, parts[i].y0, area[i]) for i in order if i not in inside]
-
-
-def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's runs of foreground (row, start, end; row-major) and each run's component: the
-    index of the component's first run. Two runs touch when they lie in adjacent rows and
-    overlap or meet at a corner (8-connected); labels spread along touching pairs, all at once,
-    with pointer jumping, until every pair agrees."""
-    h, w = mask.shape
-    padded = np.zeros((h, w + 2), dtype=np.int8)
-    padded[:, 1:-1] = mask
-    rows_, cols_ = np.nonzero(np.diff(padded, axis=1))  # row-major: each run's start, then its end
-    r, c0, c1 = rows_[0::2], cols_[0::2], cols_[1::2]
-    n = len(r)
-    if not n:
-        return r, c0, c1, np.zeros(0, dtype=np.intp)
-    first = np.searchsorted(r, np.arange(h + 1))  # the runs of row y are first[y]:first[y + 1]
-    # In the row above, the runs touching (c0, c1) are those ending at c0 or later and starting
-    # at c1 or earlier: a range, since a row's runs are in order and apart.
-    stride = np.int64(w + 3)
-    above = (r.astype(np.int64) - 1) * stride
-    lo = np.searchsorted(r.astype(np.int64) * stride + c1, above + c0, side="left")
-    hi = np.searchsorted(r.astype(np.int64) * stride + c0, above + c1, side="right")
-    lo = np.maximum(lo, first[np.maximum(r - 1, 0)])
-    hi = np.minimum(hi, np.where(r > 0, first[r], 0))
-    counts = np.maximum(hi - lo, 0)
-    ii = np.repeat(np.arange(n), counts)
-    jj = np.repeat(lo, counts) + np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    labels = np.arange(n)
-    while len(ii):
-        low = np.minimum(labels[ii], labels[jj])
-        new = labels.copy()
-        np.minimum.at(new, ii, low)
-        np.minimum.at(new, jj, low)
-        while not np.array_equal(jumped := new[new], new):
-            new = jumped
-        if np.array_equal(new, labels):
-            break
-        labels = new
-    return r, c0, c1, labels
-
-
-def _parts(mask: np.ndarray) -> list[_Component]:
-    """Every 8-connected component of ``mask`` in its box, in the order of its first run (row-major)."""
-    h, w = mask.shape
-    r, c0, c1, labels = _runs(mask)
-    if not len(r):
-        return []
-    roots, group = np.unique(labels, return_inverse=True)  # in order of each component's first run
-    lengths = c1 - c0
-    run_of = np.repeat(np.arange(len(r)), lengths)
-    cols = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + c0[run_of]
-    owner = np.full(h * w, -1, dtype=np.intp)
-    owner[r[run_of].astype(np.intp) * w + cols] = group[run_of]
-    owner = owner.reshape(h, w)
-    k = len(roots)
-    x0, y0 = np.full(k, w), np.full(k, h)
-    x1, y1 = np.zeros(k, dtype=np.intp), np.zeros(k, dtype=np.intp)
-    np.minimum.at(x0, group, c0)
-    np.maximum.at(x1, group, c1)
-    np.minimum.at(y0, group, r)
-    np.maximum.at(y1, group, r)
-    out = []
-    for g in range(k):
-        m = owner[y0[g] : y1[g] + 1, x0[g] : x1[g]] == g
-        out.append(_Component(m, int(x0[g]), int(y0[g]), int(m.sum())))
-    return out
 
 
 def _fill_holes(m: np.ndarray) -> np.ndarray:
