@@ -903,6 +903,14 @@ def eval_(
             metavar="N",
         ),
     ] = 1,
+    protocol_source: Annotated[
+        Path | None,
+        typer.Option(
+            help="WEAVE, IMUG-Bench: your checkout of the benchmark's repository; the judge asks its own prompts, "
+            "read from there (without it, yanami's own prompts: not comparable with published numbers).",
+            metavar="DIR",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
     from yanami.bench import evaluate
@@ -923,6 +931,7 @@ def eval_(
             on_progress=update,
             cache=cache,
             workers=workers,
+            protocol_source=protocol_source,
         )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "nothing new"
     out.print(
@@ -1108,12 +1117,28 @@ def judge_(
     cache: Annotated[
         Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite).", metavar="FILE")
     ] = None,
+    protocol_source: Annotated[
+        Path | None,
+        typer.Option(
+            help="WEAVE, IMUG-Bench: your checkout of the benchmark's repository; the judge asks its own prompts, "
+            "read from there (without it, yanami's own prompts: not comparable with published numbers).",
+            metavar="DIR",
+        ),
+    ] = None,
 ) -> None:
     """Judge a run's stored predictions again with another judge, without calling the model."""
     from yanami.bench import rejudge
 
     with _eval_progress(f"judging {run}") as update:
-        s = rejudge(run, judge, bench=bench, concurrency=concurrency, cache=cache, on_progress=update)
+        s = rejudge(
+            run,
+            judge,
+            bench=bench,
+            concurrency=concurrency,
+            cache=cache,
+            on_progress=update,
+            protocol_source=protocol_source,
+        )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "nothing new"
     out.print(f"{run}: {s.items} judged items, {s.skipped} already done ({statuses})", markup=False)
 

@@ -93,3 +93,14 @@ vqa for a text reply (``infer/loader.py``, ``detect_mode``)."""
 CHECK_SCALES: dict[str, int] = {"atomic": 1, "capability": 1, "key_point": 10, "evaluation_point": 5}
 """Check kind -> the top of its scale: YANAMI's checks pass or fail (1), WEAVE's key points are
 scored 0-10 as a checklist, IMUG-Bench's evaluation points 0-5 each."""
+
+
+SOURCE_MARK = "source"
+"""In a family judge's version: it asked the benchmark's own prompts (``--protocol-source``)."""
+
+
+def own_prompts(judge_name: str, judge_version: str) -> bool:
+    """Whether a family run's judge asked yanami's own prompts (not comparable with published
+    numbers) rather than the benchmark's (``--protocol-source``); False where no prompt was asked
+    (the ``rules`` judge)."""
+    return judge_name != "rules" and f"-{SOURCE_MARK}-" not in judge_version

@@ -188,3 +188,126 @@ def test_a_strategy_counts_its_calls_and_the_report_shows_score_against_calls(
     assert [r["coverage"]["calls_per_item"] for r in s] == [1.0, 2.5]
     md = cli("score", tmp_path / "none", tmp_path / "best-of-2").out
     assert "Test-time scaling: score against model calls per item" in md and "| best-of:2 | 2.50 |" in md
+
+
+# --protocol-source: the benchmark's own prompts, from a checkout laid out as its repository -----------
+# (the prompt texts here are stand-ins written for the test; a user's checkout holds the real ones)
+
+WEAVE_PROMPTS = '''\
+prompt_keypoint_checklist = """TOY CHECKLIST. Generated Image is <image>
+Task Instructions is:
+"""
+prompt_visual_consistency = """TOY CONSISTENCY. Generated Image is <image>
+Task Instructions is
+"""
+prompt_image_quality = """TOY QUALITY. ## Input: <image>
+"""
+prompt_txt_acc = """TOY ACCURACY {{"score": 0|5|10}}
+Standard Answer is : {standard_answer}
+Generated Answer is : {generated_answer}
+"""
+import os  # never run: the file is parsed, not executed
+os.system("touch /tmp/yanami-ran-it")
+'''
+
+
+def _parts(body: dict[str, Any]) -> list[Any]:
+    """The chat request's messages as (role, [text or "<img>"]) for comparing layouts."""
+    out = []
+    for m in body["messages"]:
+        content = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        out.append((m["role"], [p["text"] if p["type"] == "text" else "<img>" for p in content]))
+    return out
+
+
+def source_judge(path: str, body: dict[str, Any]) -> Any:
+    text, first = chat_text(body), body["messages"][0]["content"]
+    if first == "TOY POINTS PROMPT":
+        return json.dumps({"evaluation_results": [{"point_id": 1, "score": 5}, {"point_id": 2, "score": 2}]})
+    if first == "TOY DYNAMIC PROMPT":
+        return json.dumps({"determined_answer": "b", "reasoning": "its centre cube is red"})
+    if "TOY ACCURACY" in text:
+        return json.dumps({"score": 10, "reasoning": "same answer"})
+    if "TOY" in text:  # WEAVE's replies carry "reasoning", and may carry more
+        return json.dumps({"score": 9, "reasoning": "fine", "extra": 1})
+    return None
+
+
+def test_weave_protocol_source_asks_weaves_own_prompts(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    assert cli("import", "weave", write_weave(tmp_path / "src"), "--out", tmp_path / "bench").code == 0
+    checkout = tmp_path / "weave-repo"
+    (checkout / "eval").mkdir(parents=True)
+    (checkout / "eval" / "prompts.py").write_text(WEAVE_PROMPTS)
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=source_judge) as jsrv:
+        model, judge = _configs(tmp_path, msrv, jsrv)
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "run",
+                "--protocol-source", tmp_path / "elsewhere")  # fmt: skip
+        assert r.code == 2 and "--protocol-source: " in r.err and "not a directory" in r.err
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "run",
+                "--protocol-source", checkout)  # fmt: skip
+        assert r.code == 0, r.err
+        asked = [_parts(b) for _, b in jsrv.requests]
+    assert not Path("/tmp/yanami-ran-it").exists()
+    # the second edit's checklist: the prompt, the produced image at its <image>, then the numbered key
+    # points with each key's picture at theirs (GT #3 has "<image>" in its text; Image #2 is the model's own)
+    checklists = [p for p in asked if p[0][1][0].startswith("TOY CHECKLIST")]
+    assert [
+        ("user", ["TOY CHECKLIST. Generated Image is ", "<img>",
+                  "\nTask Instructions is:\n1. Everything of ", "<img>", " is kept.\n2. Looks like ", "<img>", "."])
+    ] in checklists  # fmt: skip
+    assert [("user", ["TOY QUALITY. ## Input: ", "<img>", "\n"])] in asked
+    assert [("user", ["TOY ACCURACY {\"score\": 0|5|10}\nStandard Answer is : Image #3 has the moon.\n"
+                      "Generated Answer is : Image #3 has the moon.\n"])] in asked  # fmt: skip
+    s = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
+    assert s["judge_prompts"] == "source"
+    assert s["overall"]["key_point"] == pytest.approx(0.9) and s["overall"]["accuracy"] == pytest.approx(1.0)
+    md = cli("score", tmp_path / "run").out
+    assert "not comparable with published numbers" not in md
+
+
+def test_imug_protocol_source_asks_imugs_own_prompts(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    samples = imug_samples()
+    samples.append({"domain": "Cooking", "subdomain": "plating", "sample_id": 3, "tasks": [
+        {"turn": 1, "modality": "text", "input": [{"text": "Is the salad ready? A. yes B. no"}],
+         "output": {"answer": "A"}},
+        {"turn": 2, "modality": "image", "input": [{"text": "Plate the salad."}],
+         "output": {"evaluation_points": ["Salad on a plate.", "Tidy."]}}]})  # fmt: skip
+    assert cli("import", "imug", write_imug(tmp_path / "src", samples), "--out", tmp_path / "bench").code == 0
+    checkout = tmp_path / "IMUG-Bench"
+    (checkout / "scripts" / "auxiliary").mkdir(parents=True)
+    (checkout / "scripts" / "auxiliary" / "eval_prompt.txt").write_text("TOY POINTS PROMPT")
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=source_judge) as jsrv:
+        model, judge = _configs(tmp_path, msrv, jsrv)
+        args = ["eval", tmp_path / "bench", "--model", model, "--judge", judge, "--history", "self"]
+        r = cli(*args, "--out", tmp_path / "run", "--protocol-source", checkout)
+        assert r.code == 2 and "scripts/auxiliary/dynamic_prompt.txt: not found" in r.err
+        (checkout / "scripts" / "auxiliary" / "dynamic_prompt.txt").write_text("TOY DYNAMIC PROMPT")
+        r = cli(*args, "--out", tmp_path / "run", "--protocol-source", checkout)
+        assert r.code == 0, r.err
+        r = cli(*args, "--out", tmp_path / "own")
+        assert r.code == 0, r.err
+        asked = {
+            b["messages"][0]["content"]: _parts(b) for _, b in jsrv.requests if b["messages"][0]["role"] == "system"
+        }
+    # the points: IMUG-Bench's prompt as the system message, then the picture, then its listing
+    assert asked["TOY POINTS PROMPT"] == [
+        ("system", ["TOY POINTS PROMPT"]),
+        ("user", ["<img>", "Sequence description:\n- Image_1 (Target Image)\n\n[Task Instruction Recap]:\n"
+                  "Plate the salad.\n\n[Evaluation Points List]:\n1. Salad on a plate.\n2. Tidy.\n\n"
+                  "Please output JSON results."]),
+    ]  # fmt: skip
+    # the dynamic answer: the referenced turn by its own number, the model's picture there, the target question
+    assert asked["TOY DYNAMIC PROMPT"] == [
+        ("system", ["TOY DYNAMIC PROMPT"]),
+        ("user", ["### REFERENCE CONTEXT PROVIDED ###\nTurn 2: Q: Draw the cubes on a 3 x 3 grid, one red. | "
+                  "AI Resp: [IMAGE_RESPONSE: See Image_1]\n\n### TARGET QUESTION (Turn 3) ###\nQuestion: Which cells "
+                  "of your grid are coloured? A. top left B. centre C. corner\nType: SINGLE-CHOICE\nIdentify the "
+                  "correct options based on the images provided.", "<img>"]),
+    ]  # fmt: skip
+    run = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
+    assert run["judge_prompts"] == "source"
+    assert run["by_domain"]["Cooking"]["image"] == pytest.approx((5 + 2) / 2 * 20)
+    assert run["mcq"]["dynamic"]["paper"] == pytest.approx(100.0)  # "AB" against A + the resolved B
+    own = cli("score", tmp_path / "own")
+    assert json.loads(cli("score", tmp_path / "own", "--json").out)["runs"][0]["judge_prompts"] == "own"
+    assert "Own judge prompts" in own.out and "not comparable with published numbers" in own.out

@@ -180,8 +180,12 @@ def evaluate(
     cache: str | Path | None = None,
     workers: int = 1,
     strategy: str = "none",
+    protocol_source: str | Path | None = None,
 ) -> Summary:
     """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there).
+
+    ``protocol_source``: for a WEAVE or IMUG-Bench bench, the user's checkout of the
+    benchmark's repository, whose own judge prompts the judge then asks (`load_protocol_source`).
 
     ``layout`` defaults to the model config's, else yes-first; API responses are cached in
     ``cache`` (default ``out/cache.sqlite``), so a re-run or a re-judge never pays twice.
@@ -218,7 +222,7 @@ def evaluate(
             f"{dataset.root}: IMUG-Bench has no reference images for its image turns, so GT-History is not "
             "defined; use --history self (docs/benchmarks.md)"
         )
-    the_judge = _load_judge(judge, dataset, responses)
+    the_judge = _load_judge(judge, dataset, responses, protocol_source)
     config = getattr(the_model, "config", None)
     if layout is None:
         layout = config.layout if config is not None else "yes-first"
@@ -269,13 +273,21 @@ def reads_bench(model: object) -> bool:
     return isinstance(model, ReadsBench)
 
 
-def _load_judge(spec: str, dataset: Dataset, responses: ResponseCache) -> Judge:
-    """The run's judge; for a WEAVE or IMUG-Bench bench, their protocols over a VLM judge."""
+def _load_judge(
+    spec: str, dataset: Dataset, responses: ResponseCache, protocol_source: str | Path | None = None
+) -> Judge:
+    """The run's judge; for a WEAVE or IMUG-Bench bench, their protocols over a VLM judge (asking the
+    benchmark's own prompts from ``protocol_source``, a checkout of its repository, where given)."""
     family = dataset.manifest.family
     if family == Family.YANAMI:
+        if protocol_source is not None:
+            raise UserError("--protocol-source: only for a WEAVE or IMUG-Bench bench (YANAMI's protocol is yanami's)")
         return load_judge(spec, dataset, responses)
     from yanami.judges._families import FamilyJudge
+    from yanami.judges._sources import load_protocol_source
     from yanami.judges._vlm import VLMJudge
+
+    source = load_protocol_source(family, protocol_source) if protocol_source is not None else None
 
     title = FAMILIES[family].title
     if spec == "exact":
@@ -283,7 +295,7 @@ def _load_judge(spec: str, dataset: Dataset, responses: ResponseCache) -> Judge:
     vlm = load_judge(spec, dataset, responses)
     if not isinstance(vlm, VLMJudge):
         raise UserError(f"--judge {spec}: a {title} bench needs a VLM judge (a model config file)")
-    return FamilyJudge(vlm, dataset)  # type: ignore[return-value]
+    return FamilyJudge(vlm, dataset, source)  # type: ignore[return-value]
 
 
 def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
@@ -749,6 +761,7 @@ def rejudge(
     concurrency: int = 1,
     cache: str | Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    protocol_source: str | Path | None = None,
 ) -> Summary:
     """Judge a run's stored predictions again with another judge, without calling the model.
 
@@ -761,7 +774,7 @@ def rejudge(
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
     by_id = index_dialogues(dataset, dataset.read_all())
     responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
-    the_judge = _load_judge(judge, dataset, responses)
+    the_judge = _load_judge(judge, dataset, responses, protocol_source)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
         held.enter_context(RunLock(run))

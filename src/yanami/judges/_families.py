@@ -28,6 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from yanami.bench._format import CheckResult
+from yanami.families import SOURCE_MARK
+from yanami.judges._sources import ProtocolSource
 from yanami.judges._vlm import VLMJudge, _image, fence_code
 from yanami.models import InputImage, InputText, JudgeError
 from yanami.schema import CheckKind, Dialogue, Family, ImagePart, TextPart, Turn, TurnRef
@@ -45,6 +47,8 @@ from yanami.scoring._protocols import (
 from yanami.store import Dataset
 
 FAMILY_PROMPT_VERSION = "v1"
+
+
 FAMILY_RULES_VERSION = "2"
 """Bumped when a family's rules change what a verdict holds (2: IMUG-Bench's format weight read
 literally, with the options' own texts; an ``input`` reference is the first picture)."""
@@ -97,12 +101,17 @@ class Grade:
 class FamilyJudge:
     """WEAVE's and IMUG-Bench's protocols; a VLM judge for what needs judgement."""
 
-    def __init__(self, vlm: VLMJudge | None, bench: Dataset) -> None:
+    def __init__(self, vlm: VLMJudge | None, bench: Dataset, source: ProtocolSource | None = None) -> None:
         self.vlm = vlm
         self.bench = bench
+        self.source = source
         self.name = vlm.name if vlm is not None else "rules"
         base = vlm.version if vlm is not None else "rules"
-        self.version = f"{base}+families-{FAMILY_PROMPT_VERSION}.{FAMILY_RULES_VERSION}"
+        prompts = f"families-{FAMILY_PROMPT_VERSION}"
+        if source is not None:
+            prompts = f"{source.family.value}-{SOURCE_MARK}-{source.digest[:12]}"
+        self.version = f"{base}+{prompts}.{FAMILY_RULES_VERSION}"
+        """``...+families-v1.N``: yanami's own prompts; ``...+weave-source-<digest>.N``: the benchmark's."""
         self.settings = vlm.settings if vlm is not None else None
 
     # the plain `Judge` protocol: not for these families
@@ -112,13 +121,19 @@ class FamilyJudge:
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> Any:
         raise JudgeError(f"{d.id}: {d.family} turns are graded with `grade`")
 
-    def _ask(self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel]) -> Any:
+    def _ask(
+        self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel], system: str | None = None
+    ) -> Any:
         if self.vlm is None:
             raise JudgeError(f"{item}: this needs a VLM judge (--judge FILE); the rules alone cannot grade it")
-        return self.vlm._ask(item, parts, schema)
+        return self.vlm._ask(item, parts, schema, system)
 
     def grade(self, d: Dialogue, turn: Turn, image: bytes | None, text: str | None, earlier: Earlier) -> Grade:
         """Grade the model's output for a target turn (an image, or the text of a reply)."""
+        if d.family == Family.WEAVE and self.source is not None:
+            if turn.answer:
+                return self._weave_reply_source(d, turn, text or "")
+            return self._weave_image_source(d, turn, image, earlier)
         if d.family == Family.WEAVE:
             return self._weave_reply(d, turn, text or "") if turn.answer else self._weave_image(d, turn, image, earlier)
         if d.family == Family.IMUG:
@@ -201,6 +216,9 @@ class FamilyJudge:
             code = read_grid_code(image)
             code_points = grid_points(code, truth, len(turn.checks))
             reason += f"; IMUG-Bench's analyzer reads {code}" if code != found else ""
+        elif self.source is not None:
+            points, reason = self._imug_points_source(d, turn, image, earlier)
+            code_points = points
         else:
             notes: list[str] = []
             refs = self._refs(d, turn.references, earlier, notes)
@@ -231,7 +249,8 @@ class FamilyJudge:
         expected = "".join(answer.letters)
         reason = ""
         if answer.dynamic:
-            expected, reason = self._resolve(d, turn, earlier)
+            resolve = self._resolve_source if self.source is not None else self._resolve
+            expected, reason = resolve(d, turn, earlier)
         letters = sorted(set(expected))
         paper = mcq_paper(text, letters, question_options(_request(turn)))
         # the public code compares with the stored answer: the source's text, or the resolved letters
@@ -259,6 +278,159 @@ class FamilyJudge:
         )
         out = self._ask(f"{d.id}/t{turn.index}/dynamic", [InputText(prompt), *images], _Letters)
         return resolved_answer(answer.letters, out.letters), out.reason
+
+    # the benchmark's own prompts (--protocol-source), laid out as its evaluator lays them out -----
+
+    def _prompt(self, name: str) -> str:
+        assert self.source is not None
+        return self.source.prompts[name]
+
+    def _weave_image_source(self, d: Dialogue, turn: Turn, image: bytes | None, earlier: Earlier) -> Grade:
+        """WEAVE's ``eval/main.py``: the checklist and consistency prompts followed by the numbered
+        key points, the produced image and then each key's picture (in key order) put where the
+        text says ``<image>``; the quality prompt with the produced image alone."""
+        assert image is not None
+        item = f"{d.id}/t{turn.index}"
+        notes: list[str] = []
+        candidate = _image(image)
+        refs = [img for c in turn.checks for img in self._refs(d, c.references, earlier, notes)]
+        points = "\n".join(f"{n}. {c.text}" for n, c in enumerate(turn.checks, 1))
+        scores: dict[str, float] = {}
+        reasons: list[str] = []
+        for metric, name, images in (
+            ("key_point", "prompt_keypoint_checklist", [candidate, *refs]),
+            ("visual_consistency", "prompt_visual_consistency", [candidate, *refs]),
+            ("image_quality", "prompt_image_quality", [candidate]),
+        ):
+            text = self._prompt(name) + (points if metric != "image_quality" else "")
+            out = self._ask(item, _packed(text, images, item), _SourceScore)
+            scores[metric] = float(out.score)
+            reasons.append(out.reasoning)
+        return Grade(scores, reason="; ".join([reasons[0], *notes]))
+
+    def _weave_reply_source(self, d: Dialogue, turn: Turn, text: str) -> Grade:
+        assert turn.answer is not None
+        item = f"{d.id}/t{turn.index}"
+        try:
+            prompt = self._prompt("prompt_txt_acc").format(standard_answer=turn.answer.text, generated_answer=text)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise JudgeError(f"{item}: WEAVE's accuracy prompt does not format ({exc!r})") from None
+        out = self._ask(item, [InputText(prompt)], _SourceAccuracy)
+        return Grade({"accuracy": float(out.score)}, reason=out.reasoning)
+
+    def _imug_points_source(self, d: Dialogue, turn: Turn, image: bytes, earlier: Earlier) -> tuple[list[int], str]:
+        """IMUG-Bench's ``score_image.py``: its prompt as the system message; the references found,
+        then the produced image, then the sequence description, the turn's first text and the
+        numbered evaluation points."""
+        notes: list[str] = []
+        images: list[InputImage] = []
+        described: list[str] = []
+        for ref in turn.references:
+            found = self._refs(d, [ref], earlier, notes)
+            if found:
+                kind = "input" if ref.side == "user" else "output"
+                images.append(found[0])
+                described.append(f"Image_{len(images)} (Turn {_number(d.turns[ref.turn])} {kind} image)")
+        images.append(_image(image))
+        described.append(f"Image_{len(images)} (Target Image)")
+        listing = "".join(f"- {x}\n" for x in described)
+        points = "\n".join(f"{n}. {c.text}" for n, c in enumerate(turn.checks, 1))
+        text = (
+            f"Sequence description:\n{listing}\n[Task Instruction Recap]:\n{_first_text(turn)}\n\n"
+            f"[Evaluation Points List]:\n{points}\n\nPlease output JSON results."
+        )
+        item = f"{d.id}/t{turn.index}"
+        out = self._ask(item, [*images, InputText(text)], _SourcePoints, system=self._prompt("points"))
+        by_id = {str(r.point_id): r.score for r in out.evaluation_results}
+        want = [str(n) for n in range(1, len(turn.checks) + 1)]
+        top = CheckKind.EVALUATION_POINT.scale
+        if sorted(by_id) != sorted(want) or any(not 0 <= v <= top for v in by_id.values()):
+            raise JudgeError(f"{self.name}: the evaluation results must name points 1-{len(want)}, each 0-{top}")
+        return [round(by_id[n]) for n in want], "; ".join(notes)
+
+    def _resolve_source(self, d: Dialogue, turn: Turn, earlier: Earlier) -> tuple[str, str]:
+        """IMUG-Bench's ``resolve_dynamic_answers.py``: its prompt as the system message; each
+        referenced turn's first text and, where the model drew a picture there, that picture, else
+        the benchmark's stored answer of that turn (as its code does); then the target question."""
+        answer = turn.answer
+        assert answer is not None
+        context = "### REFERENCE CONTEXT PROVIDED ###\n"
+        images: list[InputImage] = []
+        for ref in sorted({r.turn for r in turn.references}):
+            own_image, _ = earlier(ref)
+            if own_image is not None:
+                images.append(_image(own_image))
+                said = f"[IMAGE_RESPONSE: See Image_{len(images)}]"
+            else:
+                stored = d.turns[ref].answer
+                said = stored.text if stored is not None else "[Text Response]"
+            question = _first_text(d.turns[ref]) or "[Visual Input]"
+            context += f"Turn {_number(d.turns[ref])}: Q: {question} | AI Resp: {said}\n"
+        several = d.domain == "Botany" and d.subdomain == "natural_growth"
+        prompt = (
+            f"{context}\n### TARGET QUESTION (Turn {_number(turn)}) ###\nQuestion: {_first_text(turn)}\n"
+            f"Type: {'MULTIPLE-CHOICE' if several else 'SINGLE-CHOICE'}\n"
+            "Identify the correct options based on the images provided."
+        )
+        item = f"{d.id}/t{turn.index}/dynamic"
+        out = self._ask(item, [InputText(prompt), *images], _SourceAnswer, system=self._prompt("dynamic"))
+        return resolved_answer(answer.letters, str(out.determined_answer)), out.reasoning
+
+
+class _SourceScore(BaseModel):
+    """WEAVE's reply: ``{"score": 0-10, "reasoning": ...}`` (other fields are ignored, as its code ignores them)."""
+
+    model_config = ConfigDict(extra="ignore")
+    score: float = Field(ge=0, le=10)
+    reasoning: str = ""
+
+
+class _SourceAccuracy(_SourceScore):
+    score: Literal[0, 5, 10]  # type: ignore[assignment]
+
+
+class _SourcePoint(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    point_id: int | str
+    score: float
+
+
+class _SourcePoints(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    evaluation_results: list[_SourcePoint]
+
+
+class _SourceAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    determined_answer: str | list[str] = ""
+    reasoning: str = ""
+
+
+def _packed(text: str, images: list[InputImage], item: str) -> list[InputText | InputImage]:
+    """WEAVE's ``pack_prompt_with_path``: the text split at each ``<image>``, the images in order
+    put there (images beyond the placeholders are not sent; too few is an error, as there)."""
+    pieces = text.split("<image>")
+    if len(pieces) - 1 > len(images):
+        raise JudgeError(f"{item}: WEAVE's prompt names {len(pieces) - 1} images; the turn has {len(images)}")
+    out: list[InputText | InputImage] = []
+    for k, piece in enumerate(pieces):
+        if piece:
+            out.append(InputText(piece))
+        if k < len(pieces) - 1:
+            out.append(images[k])
+    return out
+
+
+def _first_text(turn: Turn) -> str:
+    """The turn's first text, as IMUG-Bench's scorers read ``input[0]["text"]``."""
+    return next((p.text for p in turn.user.parts if isinstance(p, TextPart)), "")
+
+
+def _number(turn: Turn) -> int:
+    """A turn's number in its source (IMUG-Bench's ``turn``), else its index."""
+    intent = turn.hidden.intent if isinstance(turn.hidden.intent, dict) else {}
+    number = intent.get("turn")
+    return number if isinstance(number, int) and not isinstance(number, bool) else turn.index
 
 
 def _request(turn: Turn) -> str:

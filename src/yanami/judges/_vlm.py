@@ -170,9 +170,12 @@ class VLMJudge:
         self.settings = settings
         """The judge's config file, as read (recorded with a run)."""
 
-    def _ask(self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel]) -> Any:
+    def _ask(
+        self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel], system: str | None = None
+    ) -> Any:
+        before = (InputMessage("system", (InputText(system),)),) if system else ()
         try:
-            return ask_json(self._answer, item, parts, schema)
+            return ask_json(self._answer, item, parts, schema, before=before)
         except ValueError as exc:
             raise JudgeError(f"{self.name}: invalid judge output after a repair request ({exc})") from None
         except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing

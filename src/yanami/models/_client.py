@@ -164,7 +164,9 @@ def _chat_layout(request: Request) -> list[tuple[str, Content]]:
     """
     out: list[tuple[str, Content]] = []
     for m in request.messages:
-        if m.role == "assistant":
+        if m.role == "system":
+            out.append(("system", "\n".join(p.text for p in m.parts if isinstance(p, InputText))))
+        elif m.role == "assistant":
             text = " ".join(p.text for p in m.parts if isinstance(p, InputText))
             images: list[InputText | InputImage] = [p for p in m.parts if isinstance(p, InputImage)]
             out.append(("assistant", text or "(an image)"))

@@ -1,7 +1,7 @@
 """The ``infer-http`` adapter: IMUG-Bench's model-server protocol.
 
 POST {base_url}/infer
-{"history": [{"role": "user" | "assistant",
+{"history": [{"role": "system" | "user" | "assistant",
               "content": [{"type": "text", "text": ...} | {"type": "image", "image": <base64>}]}],
  "output_mode": "image_only" | "text_only", "temperature": 0.0}
 -> {"response": {"text": ...}} | {"response": {"image": <base64>}} | {"error": ...}

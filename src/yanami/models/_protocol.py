@@ -47,9 +47,10 @@ class InputImage:
 
 @dataclass(frozen=True)
 class InputMessage:
-    """One chat message: a role and interleaved parts."""
+    """One chat message: a role and interleaved parts (a ``system`` message holds text only:
+    a judge's instructions where a benchmark's own evaluator sends them so)."""
 
-    role: Literal["user", "assistant"]
+    role: Literal["system", "user", "assistant"]
     parts: tuple[InputText | InputImage, ...]
 
 

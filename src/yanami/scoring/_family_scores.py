@@ -20,7 +20,7 @@ from typing import Any
 from yanami.bench import RunManifest, read_rows
 from yanami.bench._format import open_bench
 from yanami.errors import UserError
-from yanami.families import FAMILIES, Family
+from yanami.families import FAMILIES, Family, own_prompts
 from yanami.schema import Dialogue
 from yanami.scoring._compare import PRIVILEGED_MARK
 from yanami.scoring._protocols import (
@@ -220,6 +220,7 @@ def family_json(runs: list[FamilyRun]) -> dict[str, Any]:
             "history": run.manifest.history,
             "model": run.manifest.model_name,
             "judge": run.manifest.judge.name,
+            "judge_prompts": judge_prompts(run),
             "privileged": bool(run.manifest.privileged),
             "coverage": run.coverage,
             "overall": row(run.records),
@@ -403,8 +404,25 @@ def _diff(v: dict[str, float | None]) -> float | None:
     return None if v["gt"] is None or v["self"] is None else v["self"] - v["gt"]
 
 
+def judge_prompts(run: FamilyRun) -> str:
+    """Whose prompts the run's judge asked: ``own`` (yanami's), ``source`` (the benchmark's own,
+    ``--protocol-source``) or ``none`` (rules alone)."""
+    j = run.manifest.judge
+    if j.name == "rules":
+        return "none"
+    return "own" if own_prompts(j.name, j.version) else "source"
+
+
+OWN_PROMPTS_NOTE = (
+    "Own judge prompts (yanami's paraphrase of the published rubrics): not comparable with published numbers; "
+    "--protocol-source DIR (your checkout of the benchmark's repository) asks the benchmark's own."
+)
+
+
 def _comparable_notes(runs: list[FamilyRun]) -> list[str]:
     notes = [PRIVILEGED_TABLE_NOTE] if any(r.manifest.privileged for r in runs) else []
+    if any(judge_prompts(r) == "own" for r in runs):
+        notes.append(OWN_PROMPTS_NOTE)
     if len({r.manifest.bench_sha256 for r in runs}) > 1:
         notes.append("Not comparable: these runs are on different benches.")
     if len({(r.manifest.judge.name, r.manifest.judge.version) for r in runs}) > 1:
@@ -432,7 +450,8 @@ def family_report(runs: list[FamilyRun], tables: list[Table]) -> str:
     title = FAMILIES[runs[0].family].title
     head = "".join(
         f"<li>{html.escape(r.label)}: {html.escape(r.manifest.model_name)}, {r.manifest.history.upper()}-History, "
-        f"judge {html.escape(r.manifest.judge.name)} ({html.escape(r.manifest.judge.version)}), protocol "
+        f"judge {html.escape(r.manifest.judge.name)} ({html.escape(r.manifest.judge.version)}; prompts: "
+        f"{judge_prompts(r)}), protocol "
         f"{FAMILIES[r.family].protocol}, {r.coverage['valid']} of {r.coverage['expected']} items valid</li>"
         for r in runs
     )
