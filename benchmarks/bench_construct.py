@@ -67,7 +67,7 @@ class Canned:
         self.plans: dict[str, str] = {}
 
     def brain(self, path: str, body: dict[str, Any]) -> Any:
-        from yanami.models._fake import chat_text
+        from yanami.models.fake import chat_text
 
         if "/images/" in path:
             return self.image
@@ -87,7 +87,7 @@ class Canned:
 
 
 def serve(latency: float) -> None:
-    from yanami.models._fake import FakeServer
+    from yanami.models.fake import FakeServer
 
     with FakeServer(brain=Canned().brain, latency_s=latency, record=False) as s:
         print(s.url, flush=True)

@@ -19,8 +19,8 @@ from yanami.schema import (
     Question,
     QuestionType,
     TextPart,
-    dialogue_problems,
 )
+from yanami.store import dialogue_problems
 from yanami.synthetic import synthetic_dialogue
 
 SHA = "a" * 64

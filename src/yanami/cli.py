@@ -17,12 +17,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from yanami import __version__
 from yanami.errors import UserError
+from yanami.run_format import History, Layout
 from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
 if TYPE_CHECKING:
     from yanami.construct import ConstructSummary
     from yanami.scoring import RunScores
-    from yanami.world._shortcuts import Battery
+    from yanami.world import Battery
 
 T = TypeVar("T")
 
@@ -420,8 +421,7 @@ def audit(
     judge rebases it on their own earlier images. Exit 1 if any check is undecidable.
     """
     from yanami.store import Dataset
-    from yanami.world._audit import Audit, audit_dialogue
-    from yanami.world._shortcuts import Shortcuts
+    from yanami.world import Audit, Shortcuts, audit_dialogue
 
     ds = Dataset(bench)
     report = Audit()
@@ -526,17 +526,6 @@ def _shortcut_lines(battery: Battery) -> str:
 
 SHORTCUT_LIMIT = 0.35
 """Above this share, a text-only rule is reported as a shortcut (chance is 25 %)."""
-
-
-class HistoryOpt(StrEnum):
-    gt = "gt"
-    self = "self"
-
-
-class LayoutOpt(StrEnum):
-    yes_first = "yes-first"
-    yes_front = "yes-front"
-    concatenate = "concatenate"
 
 
 class TableFormat(StrEnum):
@@ -853,11 +842,11 @@ def eval_(
         ),
     ],
     out_dir: Annotated[Path, typer.Option("--out", help="The run directory (created, or resumed).", metavar="DIR")],
-    history: Annotated[HistoryOpt, typer.Option(help="gt: ground-truth earlier images; self: the model's own.")] = (
-        HistoryOpt.gt
+    history: Annotated[History, typer.Option(help="gt: ground-truth earlier images; self: the model's own.")] = (
+        History.GT
     ),
     layout: Annotated[
-        LayoutOpt | None,
+        Layout | None,
         typer.Option(help="How images are placed in the input (default: the model config's, else yes-first)."),
     ] = None,
     judge: Annotated[
@@ -921,8 +910,8 @@ def eval_(
             bench,
             model,
             out_dir,
-            history=history.value,  # type: ignore[arg-type]
-            layout=layout.value if layout else None,  # type: ignore[arg-type]
+            history=history,
+            layout=layout,
             judge=judge,
             concurrency=concurrency,
             limit=limit,
@@ -940,8 +929,7 @@ def eval_(
     )
     family_runs = _family_runs([out_dir], None)
     if family_runs is not None:
-        from yanami.scoring import markdown
-        from yanami.scoring._family_scores import family_tables
+        from yanami.scoring import family_tables, markdown
 
         out.print(markdown(family_tables(family_runs)[0]).rstrip("\n"), markup=False)
         valid, expected = family_runs[0].coverage["valid"], family_runs[0].coverage["expected"]
@@ -995,7 +983,7 @@ def score(
 
     family_runs = _family_runs(runs, judge)
     if family_runs is not None:
-        from yanami.scoring._family_scores import family_json, family_tables
+        from yanami.scoring import family_json, family_tables
 
         if as_json:
             text = json.dumps(family_json(family_runs), indent=2)
@@ -1034,7 +1022,7 @@ def _family_runs(runs: list[Path], judge: str | None) -> list[Any] | None:
         return None
     if "yanami" in families:
         raise UserError("YANAMI runs and runs of another family are not comparable: score them apart")
-    from yanami.scoring._family_scores import load_family_runs
+    from yanami.scoring import load_family_runs
 
     return load_family_runs(runs, judge)
 
@@ -1081,7 +1069,7 @@ def report(
 
     family_runs = _family_runs(runs, judge)
     if family_runs is not None:
-        from yanami.scoring._family_scores import family_report, family_tables
+        from yanami.scoring import family_report, family_tables
 
         target = out_file if out_file is not None else Path(f"report.{REPORT_SUFFIX[format_]}")
         ftables = family_tables(family_runs)
@@ -1154,9 +1142,8 @@ def agreement(
 ) -> None:
     """Judge reliability: Pearson (95 % bootstrap interval), Spearman and Cohen's kappa against humans or a judge."""
     from yanami.bench import read_rows
-    from yanami.scoring import check_run_dir, run_judges
-    from yanami.scoring._agreement import agreement as agree
-    from yanami.scoring._agreement import check_verdicts, item_scores, read_human
+    from yanami.scoring import agreement as agree
+    from yanami.scoring import check_run_dir, check_verdicts, item_scores, read_human, run_judges
 
     check_run_dir(run)
     raters = {}
@@ -1207,8 +1194,8 @@ def calibrate(
     """Calibrate a judge on world data: its verdicts against the exact judge's, on corrupted and injected candidates."""
     from yanami._files import is_stdout, write_output
     from yanami.bench import select_dialogues
+    from yanami.judges import calibrate as run_calibration
     from yanami.judges import load_judge
-    from yanami.judges._calibration import calibrate as run_calibration
     from yanami.models import ResponseCache
     from yanami.store import Dataset
 
@@ -1288,7 +1275,7 @@ def serve_fake(
     """
     import threading
 
-    from yanami.models._fake import FakeServer
+    from yanami.models.fake import FakeServer
 
     try:
         server = FakeServer(latency_s=latency, port=port)

@@ -35,15 +35,15 @@ FLOORS = (
 )
 """The trivial strategies: each reads nothing but its request, and none may reach the stateless agent."""
 DEMO_RUNS: tuple[tuple[str, History], ...] = (
-    *((floor, "gt") for floor in FLOORS),
-    ("reference:stateless", "gt"),
-    ("reference:no-constraints", "gt"),
-    ("reference:no-corrections", "gt"),
-    ("reference:no-coreference", "gt"),
-    ("reference:no-retrieval", "gt"),
-    ("reference:stateful", "gt"),
-    ("reference:oracle", "gt"),
-    ("reference:stateful", "self"),
+    *((floor, History.GT) for floor in FLOORS),
+    ("reference:stateless", History.GT),
+    ("reference:no-constraints", History.GT),
+    ("reference:no-corrections", History.GT),
+    ("reference:no-coreference", History.GT),
+    ("reference:no-retrieval", History.GT),
+    ("reference:stateful", History.GT),
+    ("reference:oracle", History.GT),
+    ("reference:stateful", History.SELF),
 )
 """(model, history) of every demo run, in the order of the tables: floor first."""
 RUN_ORDER = (

@@ -35,6 +35,13 @@ class FamilyFacts:
     open_domains: bool = False
     """Whether a dialogue may have a domain `classes` does not list: IMUG-Bench reads its classes
     from the source's own config and files a domain it does not list under "Unassigned"."""
+    own_protocol: bool = True
+    """Whether yanami's own judges grade it (exact or VLM); otherwise its protocol's judge over a
+    VLM judge (`yanami.judges.FamilyJudge`), and ``--protocol-source`` applies."""
+    gt_history: str = ""
+    """Why GT-History is not defined for it ("" where it is)."""
+    self_history_min_turns: int = 0
+    """Self-History is reported on its dialogues with at least this many generation turns."""
 
     def domains(self) -> tuple[str, ...]:
         """Every domain, class by class."""
@@ -49,7 +56,7 @@ class FamilyFacts:
 FAMILIES: dict[Family, FamilyFacts] = {
     f.family: f
     for f in (
-        FamilyFacts(Family.YANAMI, "YANAMI", "yanami-1", {}),
+        FamilyFacts(Family.YANAMI, "YANAMI", "yanami-1", {}, self_history_min_turns=2),
         # weichow23/weave, eval/config.py (WEAVE_DOMAIN)
         FamilyFacts(
             Family.WEAVE,
@@ -61,6 +68,7 @@ FAMILIES: dict[Family, FamilyFacts] = {
                 "logic": ("spatial", "mathematics"),
                 "game": ("chess_game", "visual_jigsaw", "minecraft", "maze"),
             },
+            own_protocol=False,
         ),
         # ccccEsion/IMUG-Bench, config/domain_classes.json
         FamilyFacts(
@@ -79,6 +87,8 @@ FAMILIES: dict[Family, FamilyFacts] = {
                 ),
             },
             open_domains=True,
+            own_protocol=False,
+            gt_history="IMUG-Bench has no reference images for its image turns",
         ),
     )
 }

@@ -38,8 +38,8 @@ from yanami.schema import (
     Turn,
     TurnHidden,
 )
-from yanami.world._scene import COLOURS as WORLD_COLOURS
-from yanami.world._scene import SHAPES as WORLD_SHAPES
+from yanami.world import COLOURS as WORLD_COLOURS
+from yanami.world import SHAPES as WORLD_SHAPES
 
 if TYPE_CHECKING:
     from yanami.store import Manifest

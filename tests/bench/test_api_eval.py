@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yanami.models._fake import FakeServer
+from yanami.models.fake import FakeServer
 
 
 def _configs(tmp_path: Path, srv: FakeServer, **extra: str) -> tuple[Path, Path, Path]:

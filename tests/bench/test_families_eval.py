@@ -12,7 +12,7 @@ import pytest
 
 from tests.importers.samples import IMUG_GRID, imug_samples, write_imug, write_weave
 from tests.scoring.test_protocols import drawn_grid
-from yanami.models._fake import FakeServer, chat_images, chat_text, plain_png
+from yanami.models.fake import FakeServer, chat_images, chat_text, plain_png
 
 
 def _configs(tmp_path: Path, model: FakeServer, judge: FakeServer) -> tuple[Path, Path]:

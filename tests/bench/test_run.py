@@ -267,7 +267,7 @@ def test_a_run_resumed_under_a_newer_judge_version_is_graded_again(world_bench, 
 def test_a_strategy_on_a_yanami_bench_counts_calls_and_shows_in_the_tables(world_bench, tmp_path, cli) -> None:
     import sqlite3
 
-    from yanami.models._fake import FakeServer
+    from yanami.models.fake import FakeServer
 
     with pytest.raises(UserError, match="reference agents answer the bench's own questions only"):
         evaluate(world_bench, "reference:oracle", tmp_path / "x", strategy="cot")

@@ -17,7 +17,7 @@ import pytest
 from yanami.bench import _run, build_request, evaluate, items_of, read_rows, rejudge, select_dialogues
 from yanami.errors import UserError
 from yanami.models import Request
-from yanami.models._fake import FakeServer
+from yanami.models.fake import FakeServer
 from yanami.schema import ImagePart
 from yanami.store import Dataset
 

@@ -18,7 +18,7 @@ import pytest
 from yanami.construct import construct, prepare, store_path
 from yanami.construct._standins import StandIns, pixel_std
 from yanami.errors import UserError
-from yanami.models._fake import FakeServer, chat_images, chat_text
+from yanami.models.fake import FakeServer, chat_images, chat_text
 from yanami.schema import Scenario
 from yanami.store import Dataset, validate_dataset
 

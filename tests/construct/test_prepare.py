@@ -17,7 +17,7 @@ from tests.helpers import snapshot
 from yanami.construct import Group, Label, PoolManifest, prepare, read_pool
 from yanami.construct._standins import StandIns
 from yanami.errors import UserError
-from yanami.models._fake import FakeServer
+from yanami.models.fake import FakeServer
 
 
 def picture(seed: int, size: tuple[int, int] = (96, 64)) -> bytes:

@@ -10,7 +10,7 @@ from tests.judges.test_choice import READINGS
 from yanami.judges import ExactJudge, JudgeError, VLMJudge, fence_code, parse_reply, prompt
 from yanami.judges._vlm import _DSU, _SC
 from yanami.models import ModelConfig, model_from_config
-from yanami.models._fake import FakeServer, default_text, grading_judge
+from yanami.models.fake import FakeServer, default_text, grading_judge
 from yanami.schema import CHOICE_LETTERS, ImagePart
 from yanami.store import Dataset
 
@@ -158,7 +158,7 @@ def test_a_judge_that_refuses_grades_nothing(world_bench, world_dialogues) -> No
 def test_the_exact_and_the_vlm_judge_read_dsu_answers_alike(world_bench, world_dialogues) -> None:
     """The same table as the exact judge's reading (test_choice.py), graded by the VLM judge over
     the scripted server, whose DSU verdicts follow the v3 prompt's rule with a reading of its
-    own (`yanami.models._fake.dsu_verdict`), so agreement is not one function agreeing with itself."""
+    own (`yanami.models.fake.dsu_verdict`), so agreement is not one function agreeing with itself."""
     d = world_dialogues[0]
     base = d.questions[0]
     exact = ExactJudge()
@@ -180,7 +180,7 @@ def test_the_scripted_dsu_reading_is_its_own() -> None:
     import ast
     import inspect
 
-    from yanami.models import _fake
+    from yanami.models import fake as _fake
 
     # an import of the exact judge's reading would make the agreement above self-agreement
     tree = ast.parse(inspect.getsource(_fake))

@@ -23,9 +23,9 @@ from yanami.models import (
     Transient,
     load_config,
 )
-from yanami.models._fake import FakeServer, plain_png
 from yanami.models._infer import InferHTTPModel
 from yanami.models._openai import OpenAIModel
+from yanami.models.fake import FakeServer, plain_png
 
 
 def _png(colour: tuple[int, int, int]) -> InputImage:

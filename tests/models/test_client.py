@@ -25,9 +25,9 @@ from yanami.models import (
     redact,
     refusal,
 )
-from yanami.models._fake import FakeServer, plain_png
 from yanami.models._infer import InferHTTPModel
 from yanami.models._openai import OpenAIModel
+from yanami.models.fake import FakeServer, plain_png
 
 
 def _request(text: str = "Make the cube red.") -> Request:
@@ -199,8 +199,8 @@ def test_the_chat_body_is_the_chat_messages_as_json() -> None:
 def test_structured_output_usage_and_prices() -> None:
     from yanami.models import InputMessage, InputText, ModelConfig, Request
     from yanami.models._config import Prices
-    from yanami.models._fake import FakeServer
     from yanami.models._openai import OpenAIModel
+    from yanami.models.fake import FakeServer
 
     schema = {"type": "object", "properties": {"keep": {"type": "boolean"}}}
     request = Request(

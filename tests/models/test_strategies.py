@@ -9,8 +9,8 @@ import pytest
 
 from yanami.errors import UserError
 from yanami.models import InputMessage, InputText, Request
-from yanami.models._fake import plain_png
 from yanami.models._strategies import StrategyModel, final_answer, parse_strategy
+from yanami.models.fake import plain_png
 
 PICTURES = [plain_png(colour=(10 * k, 0, 0)) for k in range(8)]
 

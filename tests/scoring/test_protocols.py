@@ -7,7 +7,7 @@ import io
 import pytest
 from PIL import Image, ImageDraw
 
-from yanami.scoring._protocols import (
+from yanami.judges._family_rules import (
     grid_points,
     imug_image_score,
     mcq_code,
@@ -16,10 +16,8 @@ from yanami.scoring._protocols import (
     read_grid,
     read_grid_code,
     resolved_answer,
-    weave_metric_means,
-    weave_score,
-    weave_score_code,
 )
+from yanami.scoring._protocols import weave_metric_means, weave_score, weave_score_code
 
 
 def test_weave_pools_each_metric_then_weighs() -> None:

@@ -10,7 +10,8 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from yanami.schema import Dialogue, dialogue_problems
+from yanami.schema import Dialogue
+from yanami.store import dialogue_problems
 from yanami.store._fast import PATTERNED_FIELDS, fast_walk
 from yanami.synthetic import synthetic_dialogue
 

@@ -16,18 +16,12 @@ from yanami.bench._format import (
     read_manifest,
 )
 from yanami.bench._items import (
-    GLOBAL_SEED,
-    HISTORIES,
-    LAYOUTS,
-    History,
     Item,
-    Layout,
     build_request,
     composite,
     generation_turns,
     item_seed,
     items_of,
-    question_prompt,
 )
 from yanami.bench._lock import RunLock
 from yanami.bench._results import RESULTS, Results, RunRows, read_rows
@@ -40,6 +34,8 @@ from yanami.bench._run import (
     rejudge,
     select_dialogues,
 )
+from yanami.models import question_prompt, reads_bench
+from yanami.run_format import GLOBAL_SEED, HISTORIES, LAYOUTS, History, Layout
 
 __all__ = [
     "GLOBAL_SEED",
@@ -77,6 +73,7 @@ __all__ = [
     "question_prompt",
     "read_manifest",
     "read_rows",
+    "reads_bench",
     "rejudge",
     "select_dialogues",
 ]

@@ -16,14 +16,9 @@ from typing import Literal
 
 from PIL import Image, ImageDraw
 
-from yanami.models import InputImage, InputMessage, InputText, Request, options_text, output_frame
+from yanami.models import InputImage, InputMessage, InputText, Request, output_frame, question_prompt
+from yanami.run_format import GLOBAL_SEED, Layout
 from yanami.schema import Dialogue, ImagePart, Question, TextPart
-
-GLOBAL_SEED = 42
-History = Literal["gt", "self"]
-Layout = Literal["yes-first", "yes-front", "concatenate"]
-HISTORIES: tuple[History, ...] = ("gt", "self")
-LAYOUTS: tuple[Layout, ...] = ("yes-first", "yes-front", "concatenate")
 
 
 @dataclass(frozen=True)
@@ -68,13 +63,6 @@ def items_of(d: Dialogue, *, turns: bool = True, questions: bool = True) -> list
 def question_of(d: Dialogue, item: Item) -> Question:
     """The question an item asks."""
     return next(q for q in d.questions if q.id == item.question)
-
-
-def question_prompt(q: Question) -> str:
-    """The user message that asks a DSU question (options lettered A, B, ...)."""
-    if not q.choices:
-        return f"{q.text}\n\nAnswer briefly."
-    return f"{q.text}\n\nOptions:\n{options_text(q.choices)}\n\nReply with the letter of the correct option only."
 
 
 ImageBytes = Callable[[int, str, int, ImagePart], bytes | InputImage]

@@ -15,7 +15,7 @@ import contextlib
 import json
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 from yanami._files import atomic_write
 from yanami.bench._format import (
     RUN_MANIFEST,
-    CheckResult,
     JudgeInfo,
     Prediction,
     RunManifest,
@@ -35,9 +34,7 @@ from yanami.bench._format import (
     read_manifest,
 )
 from yanami.bench._items import (
-    History,
     Item,
-    Layout,
     build_request,
     generation_turns,
     item_seed,
@@ -48,22 +45,25 @@ from yanami.bench._lock import LOCK, RunLock
 from yanami.bench._results import Results
 from yanami.errors import UserError
 from yanami.families import FAMILIES
-from yanami.judges import Judge, JudgeError, judge_settings, load_judge
+from yanami.judges import Judge, JudgeError, judge_for_bench, judge_settings
 from yanami.models import (
     InputImage,
-    JudgesOwnHistory,
     Model,
-    ReadsBench,
+    Output,
+    OwnHistory,
     Refused,
     ResponseCache,
+    StrategyModel,
     Transient,
     load_model,
+    parse_strategy,
+    reads_bench,
     redact,
     validate_image,
     validate_text,
 )
-from yanami.models._strategies import StrategyModel, parse_strategy
-from yanami.schema import Dialogue, Family, ImagePart, TextPart
+from yanami.run_format import HISTORIES, LAYOUTS, History, Layout
+from yanami.schema import Dialogue, ImagePart, TextPart
 from yanami.store import Dataset, open_image_bytes
 from yanami.world import parse_workers
 
@@ -115,8 +115,7 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
     """
     chains: list[list[Item]] = []
     for d in dialogues:
-        family = d.family != Family.YANAMI
-        if history == "self" and not family and len(generation_turns(d)) < 2:
+        if history == "self" and len(generation_turns(d)) < FAMILIES[d.family].self_history_min_turns:
             continue  # YANAMI's Self-History is reported on dialogues with more than one generation turn
         items = items_of(d, turns=generates, questions=answers)
         if items:
@@ -169,8 +168,8 @@ def evaluate(
     model: str,
     out: str | Path,
     *,
-    history: History = "gt",
-    layout: Layout | None = None,
+    history: History | str = History.GT,
+    layout: Layout | str | None = None,
     judge: str = "exact",
     concurrency: int | None = None,
     limit: int | None = None,
@@ -196,6 +195,11 @@ def evaluate(
     """
     from yanami import __version__
 
+    if history not in HISTORIES or (layout is not None and layout not in LAYOUTS):
+        bad = f"--history {history}" if history not in HISTORIES else f"--layout {layout}"
+        raise UserError(f"{bad}: not one of {', '.join(HISTORIES if history not in HISTORIES else LAYOUTS)}")
+    history = History(history)
+    layout = Layout(layout) if layout is not None else None
     if concurrency is None:
         concurrency = default_concurrency(workers)
     if concurrency < 1:
@@ -217,15 +221,13 @@ def evaluate(
     if privileged:
         the_model.bind_bench(dataset.root)  # type: ignore[attr-defined]
     family = dataset.manifest.family
-    if family == Family.IMUG and history == "gt":
-        raise UserError(
-            f"{dataset.root}: IMUG-Bench has no reference images for its image turns, so GT-History is not "
-            "defined; use --history self (docs/benchmarks.md)"
-        )
-    the_judge = _load_judge(judge, dataset, responses, protocol_source)
+    why = FAMILIES[family].gt_history
+    if why and history == History.GT:
+        raise UserError(f"{dataset.root}: {why}, so GT-History is not defined; use --history self (docs/benchmarks.md)")
+    the_judge = judge_for_bench(judge, dataset, responses, protocol_source)
     config = getattr(the_model, "config", None)
     if layout is None:
-        layout = config.layout if config is not None else "yes-first"
+        layout = Layout(config.layout) if config is not None else Layout.YES_FIRST
     if layout not in getattr(the_model, "layouts", (layout,)):
         raise UserError(f"--layout {layout}: {the_model.name} takes {' or '.join(the_model.layouts)} only")  # type: ignore[attr-defined]
     answers, generates = the_model.answer is not None, the_model.generate is not None
@@ -264,38 +266,6 @@ def evaluate(
     finally:
         responses.close()
         lock.release()
-
-
-def reads_bench(model: object) -> bool:
-    """Whether the runner hands ``model`` the bench (it has ``bind_bench``: `ReadsBench`), which makes
-    its run privileged: it reads the bench, so its scores are not a model result. The one place
-    that decides it; the manifest records the answer (``privileged``)."""
-    return isinstance(model, ReadsBench)
-
-
-def _load_judge(
-    spec: str, dataset: Dataset, responses: ResponseCache, protocol_source: str | Path | None = None
-) -> Judge:
-    """The run's judge; for a WEAVE or IMUG-Bench bench, their protocols over a VLM judge (asking the
-    benchmark's own prompts from ``protocol_source``, a checkout of its repository, where given)."""
-    family = dataset.manifest.family
-    if family == Family.YANAMI:
-        if protocol_source is not None:
-            raise UserError("--protocol-source: only for a WEAVE or IMUG-Bench bench (YANAMI's protocol is yanami's)")
-        return load_judge(spec, dataset, responses)
-    from yanami.judges._families import FamilyJudge
-    from yanami.judges._sources import load_protocol_source
-    from yanami.judges._vlm import VLMJudge
-
-    source = load_protocol_source(family, protocol_source) if protocol_source is not None else None
-
-    title = FAMILIES[family].title
-    if spec == "exact":
-        raise UserError(f"{dataset.root}: a {title} bench is graded by a VLM judge: --judge FILE (docs/benchmarks.md)")
-    vlm = load_judge(spec, dataset, responses)
-    if not isinstance(vlm, VLMJudge):
-        raise UserError(f"--judge {spec}: a {title} bench needs a VLM judge (a model config file)")
-    return FamilyJudge(vlm, dataset, source)  # type: ignore[return-value]
 
 
 def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
@@ -615,12 +585,6 @@ class _Runner:
         return p.text if p is not None and p.status == "ok" else None
 
 
-def _effect(predicate: object) -> str | None:
-    """What an atomic check tests, where its data says (world checks: ``"effect"`` in the predicate)."""
-    effect = predicate.get("effect") if isinstance(predicate, dict) else None
-    return effect if effect in ("change", "preservation") else None
-
-
 def _input_image(data: bytes, sha: str) -> InputImage:
     img = open_image_bytes(data)  # the header only: the model's own image, checked when it was made
     return InputImage(data, sha, img.width, img.height)
@@ -667,13 +631,12 @@ def _judge(
     own: dict[int, str] | None = None,
     earlier: Earlier | None = None,
 ) -> Verdict | None:
-    """The verdict on an ok prediction (None otherwise: nothing to grade).
+    """The verdict on an ok prediction (None otherwise: nothing to grade), by the judge's one
+    method, `Judge.grade`.
 
-    A WEAVE or IMUG-Bench turn is graded by its family's protocol (`FamilyJudge.grade`), with
-    ``earlier`` giving the model's own outputs of the dialogue's earlier turns.
-
-    ``own`` (Self-History) names the model's own images of the earlier target turns: a judge
-    that implements `JudgesOwnHistory` grades against them where an earlier free choice matters.
+    ``own`` (Self-History) names the model's own images of the earlier target turns, and
+    ``earlier`` gives its own outputs at the dialogue's earlier turns; the judge takes what its
+    protocol needs of them (`OwnHistory`).
 
     A judge that fails (an unreachable server, output that stays invalid after its repair
     retry) gives a verdict with status ``error``: the item is then not scored, and the next
@@ -681,73 +644,32 @@ def _judge(
     """
     if p.status != "ok":
         return None
-    if d.family != Family.YANAMI:
-        return _judge_family(judge, d, p, store, image_data, earlier)
+    image = image_data if image_data is not None or p.image is None else store.image(p.image)
+    output = Output(item=p.item, kind=p.kind, turn=p.turn, text=p.text, image=image)
+    history = OwnHistory(
+        images=None if own is None else _StoredImages(own, store),
+        earlier=earlier or (lambda t: (None, None)),
+    )
     try:
-        if p.kind == "question":
-            q = next(q for q in d.questions if q.id == p.item.rpartition("/")[2])
-            v = judge.judge_answer(d, q, p.text or "")
-            return Verdict(
-                item=p.item,
-                judge=judge.name,
-                judge_version=judge.version,
-                status="ok",
-                score=v.score,
-                aligned=list(q.aligned_checks),
-                reason=v.reason,
-            )
-        turn = d.turns[p.turn]
-        assert p.image is not None
-        data = image_data if image_data is not None else store.image(p.image)
-        if own is not None and isinstance(judge, JudgesOwnHistory):
-            iv = judge.judge_image_in_history(d, turn, data, {t: store.image(sha) for t, sha in own.items()})
-        else:
-            iv = judge.judge_image(d, turn, data)
+        return judge.grade(d, output, history)
     except JudgeError as exc:
         return Verdict(item=p.item, judge=judge.name, judge_version=judge.version, status="error", reason=str(exc))
-    checks = [
-        CheckResult(
-            id=c.id,
-            kind=c.kind.value,
-            capability=c.capability.value if c.capability else None,
-            passed=None if iv.checks[c.id] is None else bool(iv.checks[c.id]),  # None: undecidable for this model
-            effect=_effect(c.hidden.predicate),
-        )
-        for c in turn.checks
-    ]
-    return Verdict(
-        item=p.item,
-        judge=judge.name,
-        judge_version=judge.version,
-        status="ok",
-        vq=iv.vq,
-        checks=checks,
-        reason=iv.reason,
-    )
 
 
-def _judge_family(
-    judge: Judge, d: Dialogue, p: Prediction, store: Results, image_data: bytes | None, earlier: Earlier | None
-) -> Verdict:
-    from yanami.judges._families import FamilyJudge
+class _StoredImages(Mapping[int, bytes]):
+    """The model's own images of earlier turns (turn -> SHA-256), read from the run's store when asked."""
 
-    assert isinstance(judge, FamilyJudge)
-    turn = d.turns[p.turn]
-    data = image_data if image_data is not None or p.image is None else store.image(p.image)
-    try:
-        g = judge.grade(d, turn, data, p.text, earlier or (lambda t: (None, None)))
-    except JudgeError as exc:
-        return Verdict(item=p.item, judge=judge.name, judge_version=judge.version, status="error", reason=str(exc))
-    return Verdict(
-        item=p.item,
-        judge=judge.name,
-        judge_version=judge.version,
-        status="ok",
-        score=g.score,
-        checks=g.checks,
-        scores=g.scores,
-        reason=g.reason,
-    )
+    def __init__(self, shas: dict[int, str], store: Results) -> None:
+        self.shas, self.store = shas, store
+
+    def __getitem__(self, turn: int) -> bytes:
+        return self.store.image(self.shas[turn])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.shas)
+
+    def __len__(self) -> int:
+        return len(self.shas)
 
 
 EXTRA_JUDGES = "judges.json"
@@ -774,7 +696,7 @@ def rejudge(
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
     by_id = index_dialogues(dataset, dataset.read_all())
     responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
-    the_judge = _load_judge(judge, dataset, responses, protocol_source)
+    the_judge = judge_for_bench(judge, dataset, responses, protocol_source)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
         held.enter_context(RunLock(run))

@@ -57,8 +57,7 @@ from yanami.construct._plan import MIN_CAPABILITIES, Plan, PlanTurn, plan_dialog
 from yanami.construct._prepare import GROUPS, MANIFEST, STAND_INS, Group, Label, PoolManifest
 from yanami.construct._templates import Templates
 from yanami.errors import UserError
-from yanami.judges import ask_json, fence_code
-from yanami.judges._vlm import parse_reply
+from yanami.judges import ask_json, fence_code, parse_reply
 from yanami.models import (
     Fatal,
     InputImage,
@@ -83,8 +82,8 @@ from yanami.store import (
     image_header,
     image_info,
     image_relpath,
+    sha256_hex,
 )
-from yanami.store._images import sha256_hex
 
 STORE_SUFFIX = ".construct"
 SETTINGS = "settings.json"
@@ -674,7 +673,7 @@ def _tasks(
     seed: int,
     pooldir: Path,
 ) -> list[_Task]:
-    from yanami.world._build import plan as schedule
+    from yanami.world import plan as schedule
 
     by_scenario: dict[Scenario, list[Group]] = {s: [] for s in Scenario}
     for g in groups:
@@ -791,7 +790,7 @@ def construct(
         if STAND_INS in specs.values():
             from yanami.construct._prepare import stand_in_model
             from yanami.construct._standins import StandIns
-            from yanami.models._fake import FakeServer
+            from yanami.models.fake import FakeServer
 
             server = stack.enter_context(FakeServer(brain=StandIns(fault_rate=faults).brain))
         for role, spec in specs.items():

@@ -37,8 +37,8 @@ from yanami.schema import (
     TextPart,
     Turn,
     TurnHidden,
-    dialogue_problems,
 )
+from yanami.store import dialogue_problems
 
 MIN_CAPABILITIES = 4
 """Every YANAMI-style dialogue exercises at least four of the six capabilities."""

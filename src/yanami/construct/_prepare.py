@@ -370,7 +370,7 @@ def prepare(
         stack.callback(response_cache.close)
         if STAND_INS in (filter_spec, repair_spec):
             from yanami.construct._standins import StandIns
-            from yanami.models._fake import FakeServer
+            from yanami.models.fake import FakeServer
 
             server = stack.enter_context(FakeServer(brain=StandIns().brain))
             filter_model = stand_in_model("stand-in-filter", server.url, response_cache, answers=True)

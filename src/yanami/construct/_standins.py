@@ -40,7 +40,7 @@ import numpy as np
 from PIL import Image
 
 from yanami.construct._pool import PoolEntry
-from yanami.models._fake import chat_images, chat_text, plain_png
+from yanami.models.fake import chat_images, chat_text, plain_png
 
 BLANK_STD = 4.0
 """Pixel standard deviation (0–255) below which the filter stand-in sees a blank canvas."""
@@ -319,8 +319,7 @@ class StandIns:
 def world_plan(scenario: str, dialogue_id: str, seed: int, offered: list[bytes]) -> dict[str, Any]:
     """The plan of a world dialogue, its user pictures numbered as ``offered`` (JSON-ready)."""
     from yanami.scenarios import Scenario
-    from yanami.world import compose_dialogue
-    from yanami.world._selfhistory import view_of
+    from yanami.world import compose_dialogue, view_of
 
     d, _ = compose_dialogue(Scenario(scenario), dialogue_id, seed)
     number = {hashlib.sha256(b).hexdigest(): k for k, b in enumerate(offered, 1)}

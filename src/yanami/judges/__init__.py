@@ -1,5 +1,6 @@
 """Judges: the exact judge for world data, the VLM judge, option reading and scoring, and the judge registry."""
 
+from yanami.judges._calibration import calibrate
 from yanami.judges._choice import (
     choice_score,
     format_weight,
@@ -10,7 +11,9 @@ from yanami.judges._choice import (
     value_score,
 )
 from yanami.judges._exact import ExactJudge, exact_judge, world_quality
-from yanami.judges._registry import ENTRY_POINTS, judge_settings, load_judge
+from yanami.judges._families import FamilyJudge
+from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge
+from yanami.judges._sources import ProtocolSource, load_protocol_source
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
 from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
 
@@ -19,17 +22,22 @@ __all__ = [
     "PROMPT_VERSION",
     "AnswerVerdict",
     "ExactJudge",
+    "FamilyJudge",
     "ImageVerdict",
     "Judge",
     "JudgeError",
+    "ProtocolSource",
     "VLMJudge",
     "ask_json",
+    "calibrate",
     "choice_score",
     "exact_judge",
     "fence_code",
     "format_weight",
+    "judge_for_bench",
     "judge_settings",
     "load_judge",
+    "load_protocol_source",
     "normalize",
     "option_score",
     "parse_reply",

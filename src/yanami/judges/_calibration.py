@@ -27,7 +27,8 @@ from typing import Any
 from PIL import Image, ImageDraw
 
 from yanami.judges._exact import ExactJudge
-from yanami.models import Judge, JudgeError
+from yanami.models import GT_HISTORY, Judge, JudgeError, Output
+from yanami.run_format import Verdict
 from yanami.schema import CHOICE_LETTERS, Check, Dialogue, Turn
 from yanami.world import COLOURS, ConstraintState, Scene, TurnState, WorldObject, render_png, turn_state
 
@@ -131,6 +132,18 @@ def _with_note(png: bytes) -> bytes:
     return buf.getvalue()
 
 
+@dataclass(frozen=True)
+class _Graded:
+    """What calibration compares of a verdict: a reply's score, or each check's result."""
+
+    score: float
+    checks: dict[str, bool | None]
+
+
+def _graded(v: Verdict) -> _Graded:
+    return _Graded(v.score or 0.0, {c.id: c.passed for c in v.checks or []})
+
+
 def calibrate(
     judge: Judge, dialogues: list[Dialogue], *, concurrency: int = 4, on_progress: Callable[[], None] | None = None
 ) -> Calibration:
@@ -152,10 +165,12 @@ def calibrate(
 
     def run(job: tuple[str, Dialogue, Any, Any]) -> tuple[Any, Any, Any]:
         what, d, x, (_, payload) = job
+        if what == "image":
+            output = Output(f"{d.id}/t{x.index}", "turn", x.index, image=payload)
+        else:
+            output = Output(f"{d.id}/{x.id}", "question", x.after_turn, text=payload)
         try:
-            if what == "image":
-                return job, exact.judge_image(d, x, payload), judge.judge_image(d, x, payload)
-            return job, exact.judge_answer(d, x, payload), judge.judge_answer(d, x, payload)
+            return job, _graded(exact.grade(d, output, GT_HISTORY)), _graded(judge.grade(d, output, GT_HISTORY))
         except JudgeError:
             return job, None, None
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from yanami.errors import UserError
 from yanami.judges._choice import choice_score, option_score, value_score
-from yanami.models import AnswerVerdict, ImageVerdict
+from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
+from yanami.models import AnswerVerdict, ImageVerdict, JudgeError, Output, OwnHistory
+from yanami.run_format import Verdict
 from yanami.schema import Dialogue, Question, Turn
 from yanami.world import (
     Parse,
@@ -72,6 +74,21 @@ class ExactJudge:
 
     name = "exact"
     version = VERSION
+
+    def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
+        """A reply by `judge_answer`; a candidate image by `judge_image`, or under Self-History by
+        `judge_image_in_history` against the model's own earlier images."""
+        if output.kind == "question":
+            q = question_for(d, output)
+            return answer_verdict(self.name, self.version, output, q, self.judge_answer(d, q, output.text or ""))
+        if output.kind != "turn" or output.image is None:
+            raise JudgeError(f"{output.item}: the exact judge grades a DSU reply or a target turn's image")
+        turn = d.turns[output.turn]
+        if history.images is not None:
+            iv = self.judge_image_in_history(d, turn, output.image, history.images)
+        else:
+            iv = self.judge_image(d, turn, output.image)
+        return image_verdict(self.name, self.version, d, output, iv)
 
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
         """YANAMI's option reading for one right option, option matching for several, else value matching."""

@@ -1,7 +1,7 @@
 """Grading WEAVE and IMUG-Bench turns by their own protocols (docs/benchmarks.md).
 
 What a rule decides is decided here without a model: IMUG-Bench's multiple-choice answers
-(`yanami.scoring._protocols.mcq_paper` and ``mcq_code``) and its Geometric Coloring grids. What
+(`yanami.judges._family_rules.mcq_paper` and ``mcq_code``) and its Geometric Coloring grids. What
 needs judgement goes to a VLM judge (a config file, ``--judge FILE``) through prompts written for
 yanami from the published rubrics, versioned in ``prompts/``:
 
@@ -27,13 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from yanami.bench._format import CheckResult
 from yanami.families import SOURCE_MARK
-from yanami.judges._sources import ProtocolSource
-from yanami.judges._vlm import VLMJudge, _image, fence_code
-from yanami.models import InputImage, InputText, JudgeError
-from yanami.schema import CheckKind, Dialogue, Family, ImagePart, TextPart, Turn, TurnRef
-from yanami.scoring._protocols import (
+from yanami.judges._family_rules import (
     grid_points,
     imug_image_score,
     is_grid_task,
@@ -44,6 +39,11 @@ from yanami.scoring._protocols import (
     read_grid_code,
     resolved_answer,
 )
+from yanami.judges._sources import ProtocolSource
+from yanami.judges._vlm import VLMJudge, _image, fence_code
+from yanami.models import InputImage, InputText, JudgeError, Output, OwnHistory
+from yanami.run_format import CheckResult, Verdict
+from yanami.schema import CheckKind, Dialogue, Family, ImagePart, TextPart, Turn, TurnRef
 from yanami.store import Dataset
 
 FAMILY_PROMPT_VERSION = "v1"
@@ -114,13 +114,6 @@ class FamilyJudge:
         """``...+families-v1.N``: yanami's own prompts; ``...+weave-source-<digest>.N``: the benchmark's."""
         self.settings = vlm.settings if vlm is not None else None
 
-    # the plain `Judge` protocol: not for these families
-    def judge_answer(self, d: Dialogue, q: Any, reply: str) -> Any:
-        raise JudgeError(f"{d.id}: {d.family} dialogues have no DSU questions")
-
-    def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> Any:
-        raise JudgeError(f"{d.id}: {d.family} turns are graded with `grade`")
-
     def _ask(
         self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel], system: str | None = None
     ) -> Any:
@@ -128,7 +121,22 @@ class FamilyJudge:
             raise JudgeError(f"{item}: this needs a VLM judge (--judge FILE); the rules alone cannot grade it")
         return self.vlm._ask(item, parts, schema, system)
 
-    def grade(self, d: Dialogue, turn: Turn, image: bytes | None, text: str | None, earlier: Earlier) -> Grade:
+    def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
+        """The family's protocol on the model's output for a target turn (an image, or the text of
+        a reply), with ``history.earlier`` giving its own outputs at the dialogue's earlier turns."""
+        g = self._grade(d, d.turns[output.turn], output.image, output.text, history.earlier)
+        return Verdict(
+            item=output.item,
+            judge=self.name,
+            judge_version=self.version,
+            status="ok",
+            score=g.score,
+            checks=g.checks,
+            scores=g.scores,
+            reason=g.reason,
+        )
+
+    def _grade(self, d: Dialogue, turn: Turn, image: bytes | None, text: str | None, earlier: Earlier) -> Grade:
         """Grade the model's output for a target turn (an image, or the text of a reply)."""
         if d.family == Family.WEAVE and self.source is not None:
             if turn.answer:
@@ -378,7 +386,8 @@ class FamilyJudge:
 
 
 class _SourceScore(BaseModel):
-    """WEAVE's reply: ``{"score": 0-10, "reasoning": ...}`` (other fields are ignored, as its code ignores them)."""
+    """WEAVE's reply: a JSON object of a score 0-10 and its reasoning (other fields are ignored,
+    as its code ignores them)."""
 
     model_config = ConfigDict(extra="ignore")
     score: float = Field(ge=0, le=10)

@@ -8,9 +8,11 @@ and makes it a VLM judge, at temperature 0.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from yanami.errors import UserError
+from yanami.families import FAMILIES
 from yanami.models import Judge, ResponseCache, load_config, load_plugin, looks_like_config, model_from_config
 from yanami.store import Dataset
 
@@ -36,3 +38,30 @@ def judge_settings(judge: Judge) -> dict[str, Any] | None:
     """A judge's settings as recorded with a run (a VLM judge's config file; None for the exact judge)."""
     settings = getattr(judge, "settings", None)
     return settings if isinstance(settings, dict) else None
+
+
+def judge_for_bench(
+    spec: str, dataset: Dataset, responses: ResponseCache | None = None, protocol_source: str | Path | None = None
+) -> Judge:
+    """The judge of a run on ``dataset``: ``--judge SPEC`` for a family yanami's own judges grade;
+    for one graded by its own protocol (WEAVE, IMUG-Bench), that protocol over the VLM judge SPEC
+    names, asking the benchmark's own prompts from ``protocol_source`` (a checkout of its
+    repository) where given."""
+    facts = FAMILIES[dataset.manifest.family]
+    if facts.own_protocol:
+        if protocol_source is not None:
+            raise UserError(f"--protocol-source: only for a bench graded by its own protocol, not {facts.title}")
+        return load_judge(spec, dataset, responses)
+    from yanami.judges._families import FamilyJudge
+    from yanami.judges._sources import load_protocol_source
+    from yanami.judges._vlm import VLMJudge
+
+    source = load_protocol_source(facts.family, protocol_source) if protocol_source is not None else None
+    if spec == "exact":
+        raise UserError(
+            f"{dataset.root}: a {facts.title} bench is graded by a VLM judge: --judge FILE (docs/benchmarks.md)"
+        )
+    vlm = load_judge(spec, dataset, responses)
+    if not isinstance(vlm, VLMJudge):
+        raise UserError(f"--judge {spec}: a {facts.title} bench needs a VLM judge (a model config file)")
+    return FamilyJudge(vlm, dataset, source)

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from yanami.errors import UserError
+from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
 from yanami.models import (
     OUTPUT_LONG_EDGE,
     AnswerVerdict,
@@ -38,12 +39,15 @@ from yanami.models import (
     JudgeError,
     Malformed,
     Model,
+    Output,
+    OwnHistory,
     Refused,
     Request,
     Transient,
     conversation_text,
     options_text,
 )
+from yanami.run_format import Verdict
 from yanami.schema import Dialogue, ImagePart, Question, TextPart, Turn
 from yanami.store import Dataset, open_image_bytes
 
@@ -180,6 +184,17 @@ class VLMJudge:
             raise JudgeError(f"{self.name}: invalid judge output after a repair request ({exc})") from None
         except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
             raise JudgeError(f"{self.name}: {exc}") from None
+
+    def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
+        """A reply by `judge_answer`, a candidate image by `judge_image` (the model's own history
+        is not needed: the judge compares with the turn's reference image)."""
+        if output.kind == "question":
+            q = question_for(d, output)
+            return answer_verdict(self.name, self.version, output, q, self.judge_answer(d, q, output.text or ""))
+        if output.kind != "turn" or output.image is None:
+            raise JudgeError(f"{output.item}: a YANAMI VLM judge grades a DSU reply or a target turn's image")
+        iv = self.judge_image(d, d.turns[output.turn], output.image)
+        return image_verdict(self.name, self.version, d, output, iv)
 
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
         """Semantic correctness of a reply (protocol DSU)."""

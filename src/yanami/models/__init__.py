@@ -16,6 +16,7 @@ from yanami.models._client import (
     data_url,
     key_messages,
     options_text,
+    question_prompt,
     redact,
     refusal,
     transcript,
@@ -24,6 +25,7 @@ from yanami.models._client import (
 )
 from yanami.models._http import Endpoint, Fatal, Malformed, ResponseCache, RetryPolicy, Transient, call_with_retries
 from yanami.models._protocol import (
+    GT_HISTORY,
     OUTPUT_LONG_EDGE,
     AnswerVerdict,
     ImageVerdict,
@@ -33,9 +35,10 @@ from yanami.models._protocol import (
     Judge,
     JudgeError,
     JudgeFactory,
-    JudgesOwnHistory,
     Model,
     ModelFactory,
+    Output,
+    OwnHistory,
     Refused,
     Request,
     output_frame,
@@ -48,7 +51,9 @@ from yanami.models._registry import (
     load_plugin,
     looks_like_config,
     model_from_config,
+    reads_bench,
 )
+from yanami.models._strategies import StrategyModel, parse_strategy
 
 if TYPE_CHECKING:
     from yanami.models._config import ModelConfig, load_config
@@ -66,6 +71,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CONFIG_SUFFIXES",
     "ENTRY_POINTS",
+    "GT_HISTORY",
     "OUTPUT_LONG_EDGE",
     "AnswerVerdict",
     "Client",
@@ -78,16 +84,18 @@ __all__ = [
     "Judge",
     "JudgeError",
     "JudgeFactory",
-    "JudgesOwnHistory",
     "Malformed",
     "Model",
     "ModelConfig",
     "ModelFactory",
+    "Output",
+    "OwnHistory",
     "ReadsBench",
     "Refused",
     "Request",
     "ResponseCache",
     "RetryPolicy",
+    "StrategyModel",
     "Transient",
     "Usage",
     "call_with_retries",
@@ -103,6 +111,9 @@ __all__ = [
     "model_from_config",
     "options_text",
     "output_frame",
+    "parse_strategy",
+    "question_prompt",
+    "reads_bench",
     "redact",
     "refusal",
     "transcript",

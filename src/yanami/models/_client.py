@@ -39,6 +39,7 @@ from yanami.models._protocol import InputImage, InputText, Refused, Request
 
 if TYPE_CHECKING:
     from yanami.models._config import ModelConfig
+    from yanami.schema import Question
 
 # The refusal rule ---------------------------------------------------------------------
 
@@ -257,6 +258,13 @@ def options_text(choices: Sequence[str]) -> str:
     from yanami.schema import CHOICE_LETTERS
 
     return "\n".join(f"{CHOICE_LETTERS[i]}. {c}" for i, c in enumerate(choices))
+
+
+def question_prompt(q: Question) -> str:
+    """The user message that asks a DSU question (options lettered A, B, ...)."""
+    if not q.choices:
+        return f"{q.text}\n\nAnswer briefly."
+    return f"{q.text}\n\nOptions:\n{options_text(q.choices)}\n\nReply with the letter of the correct option only."
 
 
 def key_messages(request: Request) -> list[Any]:

@@ -5,9 +5,11 @@ be absent (generation-only and understanding-only models exist). What it receive
 `Request` built from the dialogue's message parts alone: no hidden annotation (state,
 intent, check predicate, reference answer, ground-truth target) is ever part of it.
 
-A *judge* grades what a model produced: a reply to a question (`AnswerVerdict`) or a
-candidate image for a target turn (`ImageVerdict`, one verdict per check). Judges see the
-dialogue with its hidden annotations: that is what they grade against.
+A *judge* grades what a model produced for one item (`Output`: a reply to a question, a
+candidate image for a target turn, the text of a reply turn) against the dialogue and the
+model's own history (`OwnHistory`), in one method, `Judge.grade`, which returns the item's
+`Verdict` (the run format's record). Judges see the dialogue with its hidden annotations:
+that is what they grade against.
 
 This module imports nothing heavy (no numpy, Pillow, pydantic or the world), so a plug-in
 that implements the contract loads in milliseconds.
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from yanami.schema import Dialogue, Question, Turn
+    from yanami.run_format import Verdict
+    from yanami.schema import Dialogue
 
 OUTPUT_LONG_EDGE = 512
 """The long edge of the output frame (PROTOCOL.md section 5)."""
@@ -138,35 +141,52 @@ class ImageVerdict:
     detail: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Output:
+    """What a model produced for one item: what a judge grades."""
+
+    item: str
+    """The item's id (``dialogue/t3``, ``dialogue/q1``)."""
+    kind: Literal["turn", "question", "reply"]
+    """``turn``: a candidate image for a target turn; ``question``: a reply to a DSU question;
+    ``reply``: the text of a target text turn (WEAVE, IMUG-Bench)."""
+    turn: int
+    """The target turn, or the turn after which the question is asked."""
+    text: str | None = None
+    image: bytes | None = None
+
+
+@dataclass(frozen=True)
+class OwnHistory:
+    """The model's own side of the dialogue before an item.
+
+    ``images``: under Self-History, the model's own images of the earlier target turns, by
+    turn (None under GT-History). Where the words left a choice open earlier ("not brown,
+    then"), the model's own earlier image may show another admissible pick than the ground
+    truth's; a later check on that value is then fair only against the model's own.
+    ``earlier``: turn -> what the model itself produced there in this run (image bytes, text);
+    (None, None) where it produced nothing (a family's dynamic answers and references read it).
+    """
+
+    images: Mapping[int, bytes] | None = None
+    earlier: Callable[[int], tuple[bytes | None, str | None]] = lambda turn: (None, None)
+
+
+GT_HISTORY = OwnHistory()
+"""Nothing of the model's own: what a judge gets under GT-History."""
+
+
 @runtime_checkable
 class Judge(Protocol):
-    """Grades answers and images; deterministic for the same inputs."""
+    """Grades what a model produced for an item; deterministic for the same inputs."""
 
     name: str
     version: str
     """Changes whenever the same input could be graded differently; stored with every verdict."""
 
-    def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
-        """Grade a reply to question ``q`` of dialogue ``d``."""
-        ...
-
-    def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
-        """Grade a candidate image for target turn ``turn`` of dialogue ``d``."""
-        ...
-
-
-@runtime_checkable
-class JudgesOwnHistory(Protocol):
-    """A judge that can grade a Self-History image against the model's own earlier images.
-
-    Where the words left a choice open earlier ("not brown, then"), the model's own earlier
-    image may show another admissible pick than the ground truth's; a later check on that
-    value is then fair only against the model's own. The runner calls this instead of
-    `Judge.judge_image` under Self-History.
-    """
-
-    def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
-        """Grade ``image`` for ``turn``; ``own`` holds the model's images of the earlier target turns, by turn."""
+    def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
+        """The verdict on ``output`` for an item of dialogue ``d`` (status ``ok``); raises
+        `JudgeError` when it cannot grade it (the runner records an ``error`` verdict)."""
         ...
 
 

@@ -94,3 +94,10 @@ def model_from_config(config: ModelConfig, cache: ResponseCache | None = None) -
     spec = f"reference:{config.agent}"
     model: Model = load_plugin(ENTRY_POINTS, "--model", spec, "reference", config.agent or "")
     return model
+
+
+def reads_bench(model: object) -> bool:
+    """Whether the runner hands ``model`` the bench (it has ``bind_bench``: `ReadsBench`), which makes
+    its run privileged: it reads the bench, so its scores are not a model result. The one place
+    that decides it; the manifest records the answer (``privileged``)."""
+    return isinstance(model, ReadsBench)

@@ -1,6 +1,8 @@
 """Scores, analyses, tables and the HTML report, computed from run directories alone."""
 
+from yanami.scoring._agreement import agreement, check_verdicts, item_scores, read_human
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
+from yanami.scoring._family_scores import FamilyRun, family_json, family_report, family_tables, load_family_runs
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
 from yanami.scoring._report import figure6, grouped_bars, render_report, viewer_bench, write_report
 from yanami.scoring._scores import (
@@ -56,6 +58,7 @@ __all__ = [
     "SCENARIOS",
     "WEIGHTS",
     "DialogueRecord",
+    "FamilyRun",
     "GapSelection",
     "Loaded",
     "Run",
@@ -63,9 +66,14 @@ __all__ = [
     "ScenarioScores",
     "Table",
     "Weights",
+    "agreement",
     "caveats",
     "check_run_dir",
+    "check_verdicts",
     "failures_as_zero",
+    "family_json",
+    "family_report",
+    "family_tables",
     "figure6",
     "gap_selection",
     "generation_score",
@@ -75,13 +83,16 @@ __all__ = [
     "image_generation_score",
     "image_sc",
     "irreducibility",
+    "item_scores",
     "label_runs",
     "latex",
+    "load_family_runs",
     "load_run",
     "load_runs",
     "markdown",
     "pair_histories",
     "progression",
+    "read_human",
     "render_report",
     "run_judges",
     "run_scores",

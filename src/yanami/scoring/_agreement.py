@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from yanami.bench import Prediction, Verdict
 from yanami.errors import UserError
+from yanami.run_format import Prediction, Verdict
 from yanami.scoring._weights import image_generation_score, image_sc
 
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yanami.bench import RunManifest, read_rows
-from yanami.bench._format import open_bench
+from yanami.bench import RunManifest, open_bench, read_rows
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family, own_prompts
 from yanami.schema import Dialogue
@@ -30,6 +29,7 @@ from yanami.scoring._protocols import (
     weave_score,
     weave_score_code,
 )
+from yanami.scoring._scores import PRIVILEGED_NOTE
 from yanami.scoring._tables import PRIVILEGED_TABLE_NOTE, Table, scaling_table
 
 
@@ -442,26 +442,19 @@ def _comparable_notes(runs: list[FamilyRun]) -> list[str]:
 
 
 def family_report(runs: list[FamilyRun], tables: list[Table]) -> str:
-    """One self-contained HTML page: what was run, then every table."""
-    import html
-
-    from yanami.scoring._tables import html_table
+    """One self-contained HTML page, from the report template every family shares: what was run,
+    then every table."""
+    from yanami.scoring._report import render_page
 
     title = FAMILIES[runs[0].family].title
-    head = "".join(
-        f"<li>{html.escape(r.label)}: {html.escape(r.manifest.model_name)}, {r.manifest.history.upper()}-History, "
-        f"judge {html.escape(r.manifest.judge.name)} ({html.escape(r.manifest.judge.version)}; prompts: "
-        f"{judge_prompts(r)}), protocol "
-        f"{FAMILIES[r.family].protocol}, {r.coverage['valid']} of {r.coverage['expected']} items valid</li>"
+    entries = [
+        {
+            "label": r.label,
+            "details": f"{r.manifest.model_name}, {r.manifest.history.upper()}-History, judge {r.manifest.judge.name} "
+            f"({r.manifest.judge.version}; prompts: {judge_prompts(r)}), protocol {FAMILIES[r.family].protocol}, "
+            f"{r.coverage['valid']} of {r.coverage['expected']} items valid",
+            "privileged": f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.manifest.privileged else "",
+        }
         for r in runs
-    )
-    body = "\n".join(html_table(t) for t in tables)
-    style = (
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin:1.5em 0}"
-        "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}td:first-child,th:first-child{text-align:left}"
-        "caption{font-weight:bold;text-align:left;margin-bottom:.3em}td.note{text-align:left;color:#555;font-size:.9em}"
-    )
-    return (
-        f"<!doctype html><html lang=en><meta charset=utf-8><title>yanami: {html.escape(title)} report</title>"
-        f"<style>{style}</style><h1>{html.escape(title)} report</h1><ul>{head}</ul>\n{body}\n</html>\n"
-    )
+    ]
+    return render_page(f"{title} report", runs=entries, warnings=_comparable_notes(runs), table_list=tables)

@@ -14,8 +14,9 @@ from markupsafe import Markup
 from PIL import Image
 
 from yanami._files import atomic_write
-from yanami.bench import Results, RunManifest, bench_sha256, open_bench, question_prompt
+from yanami.bench import Results, RunManifest, bench_sha256, open_bench
 from yanami.errors import UserError
+from yanami.models import question_prompt
 from yanami.schema import Dialogue, ImagePart
 from yanami.scoring._compare import PRIVILEGED_MARK, warnings
 from yanami.scoring._scores import (
@@ -342,36 +343,60 @@ def render_report(
     bench: str | Path | None = None,
 ) -> str:
     """The report as one self-contained HTML page (``bench``: where the runs' bench is now, if it moved)."""
+    sample_data, images, why = _samples(runs, samples, bench)
+    return render_page(
+        "yanami report",
+        runs=[
+            {
+                "label": r.label,
+                "details": f"{r.path}: bench {r.bench_path or '-'} (sha256 {r.bench_sha256[:12]}…), "
+                + ("the whole bench" if r.limit is None else f"--limit {r.limit}")
+                + f", {r.valid}/{r.expected} items valid ({r.coverage_percent} %), {r.history}-history, "
+                f"{r.layout}, judge {r.judge_text}, yanami {r.setting('yanami_version') or '-'}",
+                "privileged": f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.privileged else "",
+            }
+            for r in runs
+        ],
+        warnings=warnings(scores),
+        table_list=table_list,
+        panels=figure6(runs),
+        audit=irreducibility(runs, scores),
+        samples=sample_data,
+        images=images,
+        viewer_note=why,
+    )
+
+
+def render_page(
+    title: str,
+    *,
+    runs: list[dict[str, str]],
+    warnings: list[str],
+    table_list: list[Table],
+    panels: list[dict[str, Any]] | None = None,
+    audit: list[tuple[str, float]] | None = None,
+    samples: list[dict[str, Any]] | None = None,
+    images: dict[str, str] | None = None,
+    viewer_note: str | None = None,
+) -> str:
+    """One self-contained HTML page from the one report template (Jinja, autoescaped), for every
+    family: the runs (``label``, ``details``, ``privileged``), comparability warnings, the tables,
+    and what the family has beside them (Figure 6's panels, the irreducibility audit, samples)."""
     env = Environment(
         loader=PackageLoader("yanami.scoring", "templates"),
         autoescape=select_autoescape(["html", "j2"]),
         undefined=StrictUndefined,
     )
-    sample_data, images, why = _samples(runs, samples, bench)
     return env.get_template("report.html.j2").render(
+        title=title,
         tables=[Markup(html_table(t)) for t in table_list],  # cells are escaped by html_table
-        panels=[{**p, "svg": Markup(p["svg"])} for p in figure6(runs)],  # the SVG escapes its text
-        audit=irreducibility(runs, scores),
-        warnings=warnings(scores),
-        runs=[
-            {
-                "label": r.label,
-                "path": str(r.path),
-                "bench": r.bench_path or "-",
-                "bench_sha256": r.bench_sha256,
-                "history": r.history,
-                "layout": r.layout,
-                "judge": r.judge_text,
-                "limit": "the whole bench" if r.limit is None else f"--limit {r.limit}",
-                "coverage": f"{r.valid}/{r.expected} items valid ({r.coverage_percent} %)",
-                "privileged": f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.privileged else "",
-                "yanami_version": r.setting("yanami_version") or "-",
-            }
-            for r in runs
-        ],
-        samples=sample_data,
-        images=images,
-        viewer_note=why,
+        panels=[{**p, "svg": Markup(p["svg"])} for p in panels or []],  # the SVG escapes its text
+        audit=audit or [],
+        warnings=warnings,
+        runs=runs,
+        samples=samples,
+        images=images or {},
+        viewer_note=viewer_note,
     )
 
 

@@ -236,7 +236,7 @@ def label_runs(runs: list[Run]) -> None:
 
 def privileged_spec(spec: str, settings: dict[str, Any] | None = None) -> bool:
     """Whether the reference agent a run's spec (or config) names reads the bench, asked of the agent
-    itself by the runner's own test (`yanami.bench._run.reads_bench`); False for any other model.
+    itself by the runner's own test (`yanami.models.reads_bench`); False for any other model.
 
     Only for runs that did not record ``privileged`` (run format 3 and older). Only yanami's own
     ``reference`` kind is rebuilt here (cheaply, without a bench); a plug-in is never loaded for it.
@@ -254,8 +254,7 @@ def privileged_spec(spec: str, settings: dict[str, Any] | None = None) -> bool:
 
 @functools.cache
 def _reference_reads_bench(agent: str) -> bool:
-    from yanami.bench._run import reads_bench
-    from yanami.models import ENTRY_POINTS, load_plugin
+    from yanami.models import ENTRY_POINTS, load_plugin, reads_bench
 
     try:
         return reads_bench(load_plugin(ENTRY_POINTS, "--model", f"reference:{agent}", "reference", agent))

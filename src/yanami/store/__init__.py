@@ -9,6 +9,7 @@ from yanami.store._images import (
     image_relpath,
     is_sha256,
     open_image_bytes,
+    scan_image_files,
     sha256_file,
     sha256_hex,
 )
@@ -18,6 +19,7 @@ from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, open_dataset_dir
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
 from yanami.store._validate import Problem, validate_dataset
+from yanami.store._walk import DialogueWalk, dialogue_problems
 from yanami.store._writer import DatasetWriter, images_digest, place_file
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "Dataset",
     "DatasetStats",
     "DatasetWriter",
+    "DialogueWalk",
     "Generator",
     "ImageFileError",
     "ImageProblem",
@@ -40,6 +43,7 @@ __all__ = [
     "Problem",
     "ScenarioStats",
     "dataset_stats",
+    "dialogue_problems",
     "export_parquet",
     "find_leakage",
     "image_header",
@@ -52,6 +56,7 @@ __all__ = [
     "open_image_bytes",
     "phash",
     "place_file",
+    "scan_image_files",
     "sha256_file",
     "sha256_hex",
     "stats_tables",

@@ -25,7 +25,8 @@ import msgspec
 from pydantic import BaseModel, JsonValue
 from pydantic.fields import FieldInfo
 
-from yanami.schema import ID_PATTERN, SHA256_PATTERN, Dialogue, DialogueWalk
+from yanami.schema import ID_PATTERN, SHA256_PATTERN, Dialogue
+from yanami.store._walk import DialogueWalk
 
 PATTERNED_FIELDS = {
     ("Dialogue", "id"),

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from yanami.schema import Dialogue, DialogueWalk
+from yanami.schema import Dialogue
 from yanami.store._fast import fast_walk
 from yanami.store._images import (
     DEFAULT_MAX_PIXELS,
@@ -25,6 +25,7 @@ from yanami.store._images import (
 )
 from yanami.store._manifest import DIALOGUES_DIR, MANIFEST, SHARD_NAME, Manifest
 from yanami.store._reader import open_dataset_dir, shard_problem
+from yanami.store._walk import DialogueWalk
 from yanami.store._writer import images_digest
 
 

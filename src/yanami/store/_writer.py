@@ -17,7 +17,7 @@ from typing import BinaryIO
 from yanami._files import atomic_write
 from yanami.errors import UserError
 from yanami.families import FAMILIES, Family
-from yanami.schema import Dialogue, ImagePart, ImageSource, dialogue_problems
+from yanami.schema import Dialogue, ImagePart, ImageSource
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
     DIALOGUES_DIR,
@@ -30,6 +30,7 @@ from yanami.store._manifest import (
     Generator,
     Manifest,
 )
+from yanami.store._walk import dialogue_problems
 
 
 def images_digest(hashes: list[str]) -> str:

@@ -5,6 +5,7 @@ a scene stored with the dialogue, and every check is a predicate over that scene
 """
 
 from yanami.world._agents import AGENTS, TRIVIAL, VISIBLE, ReferenceAgent, TrivialAgent, reference_agent
+from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import Camera
 from yanami.world._frames import Shown, credited, read_candidate, shown_before
@@ -25,6 +26,7 @@ from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, re
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
 from yanami.world._selfhistory import Scenes, rebase_checks, view_of
+from yanami.world._shortcuts import Battery, Shortcuts
 from yanami.world._visible import VisibleAgent, visible_misses
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "TRIVIAL",
     "VIEWS",
     "VISIBLE",
+    "Audit",
+    "Battery",
     "Camera",
     "ConstraintState",
     "Parse",
@@ -48,6 +52,7 @@ __all__ = [
     "ReferenceAgent",
     "Scene",
     "Scenes",
+    "Shortcuts",
     "Shown",
     "TrivialAgent",
     "TurnIntent",
@@ -56,6 +61,7 @@ __all__ = [
     "VisibleAgent",
     "WorldObject",
     "apply_op",
+    "audit_dialogue",
     "build_world",
     "compose_dialogue",
     "credited",

@@ -12,9 +12,7 @@ from yanami import __version__
 from yanami.errors import UserError
 from yanami.scenarios import FACTS, PRESETS
 from yanami.schema import Dialogue, Scenario
-from yanami.store import DatasetWriter, Generator, Manifest
-from yanami.store._images import scan_image_files
-from yanami.store._reader import open_dataset_dir
+from yanami.store import DatasetWriter, Generator, Manifest, open_dataset_dir, scan_image_files
 from yanami.world._shortcuts import Balancer, OptionSets
 
 TRAIN_MIX = {s: f.train_share for s, f in FACTS.items()}

@@ -891,7 +891,7 @@ def visible_misses(d: Dialogue, seed: int = 0) -> list[tuple[int, str, str]]:
     picture fails, as the exact judge reads a picture, and (turn asked after, question id, what it
     answered) for every question it answers wrongly. Empty: the dialogue is decidable from what a
     model is shown."""
-    from yanami.bench._items import question_prompt  # the bench imports the world: not at import time
+    from yanami.models import question_prompt
 
     truths = [view_of(t) for t in d.turns for m in (t.user, t.assistant) for p in m.parts if isinstance(p, ImagePart)]
     said: list[Said] = []
