@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -246,13 +246,14 @@ def export(
     out.print(f"{out_dir}: {n} dialogues in {len(files)} {fmt.value} file(s)", markup=False)
 
 
-IMPORT_KINDS = ("parquet", "weave", "imug")
-
-
 @app.command(name="import")
 def import_(
     kind_or_source: Annotated[
-        str, typer.Argument(help="parquet, weave or imug (or, alone, a Parquet export).", metavar="[KIND]")
+        str,
+        typer.Argument(
+            help="parquet, or a family with an importer: weave, imug or a plug-in's (or, alone, a Parquet export).",
+            metavar="[KIND]",
+        ),
     ],
     out_dir: Annotated[Path, typer.Option("--out", help="The dataset directory to create.", metavar="DIR")],
     source: Annotated[
@@ -275,22 +276,28 @@ def import_(
     yanami import imug SRC --out DIR: SRC is IMUG-Bench's folder (data/benchmark.jsonl, its side
     files and data/images/). yanami import SOURCE --out DIR: a Parquet export (yanami export).
     """
+    from yanami.families import UnknownFamily, family_of, known_families
     from yanami.store import Dataset, import_parquet
 
     kind = kind_or_source if source is not None else "parquet"
     src = source if source is not None else Path(kind_or_source)
-    if kind not in IMPORT_KINDS:
-        raise UserError(f"{kind!r}: not a kind of source ({', '.join(IMPORT_KINDS)})")
+    importer = None
+    if kind != "parquet":
+        try:
+            importer = family_of(kind).hook("importer")
+        except UnknownFamily:
+            importer = None
+        if importer is None:
+            kinds = ["parquet", *(f for f in known_families() if family_of(f).importer)]
+            raise UserError(f"{kind!r}: not a kind of source ({', '.join(kinds)})")
     with progress("importing", None) as advance:
-        if kind == "parquet":
+        if importer is None:
             import_parquet(src, out_dir, overwrite=overwrite, on_dialogue=advance)
         else:
-            from yanami.importers import IMPORTERS
-
-            IMPORTERS[kind](src, out_dir, overwrite=overwrite, link=not copy, on_record=advance)
+            importer(src, out_dir, overwrite=overwrite, link=not copy, on_record=advance)
     m = Dataset(out_dir).manifest
     c = m.counts
-    family = "" if kind == "parquet" else f" ({m.family.value}, protocol {m.protocol})"
+    family = "" if kind == "parquet" else f" ({m.family}, protocol {m.protocol})"
     unshown = m.generator.params.get("unshown", [])
     if unshown:
         first = unshown[0]
@@ -903,7 +910,7 @@ def eval_(
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
     from yanami.bench import evaluate
-    from yanami.scoring import load_run, run_scores
+    from yanami.scoring import markdown, scorer_for
 
     with _eval_progress(f"evaluating {model}") as update:
         summary = evaluate(
@@ -927,16 +934,9 @@ def eval_(
         f"{out_dir}: {summary.items} items, {summary.skipped} already done, {summary.written} written ({statuses})",
         markup=False,
     )
-    family_runs = _family_runs([out_dir], None)
-    if family_runs is not None:
-        from yanami.scoring import family_tables, markdown
-
-        out.print(markdown(family_tables(family_runs)[0]).rstrip("\n"), markup=False)
-        valid, expected = family_runs[0].coverage["valid"], family_runs[0].coverage["expected"]
-    else:
-        scores = run_scores(load_run(out_dir))
-        _print_scores([scores])
-        valid, expected = scores.coverage["valid"], scores.coverage["expected"]
+    scored = scorer_for([out_dir]).score([out_dir], None)
+    out.print(markdown(scored.main).rstrip("\n"), markup=False)
+    valid, expected = scored.coverage
     if summary.first_error:
         err.print(
             f"warning: {summary.statuses.get('error', 0)} item(s) ended in error, the first: {summary.first_error} "
@@ -979,52 +979,19 @@ def score(
     are marked, and a warning on standard error says why.
     """
     from yanami._files import STDOUT, write_output
-    from yanami.scoring import latex, load_runs, markdown, summary_table, tables
+    from yanami.scoring import latex, markdown, scorer_for
 
-    family_runs = _family_runs(runs, judge)
-    if family_runs is not None:
-        from yanami.scoring import family_json, family_tables
-
-        if as_json:
-            text = json.dumps(family_json(family_runs), indent=2)
-        else:
-            render = latex if format_ == TableFormat.latex else markdown
-            text = "\n".join(render(t) for t in family_tables(family_runs))
-        write_output(out_file if out_file is not None else STDOUT, text)
-        return
-    loaded = load_runs(runs, judge)
-    for line in loaded.warnings:
+    scored = scorer_for(runs).score(runs, judge)
+    for line in scored.warnings:
         err.print(f"warning: {line}", markup=False)
     if as_json:
-        text = json.dumps(loaded.as_json(), indent=2)
+        text = json.dumps(scored.data, indent=2)
     elif format_ == TableFormat.text:
-        available = [t.title.split(":")[0] for t in tables(loaded.runs, loaded.scores) if t.rows]
-        text = (
-            markdown(summary_table(loaded.scores))
-            + f"\nTables for these runs: {', '.join(available)}. Print them with --format md or --format latex; "
-            "every score with --json; an HTML report (tables, Figure 6, samples) with `yanami report`."
-        )
+        text = scored.summary
     else:
         render = markdown if format_ == TableFormat.md else latex
-        text = "\n".join(render(t) for t in tables(loaded.runs, loaded.scores))
+        text = "\n".join(render(t) for t in scored.tables)
     write_output(out_file if out_file is not None else STDOUT, text)
-
-
-def _family_runs(runs: list[Path], judge: str | None) -> list[Any] | None:
-    """The runs loaded for WEAVE's or IMUG-Bench's scoring, or None for YANAMI runs."""
-    from yanami.bench import read_manifest
-    from yanami.scoring import check_run_dir
-
-    for r in runs:
-        check_run_dir(r)
-    families = {read_manifest(r).family for r in runs}
-    if families == {"yanami"}:
-        return None
-    if "yanami" in families:
-        raise UserError("YANAMI runs and runs of another family are not comparable: score them apart")
-    from yanami.scoring import load_family_runs
-
-    return load_family_runs(runs, judge)
 
 
 class ReportFormat(StrEnum):
@@ -1065,35 +1032,21 @@ def report(
 ) -> None:
     """Write a report of one or more runs: one self-contained HTML file (or the tables in md / LaTeX)."""
     from yanami._files import is_stdout, write_output
-    from yanami.scoring import latex, load_runs, markdown, render_report, tables
+    from yanami.scoring import latex, markdown, scorer_for
 
-    family_runs = _family_runs(runs, judge)
-    if family_runs is not None:
-        from yanami.scoring import family_report, family_tables
-
-        target = out_file if out_file is not None else Path(f"report.{REPORT_SUFFIX[format_]}")
-        ftables = family_tables(family_runs)
-        if format_ == ReportFormat.html:
-            text = family_report(family_runs, ftables)
-        else:
-            text = "\n".join((markdown if format_ == ReportFormat.md else latex)(t) for t in ftables)
-        write_output(target, text)
-        if not is_stdout(target):
-            out.print(f"{target}: report of {len(family_runs)} run(s)", markup=False)
-        return
-    loaded = load_runs(runs, judge)
-    for line in loaded.warnings:
-        err.print(f"warning: {line}", markup=False)
-    table_list = tables(loaded.runs, loaded.scores)
+    scorer = scorer_for(runs)
     target = out_file if out_file is not None else Path(f"report.{REPORT_SUFFIX[format_]}")
     if format_ == ReportFormat.html:
-        text = render_report(loaded.runs, loaded.scores, table_list, samples, bench)
+        text, warnings = scorer.report(runs, judge, samples, bench)
     else:
+        scored = scorer.score(runs, judge)
         render = markdown if format_ == ReportFormat.md else latex
-        text = "\n".join(render(t) for t in table_list)
+        text, warnings = "\n".join(render(t) for t in scored.tables), scored.warnings
+    for line in warnings:
+        err.print(f"warning: {line}", markup=False)
     write_output(target, text)
     if not is_stdout(target):
-        out.print(f"{target}: report of {len(loaded.runs)} run(s)", markup=False)
+        out.print(f"{target}: report of {len(runs)} run(s)", markup=False)
 
 
 @app.command(name="judge")

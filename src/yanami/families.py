@@ -1,17 +1,28 @@
-"""The benchmark families yanami holds, as one table: YANAMI, WEAVE and IMUG-Bench.
+"""The benchmark families yanami holds: YANAMI, WEAVE and IMUG-Bench, and any a plug-in adds.
 
 A dataset declares its family and the protocol version it is scored under (the manifest's
 ``family`` and ``protocol``); each dialogue names its family again, and its group: a
 YANAMI scenario, or a WEAVE or IMUG-Bench domain. Everything that names a family's
-domains, their classes or a check's scale derives from `FAMILIES` and `CHECK_SCALES`.
+domains, their classes, its check kinds or how it is imported, judged and scored derives
+from its `FamilyFacts`, looked up by name with `family_of`.
 
-Like `yanami.scenarios`, this module imports only the standard library.
+A family is a plug-in: the entry point group ``yanami.families`` maps its name to a
+`FamilyFacts` (``toy = "toypkg:FACTS"``); yanami's own three are registered there too, and
+`FAMILIES` holds them for code that needs no lookup. Its hooks (importer, judge, scorer)
+are named as ``module:attribute`` strings, loaded when first used, so this module imports
+only the standard library, like `yanami.scenarios`.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+ENTRY_POINTS = "yanami.families"
 
 
 class Family(StrEnum):
@@ -26,7 +37,8 @@ class Family(StrEnum):
 class FamilyFacts:
     """What a family's paper and public code fix."""
 
-    family: Family
+    family: str
+    """Its name (``yanami``, ``weave``, ``imug``, or a plug-in's)."""
     title: str
     protocol: str
     """The protocol version yanami scores it under (bumped when a rule of scoring changes)."""
@@ -35,13 +47,29 @@ class FamilyFacts:
     open_domains: bool = False
     """Whether a dialogue may have a domain `classes` does not list: IMUG-Bench reads its classes
     from the source's own config and files a domain it does not list under "Unassigned"."""
-    own_protocol: bool = True
-    """Whether yanami's own judges grade it (exact or VLM); otherwise its protocol's judge over a
-    VLM judge (`yanami.judges.FamilyJudge`), and ``--protocol-source`` applies."""
     gt_history: str = ""
     """Why GT-History is not defined for it ("" where it is)."""
     self_history_min_turns: int = 0
     """Self-History is reported on its dialogues with at least this many generation turns."""
+    check_kinds: tuple[str, ...] = ()
+    """The check kinds its target turns are graded with (`yanami.schema.CheckKind` values)."""
+    importer: str | None = None
+    """``module:function`` of ``yanami import NAME SRC --out DIR`` (``function(src, out, *,
+    overwrite, link, on_record)`` -> the dataset's manifest); None: not imported."""
+    judge: str | None = None
+    """``module:function`` making its judge (``function(spec, dataset, responses, protocol_source)``
+    -> a `yanami.models.Judge`); None: yanami's own judges (``exact`` or a VLM judge) grade it."""
+    scorer: str = "yanami.scoring:PROTOCOL_SCORER"
+    """``module:attribute`` of its scorer (`yanami.scoring.Scorer`): its scores, tables and report."""
+
+    def hook(self, name: str) -> Any:
+        """The object a hook names (``importer``, ``judge``, ``scorer``), imported on first use;
+        None where the family has none."""
+        target = getattr(self, name)
+        if target is None:
+            return None
+        module, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
 
     def domains(self) -> tuple[str, ...]:
         """Every domain, class by class."""
@@ -53,10 +81,18 @@ class FamilyFacts:
 
 
 # fmt: off
-FAMILIES: dict[Family, FamilyFacts] = {
+FAMILIES: dict[str, FamilyFacts] = {
     f.family: f
     for f in (
-        FamilyFacts(Family.YANAMI, "YANAMI", "yanami-1", {}, self_history_min_turns=2),
+        FamilyFacts(
+            Family.YANAMI,
+            "YANAMI",
+            "yanami-1",
+            {},
+            self_history_min_turns=2,
+            check_kinds=("atomic", "capability"),
+            scorer="yanami.scoring:YANAMI_SCORER",
+        ),
         # weichow23/weave, eval/config.py (WEAVE_DOMAIN)
         FamilyFacts(
             Family.WEAVE,
@@ -68,7 +104,9 @@ FAMILIES: dict[Family, FamilyFacts] = {
                 "logic": ("spatial", "mathematics"),
                 "game": ("chess_game", "visual_jigsaw", "minecraft", "maze"),
             },
-            own_protocol=False,
+            check_kinds=("key_point",),
+            importer="yanami.importers:import_weave",
+            judge="yanami.judges:protocol_judge",
         ),
         # ccccEsion/IMUG-Bench, config/domain_classes.json
         FamilyFacts(
@@ -87,13 +125,49 @@ FAMILIES: dict[Family, FamilyFacts] = {
                 ),
             },
             open_domains=True,
-            own_protocol=False,
             gt_history="IMUG-Bench has no reference images for its image turns",
+            check_kinds=("evaluation_point",),
+            importer="yanami.importers:import_imug",
+            judge="yanami.judges:protocol_judge",
         ),
     )
 }
 # fmt: on
-"""Every family's facts. YANAMI's groups are its scenarios (`yanami.scenarios`), not domains."""
+"""yanami's own families' facts. YANAMI's groups are its scenarios (`yanami.scenarios`), not domains."""
+YANAMI_FAMILY, WEAVE_FAMILY, IMUG_FAMILY = FAMILIES["yanami"], FAMILIES["weave"], FAMILIES["imug"]
+"""The same, as the entry points of ``yanami.families`` name them (pyproject.toml)."""
+
+
+class UnknownFamily(ValueError):
+    """A family name no installed plug-in registers."""
+
+
+@cache
+def _plugins() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
+
+
+@cache
+def family_of(name: str) -> FamilyFacts:
+    """The facts of the family ``name``: yanami's own, or a plug-in's (entry point group
+    ``yanami.families``); `UnknownFamily` names the families there are."""
+    if name in FAMILIES:
+        return FAMILIES[name]
+    ep = _plugins().get(name)
+    if ep is None:
+        raise UnknownFamily(f"unknown family {name!r} (known: {', '.join(known_families())})")
+    try:
+        facts = ep.load()
+    except Exception as exc:  # a plug-in's own fault: one line, not its traceback
+        raise UnknownFamily(f"the family plug-in {name!r} ({ep.value}) cannot be loaded: {exc}") from None
+    if not isinstance(facts, FamilyFacts) or facts.family != name:
+        raise UnknownFamily(f"the family plug-in {name!r} ({ep.value}) does not give FamilyFacts named {name!r}")
+    return facts
+
+
+def known_families() -> list[str]:
+    """Every family name: yanami's own, then the installed plug-ins'."""
+    return [*FAMILIES, *sorted(n for n in _plugins() if n not in FAMILIES)]
 
 
 WEAVE_MODES = ("t2i", "edit", "fusion", "vqa")

@@ -282,7 +282,9 @@ class Dialogue(_Model):
     """A multi-turn multimodal dialogue with its questions and checks."""
 
     id: Id
-    family: Family = Family.YANAMI
+    family: str = Field(default=Family.YANAMI.value, min_length=1)
+    """Its benchmark family: ``yanami``, ``weave``, ``imug`` or a plug-in's (`yanami.families`);
+    the store's dialogue walk refuses a family no installed plug-in registers."""
     scenario: Scenario | None = None
     """YANAMI dialogues: the interaction scenario (required)."""
     domain: str | None = None

@@ -226,16 +226,16 @@ def test_a_dataset_or_any_other_directory_is_no_run(cli, world_bench, tmp_path) 
 
 
 def test_score_and_report_share_one_loader(cli, runs, monkeypatch, tmp_path) -> None:
-    import yanami.scoring
+    import yanami.scoring._load as loader
 
     calls = []
-    real = yanami.scoring.load_runs
+    real = loader.load_runs
 
     def spy(paths, judge=None, **kw):
         calls.append(([Path(p) for p in paths], judge))
         return real(paths, judge, **kw)
 
-    monkeypatch.setattr(yanami.scoring, "load_runs", spy)
+    monkeypatch.setattr(loader, "load_runs", spy)  # the one loader YANAMI's scorer reads runs with
     assert cli("score", *runs, "--judge", "exact").code == 0
     assert cli("report", *runs, "--judge", "exact", "--out", tmp_path / "r.md", "--format", "md").code == 0
     assert calls == [(runs, "exact"), (runs, "exact")]

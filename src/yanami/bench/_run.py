@@ -44,7 +44,7 @@ from yanami.bench._items import (
 from yanami.bench._lock import LOCK, RunLock
 from yanami.bench._results import Results
 from yanami.errors import UserError
-from yanami.families import FAMILIES
+from yanami.families import family_of
 from yanami.judges import Judge, JudgeError, judge_for_bench, judge_settings
 from yanami.models import (
     InputImage,
@@ -115,7 +115,7 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
     """
     chains: list[list[Item]] = []
     for d in dialogues:
-        if history == "self" and len(generation_turns(d)) < FAMILIES[d.family].self_history_min_turns:
+        if history == "self" and len(generation_turns(d)) < family_of(d.family).self_history_min_turns:
             continue  # YANAMI's Self-History is reported on dialogues with more than one generation turn
         items = items_of(d, turns=generates, questions=answers)
         if items:
@@ -221,7 +221,7 @@ def evaluate(
     if privileged:
         the_model.bind_bench(dataset.root)  # type: ignore[attr-defined]
     family = dataset.manifest.family
-    why = FAMILIES[family].gt_history
+    why = family_of(family).gt_history
     if why and history == History.GT:
         raise UserError(f"{dataset.root}: {why}, so GT-History is not defined; use --history self (docs/benchmarks.md)")
     the_judge = judge_for_bench(judge, dataset, responses, protocol_source)
@@ -233,7 +233,7 @@ def evaluate(
     answers, generates = the_model.answer is not None, the_model.generate is not None
     chains = bench_items(dialogues, history, answers, generates)
     manifest = RunManifest(
-        family=family.value,
+        family=family,
         strategy=spec.name,
         bench=str(dataset.root.resolve()),
         bench_sha256=bench_sha256(dataset),

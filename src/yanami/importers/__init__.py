@@ -9,7 +9,4 @@ import with one line naming the file, the record and the field; nothing is writt
 from yanami.importers._imug import import_imug
 from yanami.importers._weave import import_weave, weave_mode
 
-IMPORTERS = {"weave": import_weave, "imug": import_imug}
-"""Family name -> its importer."""
-
-__all__ = ["IMPORTERS", "import_imug", "import_weave", "weave_mode"]
+__all__ = ["import_imug", "import_weave", "weave_mode"]

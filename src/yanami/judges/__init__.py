@@ -12,7 +12,7 @@ from yanami.judges._choice import (
 )
 from yanami.judges._exact import ExactJudge, exact_judge, world_quality
 from yanami.judges._families import FamilyJudge
-from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge
+from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge, protocol_judge
 from yanami.judges._sources import ProtocolSource, load_protocol_source
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
 from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
@@ -42,6 +42,7 @@ __all__ = [
     "option_score",
     "parse_reply",
     "prompt",
+    "protocol_judge",
     "read_option",
     "read_options",
     "value_score",

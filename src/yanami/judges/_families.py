@@ -109,7 +109,7 @@ class FamilyJudge:
         base = vlm.version if vlm is not None else "rules"
         prompts = f"families-{FAMILY_PROMPT_VERSION}"
         if source is not None:
-            prompts = f"{source.family.value}-{SOURCE_MARK}-{source.digest[:12]}"
+            prompts = f"{source.family}-{SOURCE_MARK}-{source.digest[:12]}"
         self.version = f"{base}+{prompts}.{FAMILY_RULES_VERSION}"
         """``...+families-v1.N``: yanami's own prompts; ``...+weave-source-<digest>.N``: the benchmark's."""
         self.settings = vlm.settings if vlm is not None else None

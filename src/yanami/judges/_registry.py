@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami.errors import UserError
-from yanami.families import FAMILIES
+from yanami.families import family_of
 from yanami.models import Judge, ResponseCache, load_config, load_plugin, looks_like_config, model_from_config
 from yanami.store import Dataset
 
@@ -43,19 +43,30 @@ def judge_settings(judge: Judge) -> dict[str, Any] | None:
 def judge_for_bench(
     spec: str, dataset: Dataset, responses: ResponseCache | None = None, protocol_source: str | Path | None = None
 ) -> Judge:
-    """The judge of a run on ``dataset``: ``--judge SPEC`` for a family yanami's own judges grade;
-    for one graded by its own protocol (WEAVE, IMUG-Bench), that protocol over the VLM judge SPEC
-    names, asking the benchmark's own prompts from ``protocol_source`` (a checkout of its
-    repository) where given."""
-    facts = FAMILIES[dataset.manifest.family]
-    if facts.own_protocol:
+    """The judge of a run on ``dataset``: what the bench's family makes of ``--judge SPEC``
+    (its `FamilyFacts.judge`), or, for a family yanami's own judges grade, the judge SPEC names."""
+    facts = family_of(dataset.manifest.family)
+    make = facts.hook("judge")
+    if make is None:
         if protocol_source is not None:
             raise UserError(f"--protocol-source: only for a bench graded by its own protocol, not {facts.title}")
         return load_judge(spec, dataset, responses)
+    judge = make(spec, dataset, responses, protocol_source)
+    if not isinstance(judge, Judge):
+        raise UserError(f"the {facts.family} family's judge ({facts.judge}) did not return a judge")
+    return judge
+
+
+def protocol_judge(
+    spec: str, dataset: Dataset, responses: ResponseCache | None, protocol_source: str | Path | None
+) -> Judge:
+    """WEAVE's or IMUG-Bench's protocol over the VLM judge SPEC names, asking the benchmark's own
+    prompts from ``protocol_source`` (a checkout of its repository) where given."""
     from yanami.judges._families import FamilyJudge
     from yanami.judges._sources import load_protocol_source
     from yanami.judges._vlm import VLMJudge
 
+    facts = family_of(dataset.manifest.family)
     source = load_protocol_source(facts.family, protocol_source) if protocol_source is not None else None
     if spec == "exact":
         raise UserError(

@@ -28,7 +28,7 @@ MAX_PROMPT_BYTES = 1 << 20
 class ProtocolSource:
     """A family's judge prompts as its repository holds them."""
 
-    family: Family
+    family: str
     root: Path
     prompts: dict[str, str]
     """WEAVE: its constants by name; IMUG-Bench: ``points`` and ``dynamic``."""
@@ -71,7 +71,7 @@ def _constants(path: Path, names: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
-def load_protocol_source(family: Family, root: str | Path) -> ProtocolSource:
+def load_protocol_source(family: str, root: str | Path) -> ProtocolSource:
     """The judge prompts of ``family`` in the repository checkout ``root``; a one-line error when
     they are not there."""
     base = Path(root)
@@ -82,5 +82,5 @@ def load_protocol_source(family: Family, root: str | Path) -> ProtocolSource:
     elif family == Family.IMUG:
         prompts = {name: _read(base / rel) for name, rel in IMUG_PROMPTS.items()}
     else:
-        raise UserError(f"--protocol-source: a {family.value} bench is judged by yanami's own protocol only")
+        raise UserError(f"--protocol-source: a {family} bench is judged by yanami's own protocol only")
     return ProtocolSource(family, base, prompts)

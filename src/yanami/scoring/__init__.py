@@ -4,7 +4,8 @@ from yanami.scoring._agreement import agreement, check_verdicts, item_scores, re
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
 from yanami.scoring._family_scores import FamilyRun, family_json, family_report, family_tables, load_family_runs
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
-from yanami.scoring._report import figure6, grouped_bars, render_report, viewer_bench, write_report
+from yanami.scoring._report import figure6, grouped_bars, render_page, render_report, viewer_bench, write_report
+from yanami.scoring._scorers import PROTOCOL_SCORER, YANAMI_SCORER, Scored, Scorer, scorer_for
 from yanami.scoring._scores import (
     GAP_CAPABILITIES,
     GAP_MIN_UNDERSTANDING,
@@ -54,9 +55,11 @@ __all__ = [
     "MIN_COVERAGE",
     "PRIVILEGED_MARK",
     "PRIVILEGED_NOTE",
+    "PROTOCOL_SCORER",
     "QTYPES",
     "SCENARIOS",
     "WEIGHTS",
+    "YANAMI_SCORER",
     "DialogueRecord",
     "FamilyRun",
     "GapSelection",
@@ -64,6 +67,8 @@ __all__ = [
     "Run",
     "RunScores",
     "ScenarioScores",
+    "Scored",
+    "Scorer",
     "Table",
     "Weights",
     "agreement",
@@ -93,11 +98,13 @@ __all__ = [
     "pair_histories",
     "progression",
     "read_human",
+    "render_page",
     "render_report",
     "run_judges",
     "run_scores",
     "scenario_scores",
     "scene_score",
+    "scorer_for",
     "shared_gap",
     "summary_table",
     "tables",

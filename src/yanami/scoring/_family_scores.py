@@ -19,7 +19,7 @@ from typing import Any
 
 from yanami.bench import RunManifest, open_bench, read_rows
 from yanami.errors import UserError
-from yanami.families import FAMILIES, Family, own_prompts
+from yanami.families import Family, family_of, own_prompts
 from yanami.schema import Dialogue
 from yanami.scoring._compare import PRIVILEGED_MARK
 from yanami.scoring._protocols import (
@@ -132,7 +132,7 @@ def _group(family: Family, d: Dialogue) -> str:
     recorded = d.meta.params.get("class")
     if isinstance(recorded, str) and recorded:
         return recorded
-    return FAMILIES[family].class_of(d.domain or "") or ("Unassigned" if family == Family.IMUG else "")
+    return family_of(family).class_of(d.domain or "") or ("Unassigned" if family == Family.IMUG else "")
 
 
 def _number(family: Family, index: int, intent: dict[str, Any]) -> int:
@@ -211,12 +211,12 @@ def family_json(runs: list[FamilyRun]) -> dict[str, Any]:
     out = []
     for run in runs:
         row = _row_of(run)
-        order = FAMILIES[run.family].domains()
+        order = family_of(run.family).domains()
         entry: dict[str, Any] = {
             "run": str(run.path),
             "label": run.label,
             "family": run.family.value,
-            "protocol": FAMILIES[run.family].protocol,
+            "protocol": family_of(run.family).protocol,
             "history": run.manifest.history,
             "model": run.manifest.model_name,
             "judge": run.manifest.judge.name,
@@ -293,7 +293,7 @@ def family_tables(runs: list[FamilyRun]) -> list[Table]:
     """The family's tables for these runs (one run's breakdowns each, then the comparisons)."""
     data = family_json(runs)
     weave = runs[0].family == Family.WEAVE
-    title = FAMILIES[runs[0].family].title
+    title = family_of(runs[0].family).title
     tables: list[Table] = []
     notes = _comparable_notes(runs)
     if weave:
@@ -446,12 +446,12 @@ def family_report(runs: list[FamilyRun], tables: list[Table]) -> str:
     then every table."""
     from yanami.scoring._report import render_page
 
-    title = FAMILIES[runs[0].family].title
+    title = family_of(runs[0].family).title
     entries = [
         {
             "label": r.label,
             "details": f"{r.manifest.model_name}, {r.manifest.history.upper()}-History, judge {r.manifest.judge.name} "
-            f"({r.manifest.judge.version}; prompts: {judge_prompts(r)}), protocol {FAMILIES[r.family].protocol}, "
+            f"({r.manifest.judge.version}; prompts: {judge_prompts(r)}), protocol {family_of(r.family).protocol}, "
             f"{r.coverage['valid']} of {r.coverage['expected']} items valid",
             "privileged": f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.manifest.privileged else "",
         }

@@ -56,9 +56,9 @@ class Manifest(BaseModel):
     schema_version: str = SCHEMA_VERSION
     split: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     """``bench``, ``train`` or another lower-case name."""
-    family: Family = Family.YANAMI
+    family: str = Family.YANAMI.value
     """The benchmark family every dialogue belongs to."""
-    protocol: str = FAMILIES[Family.YANAMI].protocol
+    protocol: str = FAMILIES[Family.YANAMI.value].protocol
     """The protocol version the family is scored under (`yanami.families`)."""
     generator: Generator
     counts: Counts

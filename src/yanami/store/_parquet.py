@@ -188,7 +188,7 @@ def _write_shards(
         rows.append(
             {
                 "id": d.id,
-                "family": d.family.value,
+                "family": d.family,
                 "scenario": d.group,
                 "capabilities": [c.value for c in d.capabilities],
                 "num_turns": len(d.turns),

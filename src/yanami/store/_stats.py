@@ -148,7 +148,7 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
         max_turns = max(max_turns, nt)
         for name, hit in zip(IMAGE_BUCKETS, (k < 4, k == 4, k == 5, k >= 4, k >= 5, k >= 6), strict=True):
             buckets[name] += hit
-        families[d.family.value] += 1
+        families[d.family] += 1
         if d.scenario is not None:
             scen[d.scenario.value] += 1
         dcaps = set(d.capabilities)

@@ -159,7 +159,7 @@ def validate_dataset(
                 continue
             d = walk.dialogue
             if manifest is not None and d.family != manifest.family:
-                msg = f"a {d.family} dialogue in a {manifest.family.value} dataset (the manifest's family)"
+                msg = f"a {d.family} dialogue in a {manifest.family} dataset (the manifest's family)"
                 problems.append(Problem(rel, lineno, "family", msg))
             if d.id in first_at:
                 at_rel, at_line = first_at[d.id]

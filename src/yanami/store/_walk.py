@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from yanami.families import FAMILIES, Family
+from yanami.families import Family, UnknownFamily, family_of
 from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, ImageSource
 
 Loc = tuple[str | int, ...]
@@ -40,14 +40,18 @@ class DialogueWalk:
         n_checks = 0
         family = d.family
         yanami = family == _YANAMI
-        kinds = _KINDS.get(family, ())
+        try:
+            facts = family_of(family)
+            kinds = facts.check_kinds
+        except UnknownFamily as exc:
+            out.append((("family",), str(exc)))
+            facts, kinds = None, ()
         if yanami:
             if d.scenario is None:
                 out.append((("scenario",), "a YANAMI dialogue needs a scenario"))
             if d.domain is not None:
                 out.append((("domain",), "a YANAMI dialogue has a scenario, not a domain"))
-        else:
-            facts = FAMILIES[Family(family)]
+        elif facts is not None:
             if d.scenario is not None:
                 out.append((("scenario",), f"a {facts.title} dialogue has a domain, not a scenario"))
             if d.domain is None:
@@ -147,12 +151,6 @@ class DialogueWalk:
 
 
 _YANAMI = Family.YANAMI.value
-_KINDS: dict[str, tuple[str, ...]] = {
-    Family.YANAMI.value: (CheckKind.ATOMIC.value, CheckKind.CAPABILITY.value),
-    Family.WEAVE.value: (CheckKind.KEY_POINT.value,),
-    Family.IMUG.value: (CheckKind.EVALUATION_POINT.value,),
-}
-"""The check kinds each family grades with."""
 
 
 def _refs(out: list[tuple[Loc, str]], turns: Any, i: int, loc: Loc, refs: Any, *, judged: bool = False) -> None:

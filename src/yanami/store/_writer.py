@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from yanami._files import atomic_write
 from yanami.errors import UserError
-from yanami.families import FAMILIES, Family
+from yanami.families import Family, family_of
 from yanami.schema import Dialogue, ImagePart, ImageSource
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
@@ -101,7 +101,7 @@ class DatasetWriter:
                 raise ValueError(f"not a shard path: {rel!r} (shards are {DIALOGUES_DIR}/NAME.jsonl)")
         self.keep_manifest = keep_manifest
         self._turns = self._questions = self._checks = 0
-        self._family: Family | None = None
+        self._family: str | None = None
         self._done = False
 
     # images ---------------------------------------------------------------------------
@@ -251,7 +251,7 @@ class DatasetWriter:
         manifest = Manifest(
             split=self.split,
             family=family,
-            protocol=FAMILIES[family].protocol,
+            protocol=family_of(family).protocol,
             generator=self.generator,
             counts=Counts(
                 dialogues=len(self._ids),

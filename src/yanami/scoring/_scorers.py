@@ -1,0 +1,118 @@
+"""A family's scorer: what `yanami eval`, `score` and `report` ask of runs, whatever their family.
+
+The command line looks the runs' family up once (`scorer_for`) and calls its scorer; it
+never asks which family it holds. yanami's own are `YANAMI_SCORER` (the paper's tables,
+Figure 6, the per-sample viewer) and `PROTOCOL_SCORER` (WEAVE's and IMUG-Bench's protocols);
+a plug-in family names its own in its `FamilyFacts.scorer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from yanami.errors import UserError
+from yanami.families import UnknownFamily, family_of
+from yanami.scoring._tables import Table
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What a scorer makes of some runs: its main table (what `yanami eval` prints), every table,
+    the warnings for standard error, every score as JSON-ready data, and the coverage (valid,
+    expected items)."""
+
+    main: Table
+    tables: list[Table]
+    warnings: list[str]
+    data: dict[str, Any]
+    coverage: tuple[int, int]
+    summary: str
+    """What `yanami score` prints by default: the main table, with a line on what else there is."""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores and the HTML report of runs of one family."""
+
+    def score(self, runs: list[Path], judge: str | None) -> Scored:
+        """The runs' scores (``judge``: score that judge's verdicts, by name)."""
+        ...
+
+    def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:
+        """One self-contained HTML page, and the warnings for standard error."""
+        ...
+
+
+def scorer_for(runs: list[Path]) -> Scorer:
+    """The scorer of the runs' family; a one-line error for runs of different families."""
+    from yanami.bench import read_manifest
+    from yanami.scoring._load import check_run_dir
+
+    for r in runs:
+        check_run_dir(r)
+    families = sorted({read_manifest(r).family for r in runs})
+    if len(families) > 1:
+        raise UserError(f"runs of different families ({', '.join(families)}) are not comparable: score them apart")
+    try:
+        scorer = family_of(families[0]).hook("scorer")
+    except UnknownFamily as exc:
+        raise UserError(f"{runs[0]}: {exc}") from None
+    if not isinstance(scorer, Scorer):
+        raise UserError(f"the {families[0]} family's scorer does not score runs (score, report)")
+    return scorer
+
+
+class _Yanami:
+    """YANAMI's scoring: the paper's tables, analyses across runs, Figure 6 and the viewer."""
+
+    def score(self, runs: list[Path], judge: str | None) -> Scored:
+        from yanami.scoring._load import load_runs
+        from yanami.scoring._tables import markdown, summary_table, tables
+
+        loaded = load_runs(runs, judge)
+        table_list = tables(loaded.runs, loaded.scores)
+        available = [t.title.split(":")[0] for t in table_list if t.rows]
+        summary = (
+            markdown(summary_table(loaded.scores))
+            + f"\nTables for these runs: {', '.join(available)}. Print them with --format md or --format latex; "
+            "every score with --json; an HTML report (tables, Figure 6, samples) with `yanami report`."
+        )
+        coverage = (sum(s.coverage["valid"] for s in loaded.scores), sum(s.coverage["expected"] for s in loaded.scores))
+        return Scored(
+            summary_table(loaded.scores), table_list, list(loaded.warnings), loaded.as_json(), coverage, summary
+        )
+
+    def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:
+        from yanami.scoring._load import load_runs
+        from yanami.scoring._report import render_report
+        from yanami.scoring._tables import tables
+
+        loaded = load_runs(runs, judge)
+        page = render_report(loaded.runs, loaded.scores, tables(loaded.runs, loaded.scores), samples, bench)
+        return page, list(loaded.warnings)
+
+
+class _Protocols:
+    """WEAVE's and IMUG-Bench's scoring, by their own protocols (docs/benchmarks.md)."""
+
+    def score(self, runs: list[Path], judge: str | None) -> Scored:
+        from yanami.scoring._family_scores import family_json, family_tables, load_family_runs
+        from yanami.scoring._tables import markdown
+
+        loaded = load_family_runs(runs, judge)
+        table_list = family_tables(loaded)
+        coverage = (sum(r.coverage["valid"] for r in loaded), sum(r.coverage["expected"] for r in loaded))
+        summary = "\n".join(markdown(t) for t in table_list)
+        return Scored(table_list[0], table_list, [], family_json(loaded), coverage, summary)
+
+    def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:
+        from yanami.scoring._family_scores import family_report, family_tables, load_family_runs
+
+        loaded = load_family_runs(runs, judge)
+        return family_report(loaded, family_tables(loaded)), []
+
+
+YANAMI_SCORER: Scorer = _Yanami()
+PROTOCOL_SCORER: Scorer = _Protocols()
