@@ -59,7 +59,7 @@ class FamilyFacts:
     judge: str | None = None
     """``module:function`` making its judge (``function(spec, dataset, responses, protocol_source)``
     -> a `yanami.models.Judge`); None: yanami's own judges (``exact`` or a VLM judge) grade it."""
-    scorer: str = "yanami.scoring:PROTOCOL_SCORER"
+    scorer: str = "yanami.scoring:YANAMI_SCORER"
     """``module:attribute`` of its scorer (`yanami.scoring.Scorer`): its scores, tables and report."""
 
     def hook(self, name: str) -> Any:
@@ -91,7 +91,6 @@ FAMILIES: dict[str, FamilyFacts] = {
             {},
             self_history_min_turns=2,
             check_kinds=("atomic", "capability"),
-            scorer="yanami.scoring:YANAMI_SCORER",
         ),
         # weichow23/weave, eval/config.py (WEAVE_DOMAIN)
         FamilyFacts(
@@ -105,8 +104,9 @@ FAMILIES: dict[str, FamilyFacts] = {
                 "game": ("chess_game", "visual_jigsaw", "minecraft", "maze"),
             },
             check_kinds=("key_point",),
-            importer="yanami.importers:import_weave",
-            judge="yanami.judges:protocol_judge",
+            importer="yanami.benchmarks.weave.importer:import_weave",
+            judge="yanami.benchmarks.weave.judge:make_judge",
+            scorer="yanami.benchmarks.weave.scores:SCORER",
         ),
         # ccccEsion/IMUG-Bench, config/domain_classes.json
         FamilyFacts(
@@ -127,8 +127,9 @@ FAMILIES: dict[str, FamilyFacts] = {
             open_domains=True,
             gt_history="IMUG-Bench has no reference images for its image turns",
             check_kinds=("evaluation_point",),
-            importer="yanami.importers:import_imug",
-            judge="yanami.judges:protocol_judge",
+            importer="yanami.benchmarks.imug.importer:import_imug",
+            judge="yanami.benchmarks.imug.judge:make_judge",
+            scorer="yanami.benchmarks.imug.scores:SCORER",
         ),
     )
 }

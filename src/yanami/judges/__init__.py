@@ -11,10 +11,9 @@ from yanami.judges._choice import (
     value_score,
 )
 from yanami.judges._exact import ExactJudge, exact_judge, world_quality
-from yanami.judges._families import FamilyJudge
-from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge, protocol_judge
-from yanami.judges._sources import ProtocolSource, load_protocol_source
+from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
+from yanami.judges._vlm import _image as input_image
 from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
 
 __all__ = [
@@ -22,11 +21,9 @@ __all__ = [
     "PROMPT_VERSION",
     "AnswerVerdict",
     "ExactJudge",
-    "FamilyJudge",
     "ImageVerdict",
     "Judge",
     "JudgeError",
-    "ProtocolSource",
     "VLMJudge",
     "ask_json",
     "calibrate",
@@ -34,15 +31,14 @@ __all__ = [
     "exact_judge",
     "fence_code",
     "format_weight",
+    "input_image",
     "judge_for_bench",
     "judge_settings",
     "load_judge",
-    "load_protocol_source",
     "normalize",
     "option_score",
     "parse_reply",
     "prompt",
-    "protocol_judge",
     "read_option",
     "read_options",
     "value_score",

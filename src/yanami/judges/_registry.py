@@ -55,24 +55,3 @@ def judge_for_bench(
     if not isinstance(judge, Judge):
         raise UserError(f"the {facts.family} family's judge ({facts.judge}) did not return a judge")
     return judge
-
-
-def protocol_judge(
-    spec: str, dataset: Dataset, responses: ResponseCache | None, protocol_source: str | Path | None
-) -> Judge:
-    """WEAVE's or IMUG-Bench's protocol over the VLM judge SPEC names, asking the benchmark's own
-    prompts from ``protocol_source`` (a checkout of its repository) where given."""
-    from yanami.judges._families import FamilyJudge
-    from yanami.judges._sources import load_protocol_source
-    from yanami.judges._vlm import VLMJudge
-
-    facts = family_of(dataset.manifest.family)
-    source = load_protocol_source(facts.family, protocol_source) if protocol_source is not None else None
-    if spec == "exact":
-        raise UserError(
-            f"{dataset.root}: a {facts.title} bench is graded by a VLM judge: --judge FILE (docs/benchmarks.md)"
-        )
-    vlm = load_judge(spec, dataset, responses)
-    if not isinstance(vlm, VLMJudge):
-        raise UserError(f"--judge {spec}: a {facts.title} bench needs a VLM judge (a model config file)")
-    return FamilyJudge(vlm, dataset, source)

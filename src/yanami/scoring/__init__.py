@@ -2,10 +2,9 @@
 
 from yanami.scoring._agreement import agreement, check_verdicts, item_scores, read_human
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
-from yanami.scoring._family_scores import FamilyRun, family_json, family_report, family_tables, load_family_runs
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
 from yanami.scoring._report import figure6, grouped_bars, render_page, render_report, viewer_bench, write_report
-from yanami.scoring._scorers import PROTOCOL_SCORER, YANAMI_SCORER, Scored, Scorer, scorer_for
+from yanami.scoring._scorers import YANAMI_SCORER, Scored, Scorer, scorer_for
 from yanami.scoring._scores import (
     GAP_CAPABILITIES,
     GAP_MIN_UNDERSTANDING,
@@ -31,11 +30,13 @@ from yanami.scoring._scores import (
     understanding_realization_gap,
 )
 from yanami.scoring._tables import (
+    PRIVILEGED_TABLE_NOTE,
     Table,
     html_table,
     irreducibility,
     latex,
     markdown,
+    scaling_table,
     summary_table,
     tables,
 )
@@ -55,13 +56,12 @@ __all__ = [
     "MIN_COVERAGE",
     "PRIVILEGED_MARK",
     "PRIVILEGED_NOTE",
-    "PROTOCOL_SCORER",
+    "PRIVILEGED_TABLE_NOTE",
     "QTYPES",
     "SCENARIOS",
     "WEIGHTS",
     "YANAMI_SCORER",
     "DialogueRecord",
-    "FamilyRun",
     "GapSelection",
     "Loaded",
     "Run",
@@ -76,9 +76,6 @@ __all__ = [
     "check_run_dir",
     "check_verdicts",
     "failures_as_zero",
-    "family_json",
-    "family_report",
-    "family_tables",
     "figure6",
     "gap_selection",
     "generation_score",
@@ -91,7 +88,6 @@ __all__ = [
     "item_scores",
     "label_runs",
     "latex",
-    "load_family_runs",
     "load_run",
     "load_runs",
     "markdown",
@@ -102,6 +98,7 @@ __all__ = [
     "render_report",
     "run_judges",
     "run_scores",
+    "scaling_table",
     "scenario_scores",
     "scene_score",
     "scorer_for",

@@ -1,8 +1,8 @@
 """A family's scorer: what `yanami eval`, `score` and `report` ask of runs, whatever their family.
 
 The command line looks the runs' family up once (`scorer_for`) and calls its scorer; it
-never asks which family it holds. yanami's own are `YANAMI_SCORER` (the paper's tables,
-Figure 6, the per-sample viewer) and `PROTOCOL_SCORER` (WEAVE's and IMUG-Bench's protocols);
+never asks which family it holds. YANAMI's is `YANAMI_SCORER` (the paper's tables, Figure 6,
+the per-sample viewer); WEAVE's and IMUG-Bench's are in their folders (`yanami.benchmarks`);
 a plug-in family names its own in its `FamilyFacts.scorer`.
 """
 
@@ -94,25 +94,4 @@ class _Yanami:
         return page, list(loaded.warnings)
 
 
-class _Protocols:
-    """WEAVE's and IMUG-Bench's scoring, by their own protocols (docs/benchmarks.md)."""
-
-    def score(self, runs: list[Path], judge: str | None) -> Scored:
-        from yanami.scoring._family_scores import family_json, family_tables, load_family_runs
-        from yanami.scoring._tables import markdown
-
-        loaded = load_family_runs(runs, judge)
-        table_list = family_tables(loaded)
-        coverage = (sum(r.coverage["valid"] for r in loaded), sum(r.coverage["expected"] for r in loaded))
-        summary = "\n".join(markdown(t) for t in table_list)
-        return Scored(table_list[0], table_list, [], family_json(loaded), coverage, summary)
-
-    def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:
-        from yanami.scoring._family_scores import family_report, family_tables, load_family_runs
-
-        loaded = load_family_runs(runs, judge)
-        return family_report(loaded, family_tables(loaded)), []
-
-
 YANAMI_SCORER: Scorer = _Yanami()
-PROTOCOL_SCORER: Scorer = _Protocols()

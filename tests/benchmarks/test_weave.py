@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.importers.samples import picture, weave_records, write_weave
-from yanami.importers import import_weave
+from tests.benchmarks.samples import picture, weave_records, write_weave
+from yanami.benchmarks.weave.importer import import_weave
 from yanami.schema import CheckKind, Family, ImagePart, TextPart, TurnRef
 from yanami.store import Dataset, dataset_stats, export_parquet, validate_dataset
 
@@ -153,7 +153,7 @@ def test_a_linked_file_that_leads_outside_is_refused(tmp_path: Path, cli: Callab
 
 
 def test_worker_processes_give_the_same_dataset_byte_for_byte(tmp_path: Path) -> None:
-    from yanami.importers._common import PARALLEL_FROM
+    from yanami.benchmarks._import import PARALLEL_FROM
 
     one, story = weave_records()
     records = [{**one, "idx": k} for k in range(PARALLEL_FROM // 2)] + [

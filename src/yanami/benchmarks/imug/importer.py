@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami import __version__
-from yanami.families import FAMILIES, Family
-from yanami.importers._common import (
+from yanami.benchmarks._import import (
     WORKERS,
     OnRecord,
     SourceImages,
@@ -41,6 +40,7 @@ from yanami.importers._common import (
     text_part,
     write_records,
 )
+from yanami.families import FAMILIES, Family
 from yanami.schema import Dialogue, ImageSource
 from yanami.store import Generator, Manifest
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami import __version__
-from yanami.families import FAMILIES, WEAVE_MODES, Family
-from yanami.importers._common import (
+from yanami.benchmarks._import import (
     WORKERS,
     OnRecord,
     SourceImages,
@@ -35,6 +34,7 @@ from yanami.importers._common import (
     text_part,
     write_records,
 )
+from yanami.families import FAMILIES, WEAVE_MODES, Family
 from yanami.schema import Dialogue, ImageSource
 from yanami.store import Generator, Manifest
 

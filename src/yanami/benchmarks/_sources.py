@@ -3,9 +3,9 @@
 ``--protocol-source DIR`` points at a copy of the benchmark's public code; the family judge then
 asks exactly its prompts, laid out as its evaluator lays them out (docs/benchmarks.md), and
 records their digest in its version. Nothing of them is copied into yanami or its runs beyond
-what a judge request carries. WEAVE keeps its prompts as string constants in
-``eval/prompts.py``, read here by parsing that file (it is never executed); IMUG-Bench keeps
-them as text files beside its scorers.
+what a judge request carries. Each family's judge says where its prompts are
+(`ProtocolJudge.load_source`) with the two readers here: a text file (`prompt_file`), or a
+Python file's string constants, parsed and never executed (`string_constants`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yanami.errors import UserError
-from yanami.families import Family
 
-WEAVE_PROMPTS = "eval/prompts.py"
-WEAVE_NAMES = ("prompt_keypoint_checklist", "prompt_visual_consistency", "prompt_image_quality", "prompt_txt_acc")
-IMUG_PROMPTS = {"points": "scripts/auxiliary/eval_prompt.txt", "dynamic": "scripts/auxiliary/dynamic_prompt.txt"}
 MAX_PROMPT_BYTES = 1 << 20
 
 
@@ -42,7 +38,7 @@ class ProtocolSource:
         return h.hexdigest()
 
 
-def _read(path: Path) -> str:
+def prompt_file(path: Path) -> str:
     if not path.is_file():
         raise UserError(f"--protocol-source: {path}: not found (give the root of the benchmark's repository)")
     if path.stat().st_size > MAX_PROMPT_BYTES:
@@ -53,10 +49,10 @@ def _read(path: Path) -> str:
         raise UserError(f"--protocol-source: {path}: cannot be read ({exc})") from None
 
 
-def _constants(path: Path, names: tuple[str, ...]) -> dict[str, str]:
+def string_constants(path: Path, names: tuple[str, ...]) -> dict[str, str]:
     """Module-level ``NAME = "..."`` string constants of a Python file, read without running it."""
     try:
-        tree = ast.parse(_read(path), filename=str(path))
+        tree = ast.parse(prompt_file(path), filename=str(path))
     except (SyntaxError, ValueError, RecursionError) as exc:
         raise UserError(f"--protocol-source: {path}: not a Python file this reads ({exc})") from None
     found: dict[str, str] = {}
@@ -69,18 +65,3 @@ def _constants(path: Path, names: tuple[str, ...]) -> dict[str, str]:
     if missing:
         raise UserError(f"--protocol-source: {path}: no string constant {', '.join(missing)}")
     return found
-
-
-def load_protocol_source(family: str, root: str | Path) -> ProtocolSource:
-    """The judge prompts of ``family`` in the repository checkout ``root``; a one-line error when
-    they are not there."""
-    base = Path(root)
-    if not base.is_dir():
-        raise UserError(f"--protocol-source: {base}: not a directory")
-    if family == Family.WEAVE:
-        prompts = _constants(base / WEAVE_PROMPTS, WEAVE_NAMES)
-    elif family == Family.IMUG:
-        prompts = {name: _read(base / rel) for name, rel in IMUG_PROMPTS.items()}
-    else:
-        raise UserError(f"--protocol-source: a {family} bench is judged by yanami's own protocol only")
-    return ProtocolSource(family, base, prompts)

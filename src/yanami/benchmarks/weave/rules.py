@@ -1,14 +1,11 @@
-"""WEAVE's and IMUG-Bench's aggregation, as plain functions: how item scores become the figures
-their summaries print. How an item is graded (IMUG-Bench's option letters, its grids) is
-`yanami.judges._family_rules`.
+"""WEAVE's aggregation, as plain functions: how item scores become the figures its summary prints.
 
 WEAVE (``weichow23/weave``, ``eval/summarize.py``): an image turn is graded on its key-point
 checklist, visual consistency and image quality, each 0-10; a text turn on accuracy, 0, 5 or
 10. Each metric is pooled over the turns of a group (its raw scores averaged, then divided by
 10), and the group's score is 0.4 KP + 0.1 VC + 0.2 IQ + 0.3 ACC, or 0.5 KP + 0.2 VC + 0.3 IQ
 when the group has no text turn; with a metric of the image side missing, the plain mean of
-those present. IMUG-Bench (``summarize_results.py``): text turns x 100, image turns the mean of
-their points x 20, every turn pooled.
+those present.
 """
 
 from __future__ import annotations
@@ -20,9 +17,6 @@ WEAVE_TEXT_METRIC = "accuracy"
 WEAVE_METRICS = (*WEAVE_IMAGE_METRICS, WEAVE_TEXT_METRIC)
 WEAVE_WEIGHTS = {"key_point": 0.4, "visual_consistency": 0.1, "image_quality": 0.2, "accuracy": 0.3}
 WEAVE_WEIGHTS_NO_TEXT = {"key_point": 0.5, "visual_consistency": 0.2, "image_quality": 0.3}
-
-IMUG_TEXT_SCALE = 100
-
 
 # WEAVE ----------------------------------------------------------------------------------------
 

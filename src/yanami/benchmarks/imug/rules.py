@@ -19,8 +19,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from yanami._regions import enclosed, regions
-from yanami.judges._choice import choice_score
+from yanami.judges import choice_score
 
+IMUG_TEXT_SCALE = 100
+"""A text turn's reported score: the multiple-choice score x 100 (0-100)."""
 IMUG_IMAGE_SCALE = 20
 """An image turn's reported score: the mean of its 0-5 points x 20 (0-100)."""
 GRID_SUBDOMAINS = ("cubes_coloring", "cubes_completion", "cubes_synthesis")

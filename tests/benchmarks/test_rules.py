@@ -7,7 +7,7 @@ import io
 import pytest
 from PIL import Image, ImageDraw
 
-from yanami.judges._family_rules import (
+from yanami.benchmarks.imug.rules import (
     grid_points,
     imug_image_score,
     mcq_code,
@@ -17,7 +17,7 @@ from yanami.judges._family_rules import (
     read_grid_code,
     resolved_answer,
 )
-from yanami.scoring._protocols import weave_metric_means, weave_score, weave_score_code
+from yanami.benchmarks.weave.rules import weave_metric_means, weave_score, weave_score_code
 
 
 def test_weave_pools_each_metric_then_weighs() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.importers.samples import IMUG_GRID, imug_samples, write_imug, write_weave
-from tests.scoring.test_protocols import drawn_grid
+from tests.benchmarks.samples import IMUG_GRID, imug_samples, write_imug, write_weave
+from tests.benchmarks.test_rules import drawn_grid
 from yanami.models.fake import FakeServer, chat_images, chat_text, plain_png
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.importers.samples import IMUG_GRID, imug_samples, write_imug
+from tests.benchmarks.samples import IMUG_GRID, imug_samples, write_imug
 from yanami.schema import CheckKind, Family, TextPart, TurnRef
 from yanami.store import Dataset, dataset_stats, validate_dataset
 

@@ -1,0 +1,2 @@
+"""IMUG-Bench (``ccccEsion/IMUG-Bench``): its importer, its protocol (rules, grids, judge, prompts)
+and its scores."""
