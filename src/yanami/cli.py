@@ -23,7 +23,6 @@ from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 if TYPE_CHECKING:
     from yanami.construct import ConstructSummary
     from yanami.scoring import RunScores
-    from yanami.world import Battery
 
 T = TypeVar("T")
 
@@ -428,111 +427,23 @@ def audit(
     judge rebases it on their own earlier images. Exit 1 if any check is undecidable.
     """
     from yanami.store import Dataset
-    from yanami.world import Audit, Shortcuts, audit_dialogue
+    from yanami.world import audit_bench, audit_text
 
     ds = Dataset(bench)
-    report = Audit()
-    shortcuts = Shortcuts()
-    others = 0
     with progress("auditing", len(ds)) as advance:
-        for d in ds:
-            if d.meta.generator == "world":
-                report.add(audit_dialogue(d, draws))
-                shortcuts.add(d)
-            else:
-                others += 1
-            advance()
-    figures = report.summary()
-    battery = shortcuts.result()
-    figures["text_only_rules"] = battery.summary()
-    if not figures["dialogues"]:
+        result = audit_bench(ds, draws, on_dialogue=advance)
+    if not result.figures["dialogues"]:
         raise UserError(f"{bench}: no world dialogues to audit (yanami audit replays dialogues made by yanami build)")
-    if others:
-        err.print(f"warning: {others} dialogue(s) not made by the world were skipped", markup=False)
+    if result.others:
+        err.print(f"warning: {result.others} dialogue(s) not made by the world were skipped", markup=False)
     if as_json:
-        out.print(json.dumps(figures, indent=2), markup=False)
+        out.print(json.dumps(result.figures, indent=2), markup=False)
     else:
-        t, n = figures["target_turns"], figures["checks"]
-        letters = ", ".join(f"{k} {v:.1%}" for k, v in figures["answer_letter_shares"].items())
-        out.print(
-            f"{bench}: {figures['dialogues']} dialogues, {t} target turns, {n} checks\n"
-            f"decidable: {n - figures['undecidable_checks']}/{n} checks; undecidable "
-            f"{figures['undecidable_checks']} checks in {figures['undecidable_turns']} turns "
-            f"({figures['turns_with_free_choices']} turns with free choices, "
-            f"{figures['realizations_drawn']} realizations drawn)\n"
-            f"irreducible: {figures['irreducible_turns']}/{t} target turns ({figures['irreducible_share']:.1%})\n"
-            f"a copy of the latest image passes {figures['atomic_checks_a_copy_passes']}/{figures['atomic_checks']}"
-            f" atomic checks ({figures['copy_share']:.1%}); more than half in "
-            f"{figures['turns_a_copy_mostly_passes']} turns\n"
-            f"{_floor_lines(figures['floors'])}"
-            f"per dialogue: {figures['per_dialogue']['turns']:.2f} turns, {figures['per_dialogue']['images']:.2f}"
-            f" images, {figures['per_dialogue']['atomic_checks']:.2f} atomic checks\n"
-            f"answer letters (four options): {letters}; two questions of a dialogue share their letter"
-            f" {battery.same_letter:.1%} of the time (independent letters: 25 %)\n"
-            f"{_shortcut_lines(battery)}"
-            f"visible agent (sees only what a model sees, on the ground truth's history): misses"
-            f" {figures['visible_agent']['misses']} of {figures['visible_agent']['items']} turns and questions\n"
-            f"language lint: {figures['language_findings']} findings in {figures['messages_linted']} messages\n"
-            f"Self-History exposure: {figures['self_history_exposed_checks']} checks in "
-            f"{figures['self_history_exposed_turns']} turns name a value an earlier free choice set "
-            "(judged against the model's own earlier image)\n"
-            f"Self-History decidable: {figures['self_history_checks'] - figures['self_history_undecidable_checks']}"
-            f"/{figures['self_history_checks']} checks over {figures['self_history_rollouts']} rollouts per dialogue"
-            f" with their own free choices; {figures['self_history_ill_posed_checks']} checks made ill-posed by"
-            " a rollout's own choices (the judge leaves them out: never failed);"
-            f" {figures['self_history_rollouts_cut_short']} rollouts cut short (their own choices left the words"
-            " naming no single object)",
-            markup=False,
-        )
-    for u in report.undecidable[:MAX_PROBLEMS_SHOWN]:
-        out.print(f"undecidable {u.dialogue} t{u.turn} {u.check}: {u.text} (fails {u.failed})", markup=False)
-    for u in report.self_undecidable[:MAX_PROBLEMS_SHOWN]:
-        out.print(f"undecidable under Self-History {u.dialogue} t{u.turn} {u.check}: {u.text}", markup=False)
-    for dialogue_id, turn, finding in report.language[:MAX_PROBLEMS_SHOWN]:
-        out.print(f"language {dialogue_id} t{turn}: {finding}", markup=False)
-    for dialogue_id, turn, item, what in report.visible_misses[:MAX_PROBLEMS_SHOWN]:
-        out.print(f"visible agent misses {dialogue_id} t{turn} {item}: {what}", markup=False)
-    for dialogue_id, turn in report.reducible[:MAX_PROBLEMS_SHOWN]:
-        out.print(f"reducible {dialogue_id} t{turn}: the stateless reading passes every check", markup=False)
-    if report.undecidable or report.self_undecidable:
+        out.print(audit_text(str(bench), result), markup=False)
+    for line in result.problems(MAX_PROBLEMS_SHOWN):
+        out.print(line, markup=False)
+    if result.report.undecidable or result.report.self_undecidable:
         raise typer.Exit(1)
-
-
-def _floor_lines(floors: dict[str, dict[str, float]]) -> str:
-    """The trivial strategies' State Consistency beside the stateless reading's (see `yanami.world._audit`)."""
-    stateless = floors.get("stateless", {}).get("sc")
-    lines = ["floor (GT-History, read as the exact judge reads a picture; overall with answer letters at chance):"]
-    for name, f in floors.items():
-        below = (
-            ""
-            if name == "stateless" or stateless is None
-            else (" (below stateless)" if f["sc"] < stateless else " (NOT below stateless)")
-        )
-        lines.append(f"  {name}: SC {f['sc']:.2f}{below}, VQ {f['vq']:.0f}, overall {f['overall_at_chance']:.2f}")
-    return "\n".join(lines) + "\n"
-
-
-def _shortcut_lines(battery: Battery) -> str:
-    """The text-only rules' figures, a line per DSU type (see `yanami.world._shortcuts`)."""
-    lines = ["text-only rules on the DSU questions (no state tracked; chance 25 %):"]
-    for qtype, n in battery.questions.items():
-        rule, acc = battery.best_single(qtype)
-        pair_acc = battery.best_pair[qtype][1]
-        lines.append(
-            f"  {qtype}: best rule {acc:.1%} ({rule}), best pair {pair_acc:.1%} (chosen on the other half),"
-            f" linear reader {battery.linear[qtype]:.1%} (cross-validated); {n} questions"
-        )
-    qtype, rule, acc = battery.strongest()
-    if acc > SHORTCUT_LIMIT:
-        lines.append(f"  shortcut: {qtype} {rule!r} answers {acc:.1%}, above {SHORTCUT_LIMIT:.0%}")
-    if battery.short or battery.unmentioned:
-        short, silent = battery.short, battery.unmentioned
-        lines.append(f"  {short} question(s) with fewer than four options; {silent} option(s) never mentioned")
-    return "\n".join(lines) + "\n"
-
-
-SHORTCUT_LIMIT = 0.35
-"""Above this share, a text-only rule is reported as a shortcut (chance is 25 %)."""
 
 
 class TableFormat(StrEnum):

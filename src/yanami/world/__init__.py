@@ -6,6 +6,7 @@ a scene stored with the dialogue, and every check is a predicate over that scene
 
 from yanami.world._agents import AGENTS, TRIVIAL, VISIBLE, ReferenceAgent, TrivialAgent, reference_agent
 from yanami.world._audit import Audit, audit_dialogue
+from yanami.world._audit_text import SHORTCUT_LIMIT, AuditResult, audit_bench, audit_text
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import Camera
 from yanami.world._frames import Shown, credited, read_candidate, shown_before
@@ -37,12 +38,14 @@ __all__ = [
     "MATERIALS",
     "PRESETS",
     "SHAPES",
+    "SHORTCUT_LIMIT",
     "SIZES",
     "STYLES",
     "TRIVIAL",
     "VIEWS",
     "VISIBLE",
     "Audit",
+    "AuditResult",
     "Battery",
     "Camera",
     "ConstraintState",
@@ -61,7 +64,9 @@ __all__ = [
     "VisibleAgent",
     "WorldObject",
     "apply_op",
+    "audit_bench",
     "audit_dialogue",
+    "audit_text",
     "build_world",
     "compose_dialogue",
     "credited",

@@ -1,0 +1,132 @@
+"""What ``yanami audit`` reports, computed and written out: the whole audit of a world bench
+(`audit_bench`), its summary text (`audit_text`) and the problems it lists (`AuditResult.problems`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from yanami.schema import Dialogue
+from yanami.world._audit import Audit, audit_dialogue
+from yanami.world._free import AUDIT_DRAWS
+from yanami.world._shortcuts import Battery, Shortcuts
+
+SHORTCUT_LIMIT = 0.35
+"""Above this share, a text-only rule is reported as a shortcut (chance is 25 %)."""
+
+
+@dataclass
+class AuditResult:
+    """A bench's audit: its figures (JSON-ready), the findings behind them, and the text-only rules."""
+
+    figures: dict[str, Any]
+    report: Audit
+    battery: Battery
+    others: int
+    """Dialogues skipped: not made by the world."""
+
+    def problems(self, limit: int) -> list[str]:
+        """Every finding to list, a line each, at most ``limit`` of each kind."""
+        r = self.report
+        return [
+            *(
+                f"undecidable {u.dialogue} t{u.turn} {u.check}: {u.text} (fails {u.failed})"
+                for u in r.undecidable[:limit]
+            ),
+            *(
+                f"undecidable under Self-History {u.dialogue} t{u.turn} {u.check}: {u.text}"
+                for u in r.self_undecidable[:limit]
+            ),
+            *(f"language {d} t{t}: {finding}" for d, t, finding in r.language[:limit]),
+            *(f"visible agent misses {d} t{t} {item}: {what}" for d, t, item, what in r.visible_misses[:limit]),
+            *(f"reducible {d} t{t}: the stateless reading passes every check" for d, t in r.reducible[:limit]),
+        ]
+
+
+def audit_bench(
+    dialogues: Iterable[Dialogue], draws: int = AUDIT_DRAWS, on_dialogue: Callable[[], None] | None = None
+) -> AuditResult:
+    """Audit a bench's world dialogues (others are skipped and counted) and run the text-only rules."""
+    report, shortcuts, others = Audit(), Shortcuts(), 0
+    for d in dialogues:
+        if d.meta.generator == "world":
+            report.add(audit_dialogue(d, draws))
+            shortcuts.add(d)
+        else:
+            others += 1
+        if on_dialogue is not None:
+            on_dialogue()
+    figures = report.summary()
+    battery = shortcuts.result()
+    figures["text_only_rules"] = battery.summary()
+    return AuditResult(figures, report, battery, others)
+
+
+def audit_text(bench: str, result: AuditResult) -> str:
+    """The audit's summary, as ``yanami audit`` prints it."""
+    figures, battery = result.figures, result.battery
+    t, n = figures["target_turns"], figures["checks"]
+    letters = ", ".join(f"{k} {v:.1%}" for k, v in figures["answer_letter_shares"].items())
+    return (
+        f"{bench}: {figures['dialogues']} dialogues, {t} target turns, {n} checks\n"
+        f"decidable: {n - figures['undecidable_checks']}/{n} checks; undecidable "
+        f"{figures['undecidable_checks']} checks in {figures['undecidable_turns']} turns "
+        f"({figures['turns_with_free_choices']} turns with free choices, "
+        f"{figures['realizations_drawn']} realizations drawn)\n"
+        f"irreducible: {figures['irreducible_turns']}/{t} target turns ({figures['irreducible_share']:.1%})\n"
+        f"a copy of the latest image passes {figures['atomic_checks_a_copy_passes']}/{figures['atomic_checks']}"
+        f" atomic checks ({figures['copy_share']:.1%}); more than half in "
+        f"{figures['turns_a_copy_mostly_passes']} turns\n"
+        f"{_floor_lines(figures['floors'])}"
+        f"per dialogue: {figures['per_dialogue']['turns']:.2f} turns, {figures['per_dialogue']['images']:.2f}"
+        f" images, {figures['per_dialogue']['atomic_checks']:.2f} atomic checks\n"
+        f"answer letters (four options): {letters}; two questions of a dialogue share their letter"
+        f" {battery.same_letter:.1%} of the time (independent letters: 25 %)\n"
+        f"{_shortcut_lines(battery)}"
+        f"visible agent (sees only what a model sees, on the ground truth's history): misses"
+        f" {figures['visible_agent']['misses']} of {figures['visible_agent']['items']} turns and questions\n"
+        f"language lint: {figures['language_findings']} findings in {figures['messages_linted']} messages\n"
+        f"Self-History exposure: {figures['self_history_exposed_checks']} checks in "
+        f"{figures['self_history_exposed_turns']} turns name a value an earlier free choice set "
+        "(judged against the model's own earlier image)\n"
+        f"Self-History decidable: {figures['self_history_checks'] - figures['self_history_undecidable_checks']}"
+        f"/{figures['self_history_checks']} checks over {figures['self_history_rollouts']} rollouts per dialogue"
+        f" with their own free choices; {figures['self_history_ill_posed_checks']} checks made ill-posed by"
+        " a rollout's own choices (the judge leaves them out: never failed);"
+        f" {figures['self_history_rollouts_cut_short']} rollouts cut short (their own choices left the words"
+        " naming no single object)"
+    )
+
+
+def _floor_lines(floors: dict[str, dict[str, float]]) -> str:
+    """The trivial strategies' State Consistency beside the stateless reading's (see `yanami.world._audit`)."""
+    stateless = floors.get("stateless", {}).get("sc")
+    lines = ["floor (GT-History, read as the exact judge reads a picture; overall with answer letters at chance):"]
+    for name, f in floors.items():
+        below = (
+            ""
+            if name == "stateless" or stateless is None
+            else (" (below stateless)" if f["sc"] < stateless else " (NOT below stateless)")
+        )
+        lines.append(f"  {name}: SC {f['sc']:.2f}{below}, VQ {f['vq']:.0f}, overall {f['overall_at_chance']:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def _shortcut_lines(battery: Battery) -> str:
+    """The text-only rules' figures, a line per DSU type (see `yanami.world._shortcuts`)."""
+    lines = ["text-only rules on the DSU questions (no state tracked; chance 25 %):"]
+    for qtype, n in battery.questions.items():
+        rule, acc = battery.best_single(qtype)
+        pair_acc = battery.best_pair[qtype][1]
+        lines.append(
+            f"  {qtype}: best rule {acc:.1%} ({rule}), best pair {pair_acc:.1%} (chosen on the other half),"
+            f" linear reader {battery.linear[qtype]:.1%} (cross-validated); {n} questions"
+        )
+    qtype, rule, acc = battery.strongest()
+    if acc > SHORTCUT_LIMIT:
+        lines.append(f"  shortcut: {qtype} {rule!r} answers {acc:.1%}, above {SHORTCUT_LIMIT:.0%}")
+    if battery.short or battery.unmentioned:
+        short, silent = battery.short, battery.unmentioned
+        lines.append(f"  {short} question(s) with fewer than four options; {silent} option(s) never mentioned")
+    return "\n".join(lines) + "\n"
