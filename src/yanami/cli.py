@@ -854,6 +854,12 @@ def eval_(
             "(they are not scored; --retry-errors asks again)",
             markup=False,
         )
+    if summary.first_judge_error:
+        err.print(
+            f"warning: the judge could not grade {summary.judge_errors} item(s), the first: "
+            f"{summary.first_judge_error} (they are not scored; the same command grades them again)",
+            markup=False,
+        )
     if expected and not valid:
         raise UserError(f"{out_dir}: no item of the run is valid; check the model's configuration", exit_code=1)
 

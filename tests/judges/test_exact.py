@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pytest
@@ -133,3 +134,26 @@ def test_visual_quality_falls_for_a_broken_picture(world_bench, world_dialogues,
     d, t, data = _targets(Dataset(world_bench), world_dialogues)[0]
     assert judge.judge_image(d, t, data).vq == 10
     assert judge.judge_image(d, t, _broken(t.hidden.state, how)).vq <= most
+
+
+def test_checks_without_predicates_are_one_clear_error_not_a_crash(world_bench, tmp_path, cli) -> None:
+    """A dataset the world did not build (a constructed one) may carry checks a person reads but no
+    predicate: the exact judge says so for each item, and the command says so in one line, no traceback."""
+    from yanami.store import Dataset, DatasetWriter, Generator
+
+    def unreadable(c: Any) -> Any:
+        return c.model_copy(update={"hidden": c.hidden.model_copy(update={"predicate": None})})
+
+    source = Dataset(world_bench)
+    plain = tmp_path / "plain"
+    with DatasetWriter(plain, split="bench", generator=Generator(name="t")) as w:
+        for d in list(source)[:2]:
+            for p in d.images():
+                w.add_image(source.image_bytes(p), p.source)
+            turns = [t.model_copy(update={"checks": [unreadable(c) for c in t.checks]}) for t in d.turns]
+            w.add_dialogue(d.model_copy(update={"turns": turns}))
+        w.commit()
+    r = cli("eval", plain, "--model", "reference:oracle", "--out", tmp_path / "run")
+    assert r.code == 0 and "Traceback" not in r.err  # its questions are graded; its target turns are not
+    assert "warning: the judge could not grade" in r.err and len(r.err.strip().splitlines()) == 1
+    assert "has no predicate the exact judge can evaluate" in r.err and "--judge FILE" in r.err

@@ -82,6 +82,10 @@ class Summary:
     statuses: dict[str, int] = field(default_factory=dict)
     first_error: str | None = None
     """The first error this call recorded, for the user to see."""
+    judge_errors: int = 0
+    """Items the judge could not grade (their verdicts have status ``error``; a rerun grades them again)."""
+    first_judge_error: str | None = None
+    """The first of them, for the user to see."""
 
 
 def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialogue]:
@@ -398,7 +402,10 @@ def _execute(
                 for got in batch:
                     if isinstance(got, BaseException):
                         raise got
-                    prediction = got[0]
+                    prediction, verdict = got[0], got[1]
+                    if verdict is not None and verdict.status == "error":
+                        summary.judge_errors += 1
+                        summary.first_judge_error = summary.first_judge_error or f"{verdict.item}: {verdict.reason}"
                     summary.written += 1
                     summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
                     if prediction.status == "error" and summary.first_error is None:

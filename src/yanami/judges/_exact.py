@@ -84,6 +84,12 @@ class ExactJudge:
         if output.kind != "turn" or output.image is None:
             raise JudgeError(f"{output.item}: the exact judge grades a DSU reply or a target turn's image")
         turn = d.turns[output.turn]
+        unreadable = next((c.id for c in turn.checks if not isinstance(c.hidden.predicate, dict)), None)
+        if unreadable is not None:
+            raise JudgeError(
+                f"{output.item}: check {unreadable} has no predicate the exact judge can evaluate (a dataset the "
+                "world did not build, such as a constructed one, is graded by a VLM judge: --judge FILE)"
+            )
         if history.images is not None:
             iv = self.judge_image_in_history(d, turn, output.image, history.images)
         else:
