@@ -90,7 +90,7 @@ def read_and_hash(files: list[Path]) -> float:
 
 
 def bench(family: str, tmp: Path, records: int, copy: bool = False) -> None:
-    from yanami.importers import IMPORTERS
+    from yanami.families import family_of
 
     src = tmp / family
     files = (weave_source if family == "weave" else imug_source)(src, records)
@@ -99,7 +99,7 @@ def bench(family: str, tmp: Path, records: int, copy: bool = False) -> None:
     for k in range(2):  # baseline and import alternate, twice; the faster of each counts
         raws.append(read_and_hash(files))
         start = time.perf_counter()
-        m = IMPORTERS[family](src, tmp / f"{family}-ds{k}", link=not copy)
+        m = family_of(family).hook("importer")(src, tmp / f"{family}-ds{k}", link=not copy)
         takes.append(time.perf_counter() - start)
     raw, took = min(raws), min(takes)
     n = len(files)
