@@ -53,6 +53,10 @@ class FamilyFacts:
     """Self-History is reported on its dialogues with at least this many generation turns."""
     check_kinds: tuple[str, ...] = ()
     """The check kinds its target turns are graded with (`yanami.schema.CheckKind` values)."""
+    by_scenario: bool = False
+    """Whether its dialogues are grouped by a YANAMI scenario (else by a domain of `classes`)."""
+    checks_need_reference: bool = False
+    """Whether a turn with checks must hold the assistant's reference image they are judged on."""
     importer: str | None = None
     """``module:function`` of ``yanami import NAME SRC --out DIR`` (``function(src, out, *,
     overwrite, link, on_record)`` -> the dataset's manifest); None: not imported."""
@@ -91,6 +95,8 @@ FAMILIES: dict[str, FamilyFacts] = {
             {},
             self_history_min_turns=2,
             check_kinds=("atomic", "capability"),
+            by_scenario=True,
+            checks_need_reference=True,
         ),
         # weichow23/weave, eval/config.py (WEAVE_DOMAIN)
         FamilyFacts(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from yanami.families import Family, UnknownFamily, family_of
+from yanami.families import UnknownFamily, family_of
 from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, ImageSource
 
 Loc = tuple[str | int, ...]
@@ -39,18 +39,19 @@ class DialogueWalk:
         used: set[str] = set()
         n_checks = 0
         family = d.family
-        yanami = family == _YANAMI
         try:
             facts = family_of(family)
             kinds = facts.check_kinds
         except UnknownFamily as exc:
             out.append((("family",), str(exc)))
             facts, kinds = None, ()
-        if yanami:
+        by_scenario = facts is not None and facts.by_scenario
+        needs_reference = facts is not None and facts.checks_need_reference
+        if facts is not None and by_scenario:
             if d.scenario is None:
-                out.append((("scenario",), "a YANAMI dialogue needs a scenario"))
+                out.append((("scenario",), f"a {facts.title} dialogue needs a scenario"))
             if d.domain is not None:
-                out.append((("domain",), "a YANAMI dialogue has a scenario, not a domain"))
+                out.append((("domain",), f"a {facts.title} dialogue has a scenario, not a domain"))
         elif facts is not None:
             if d.scenario is not None:
                 out.append((("scenario",), f"a {facts.title} dialogue has a domain, not a scenario"))
@@ -92,7 +93,7 @@ class DialogueWalk:
             checks = t.checks
             if not checks:
                 continue
-            if yanami and not generated:
+            if needs_reference and not generated:
                 out.append((("turns", i, "checks"), "a turn with checks needs an assistant-generated image"))
             n_checks += len(checks)
             for j, c in enumerate(checks):
@@ -150,7 +151,6 @@ class DialogueWalk:
         self.n_checks = n_checks
 
 
-_YANAMI = Family.YANAMI.value
 
 
 def _refs(out: list[tuple[Loc, str]], turns: Any, i: int, loc: Loc, refs: Any, *, judged: bool = False) -> None:
