@@ -21,7 +21,6 @@ from yanami.run_format import History, Layout
 from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
 if TYPE_CHECKING:
-    from yanami.construct import ConstructSummary
     from yanami.scoring import RunScores
 
 T = TypeVar("T")
@@ -559,16 +558,8 @@ def prepare(
             cache=cache,
             on_progress=update,
         )
-    c = summary.counts
-    out.print(
-        f"{out_dir}: {c['entries']} entries: {c['kept']} kept, {c['repaired']} repaired, {c['rejected']} rejected, "
-        f"{c['unreadable']} unreadable, {c['duplicate']} duplicates, {c['dropped']} dropped with their group",
-        markup=False,
-    )
-    routed = ", ".join(f"{k} {v}" for k, v in summary.by_scenario.items())
-    out.print(f"groups: {c['groups_kept']} of {c['groups']} kept ({routed}); {c['images']} images", markup=False)
-    for reason, n in sorted(summary.reasons.items(), key=lambda kv: (-kv[1], kv[0])):
-        out.print(f"  dropped: {n} group(s): {reason}", markup=False)
+    for line in summary.lines():
+        out.print(line, markup=False)
     if summary.errors:
         err.print(
             f"warning: {summary.errors} model call(s) failed (recorded as rejections; the same command asks again)",
@@ -665,7 +656,7 @@ def construct(
             sample=sample,
             on_progress=update,
         )
-    for line in construct_lines(s):
+    for line in s.lines():
         out.print(line, markup=False)
     if s.errors:
         err.print(
@@ -679,47 +670,6 @@ def construct(
             markup=False,
         )
         raise typer.Exit(3)
-
-
-def construct_lines(s: ConstructSummary) -> list[str]:
-    """A construction's summary, for the terminal."""
-    lines = []
-    if s.estimate:
-        e = s.estimate
-        lines.append(
-            f"dry run: {int(e['sample'])} dialogue(s) made in {s.store}; for all {s.planned}: about "
-            f"{e['cost']:g} in cost and {e['seconds']:g} s at this concurrency "
-            f"({e['cost_per_dialogue']:g} and {e['seconds_per_dialogue']:g} s of calls per dialogue)"
-        )
-    else:
-        where = f"{s.out}" if s.written else "(nothing written)"
-        lines.append(
-            f"{where}: {s.accepted} of {s.planned} dialogues accepted, {sum(s.rejected.values())} rejected, "
-            f"{s.errors} failed for now, {s.pending} not made"
-        )
-    for reason, n in sorted(s.rejected.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  rejected: {n}: {reason}")
-    rounds = ", ".join(f"{k}: {v}" for k, v in s.plan_rounds.items())
-    image_rounds = ", ".join(f"{k}: {v}" for k, v in s.image_rounds.items())
-    lines.append(f"revisions per plan: {rounds or '-'}; new attempts per image: {image_rounds or '-'}")
-    calls = "; ".join(
-        f"{role} {c['paid']} paid, {c['cached']} cached, {c['failed']} failed" for role, c in sorted(s.calls.items())
-    )
-    lines.append(f"calls: {calls or 'none'}")
-    budget = f" of a budget of {s.budget:g}" if s.budget is not None else ""
-    lines.append(
-        f"tokens {s.tokens_in:,} in, {s.tokens_out:,} out; {s.images_made} images made; cost {s.cost:g}{budget}"
-    )
-    for kind, f in s.faults.items():
-        by = ", ".join(f"{k[len('caught_by_') :]} {v}" for k, v in sorted(f.items()) if k.startswith("caught_by_"))
-        lines.append(
-            f"injected {kind}: {f.get('caught', 0)} of {f.get('injected', 0)} caught" + (f" (by {by})" if by else "")
-        )
-    if s.faults:
-        alarms = ", ".join(f"{k} {v}" for k, v in s.false_alarms.items())
-        lines.append(f"false alarms on clean first attempts: {alarms}")
-    lines.append(f"store: {s.store} (calls, verdicts, summary.json)")
-    return lines
 
 
 @contextmanager

@@ -193,6 +193,49 @@ class ConstructSummary:
     """A dry run's extrapolation: ``cost``, ``seconds`` (at the given concurrency), from ``sample``."""
     written: bool = False
 
+    def lines(self) -> list[str]:
+        """The construction's summary, a line each, as ``yanami construct`` prints it."""
+        s = self
+        lines = []
+        if s.estimate:
+            e = s.estimate
+            lines.append(
+                f"dry run: {int(e['sample'])} dialogue(s) made in {s.store}; for all {s.planned}: about "
+                f"{e['cost']:g} in cost and {e['seconds']:g} s at this concurrency "
+                f"({e['cost_per_dialogue']:g} and {e['seconds_per_dialogue']:g} s of calls per dialogue)"
+            )
+        else:
+            where = f"{s.out}" if s.written else "(nothing written)"
+            lines.append(
+                f"{where}: {s.accepted} of {s.planned} dialogues accepted, {sum(s.rejected.values())} rejected, "
+                f"{s.errors} failed for now, {s.pending} not made"
+            )
+        for reason, n in sorted(s.rejected.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"  rejected: {n}: {reason}")
+        rounds = ", ".join(f"{k}: {v}" for k, v in s.plan_rounds.items())
+        image_rounds = ", ".join(f"{k}: {v}" for k, v in s.image_rounds.items())
+        lines.append(f"revisions per plan: {rounds or '-'}; new attempts per image: {image_rounds or '-'}")
+        calls = "; ".join(
+            f"{role} {c['paid']} paid, {c['cached']} cached, {c['failed']} failed"
+            for role, c in sorted(s.calls.items())
+        )
+        lines.append(f"calls: {calls or 'none'}")
+        budget = f" of a budget of {s.budget:g}" if s.budget is not None else ""
+        lines.append(
+            f"tokens {s.tokens_in:,} in, {s.tokens_out:,} out; {s.images_made} images made; cost {s.cost:g}{budget}"
+        )
+        for kind, f in s.faults.items():
+            by = ", ".join(f"{k[len('caught_by_') :]} {v}" for k, v in sorted(f.items()) if k.startswith("caught_by_"))
+            lines.append(
+                f"injected {kind}: {f.get('caught', 0)} of {f.get('injected', 0)} caught"
+                + (f" (by {by})" if by else "")
+            )
+        if s.faults:
+            alarms = ", ".join(f"{k} {v}" for k, v in s.false_alarms.items())
+            lines.append(f"false alarms on clean first attempts: {alarms}")
+        lines.append(f"store: {s.store} (calls, verdicts, summary.json)")
+        return lines
+
     def as_json(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("out", "store")}
         return {"out": str(self.out), "store": str(self.store), **out}

@@ -168,6 +168,21 @@ class PrepareSummary:
     calls: dict[str, int] = field(default_factory=dict)
     """Questions asked per kind (filter, repair, route), answered by the cache or the server."""
 
+    def lines(self) -> list[str]:
+        """The preparation's summary, a line each, as ``yanami prepare`` prints it."""
+        c = self.counts
+        routed = ", ".join(f"{k} {v}" for k, v in self.by_scenario.items())
+        return [
+            f"{self.out}: {c['entries']} entries: {c['kept']} kept, {c['repaired']} repaired, {c['rejected']} "
+            f"rejected, {c['unreadable']} unreadable, {c['duplicate']} duplicates, {c['dropped']} dropped with "
+            "their group",
+            f"groups: {c['groups_kept']} of {c['groups']} kept ({routed}); {c['images']} images",
+            *(
+                f"  dropped: {n} group(s): {reason}"
+                for reason, n in sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+            ),
+        ]
+
 
 Progress = Callable[[str, int, int], None]
 

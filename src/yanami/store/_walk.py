@@ -151,8 +151,6 @@ class DialogueWalk:
         self.n_checks = n_checks
 
 
-
-
 def _refs(out: list[tuple[Loc, str]], turns: Any, i: int, loc: Loc, refs: Any, *, judged: bool = False) -> None:
     """References from turn ``i``: to an earlier turn, or to its own user message; a check's
     references (``judged``: what a judge compares with) may also name the turn's own reference image."""
