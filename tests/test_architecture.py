@@ -10,6 +10,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 import yanami
 
 ROOT = Path(yanami.__file__).parent
@@ -56,9 +58,10 @@ def test_no_package_imports_another_packages_private_module() -> None:
     assert private == []
 
 
-def test_the_run_format_reads_without_numpy_pillow_or_the_world() -> None:
+@pytest.mark.parametrize("module", ["yanami.run_format", "yanami.contract"])
+def test_the_contract_and_the_run_format_load_without_numpy_pillow_or_the_world(module: str) -> None:
     code = (
-        "import sys, yanami.run_format as f; "
+        f"import sys, {module}; "
         "print(sorted(m for m in ('numpy', 'PIL', 'yanami.world', 'yanami.store', 'yanami.bench') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -23,9 +23,7 @@ from pathlib import Path
 
 from yanami import __version__
 from yanami.bench import read_rows
-from yanami.families import FamilyFacts
-from yanami.run_format import Verdict
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue, FamilyFacts, Verdict
 from yanami.scoring import Scored, Table, render_page
 from yanami.store import DatasetWriter, Generator
 
