@@ -194,9 +194,20 @@ def validate(
             out.print(f"… and {len(problems) - MAX_PROBLEMS_SHOWN} more problems", markup=False)
         err.print(f"{directory}: {len(problems)} problem(s)", markup=False)
         raise typer.Exit(1)
+    from yanami.families import family_of
+    from yanami.judges import unreadable_check
+
     ds = Dataset(directory, max_pixels=max_pixels)
     c = ds.manifest.counts
     out.print(f"{directory}: valid ({c.dialogues} dialogues, {c.turns} turns, {c.images} images)", markup=False)
+    facts = family_of(ds.manifest.family)
+    if facts.judge is not None:
+        judges = f"{facts.title}'s own protocol over a VLM judge (--judge FILE)"
+    elif (where := unreadable_check(ds)) is not None:
+        judges = f"a VLM judge (--judge FILE) only: check {where} carries no predicate the exact judge evaluates"
+    else:
+        judges = "exact (the default) or a VLM judge (--judge FILE)"
+    out.print(f"judges: {judges}", markup=False)
 
 
 @app.command()

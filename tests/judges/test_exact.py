@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageFilter
 
 from tests.world.test_render_parse import TRANSFORMS
-from yanami.judges import ExactJudge
+from yanami.judges import ExactJudge, JudgeError
 from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import render_png
@@ -153,7 +153,19 @@ def test_checks_without_predicates_are_one_clear_error_not_a_crash(world_bench, 
             turns = [t.model_copy(update={"checks": [unreadable(c) for c in t.checks]}) for t in d.turns]
             w.add_dialogue(d.model_copy(update={"turns": turns}))
         w.commit()
+    r = cli("validate", plain)
+    assert r.code == 0 and "judges: a VLM judge (--judge FILE) only: check " in r.out
+    assert "judges: exact (the default) or a VLM judge" in cli("validate", world_bench).out
+    # eval refuses before anything is written, in one line naming the VLM judge
     r = cli("eval", plain, "--model", "reference:oracle", "--out", tmp_path / "run")
-    assert r.code == 0 and "Traceback" not in r.err  # its questions are graded; its target turns are not
-    assert "warning: the judge could not grade" in r.err and len(r.err.strip().splitlines()) == 1
-    assert "has no predicate the exact judge can evaluate" in r.err and "--judge FILE" in r.err
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert "carries no predicate the exact judge can evaluate" in r.err and "--judge FILE" in r.err
+    assert not (tmp_path / "run").exists()
+    # a judge that meets such a check anyway (a plug-in's dataset changed under a run) says so per item
+    from yanami.models import GT_HISTORY, Output
+
+    d = next(iter(Dataset(plain)))
+    t = next(t for t in d.turns if t.checks)
+    image = Dataset(plain).image_bytes(t.assistant.images()[0])
+    with pytest.raises(JudgeError, match="has no predicate the exact judge can evaluate"):
+        ExactJudge().grade(d, Output(f"{d.id}/t{t.index}", "turn", t.index, image=image), GT_HISTORY)

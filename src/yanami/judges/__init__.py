@@ -10,7 +10,7 @@ from yanami.judges._choice import (
     read_options,
     value_score,
 )
-from yanami.judges._exact import ExactJudge, exact_judge, world_quality
+from yanami.judges._exact import ExactJudge, exact_judge, unreadable_check, world_quality
 from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
 from yanami.judges._vlm import _image as input_image
@@ -41,6 +41,7 @@ __all__ = [
     "prompt",
     "read_option",
     "read_options",
+    "unreadable_check",
     "value_score",
     "world_quality",
 ]

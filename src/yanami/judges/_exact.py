@@ -8,7 +8,7 @@ world scene (see `world_quality`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from yanami.errors import UserError
@@ -67,6 +67,18 @@ def world_quality(parse: Parse) -> int:
     specks = 100 * parse.speckle
     shapes = sum(min(10.0, 2.5 * max(0.0, misfit - 2.0)) for misfit in parse.misfits)
     return max(0, min(10, round(10 - floor - specks - shapes)))
+
+
+def unreadable_check(dialogues: Iterable[Dialogue]) -> str | None:
+    """The first check (``dialogue/check``) with no predicate the exact judge can evaluate, or None
+    where it can grade every target turn (a world dataset; a constructed one carries checks a
+    person reads, graded by a VLM judge)."""
+    for d in dialogues:
+        for t in d.turns:
+            for c in t.checks:
+                if not isinstance(c.hidden.predicate, dict):
+                    return f"{d.id}/{c.id}"
+    return None
 
 
 class ExactJudge:

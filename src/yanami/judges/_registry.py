@@ -50,6 +50,15 @@ def judge_for_bench(
     if make is None:
         if protocol_source is not None:
             raise UserError(f"--protocol-source: only for a bench graded by its own protocol, not {facts.title}")
+        if spec == "exact":
+            from yanami.judges._exact import unreadable_check
+
+            where = unreadable_check(dataset)
+            if where is not None:
+                raise UserError(
+                    f"{dataset.root}: check {where} carries no predicate the exact judge can evaluate (a dataset "
+                    "the world did not build, such as a constructed one): grade it with a VLM judge, --judge FILE"
+                )
         return load_judge(spec, dataset, responses)
     judge = make(spec, dataset, responses, protocol_source)
     if not isinstance(judge, Judge):
