@@ -118,3 +118,34 @@ def test_an_unreachable_server_is_reported_not_scored(cli, world_bench, tmp_path
     assert r.code == 1
     assert "item(s) ended in error" in r.err and "gave up after retries" in r.err
     assert "no item of the run is valid" in r.err and "Traceback" not in r.err
+
+
+def test_a_run_resumes_on_a_server_restarted_elsewhere_and_names_what_really_differs(
+    cli, world_bench, tmp_path
+) -> None:
+    """How a model is reached (base_url, timeouts, concurrency, rate, retries) may change on resume;
+    what it is may not, and the refusal names only the fields that differ."""
+    args = ("--limit", "1", "--out", tmp_path / "run")
+    with FakeServer() as first:
+        model, _, _ = _configs(tmp_path, first)
+        assert cli("eval", world_bench, "--model", model, *args).code == 0
+    with FakeServer() as second:  # the server came back on another port, with other limits
+        text = model.read_text().replace(first.url, second.url).replace("timeout_s: 2", "timeout_s: 9")
+        model.write_text(text + "max_concurrency: 3\n")
+        r = cli("eval", world_bench, "--model", model, *args)
+        assert r.code == 0, r.err
+        model.write_text(text.replace("chat_model: chat-model", "chat_model: other-model"))
+        r = cli("eval", world_bench, "--model", model, *args)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "model_settings.chat_model='chat-model', not 'other-model'" in r.err
+    assert "base_url" not in r.err and "timeout_s" not in r.err
+
+
+def test_a_base_url_without_its_scheme_is_one_line(cli, world_bench, tmp_path) -> None:
+    model = tmp_path / "model.yaml"
+    model.write_text("kind: openai\nchat_model: m\nbase_url: 127.0.0.1:8765/v1\n")
+    r = cli("eval", world_bench, "--model", model, "--out", tmp_path / "run")
+    assert (
+        r.code == 2 and f"{model}:3: base_url: '127.0.0.1:8765/v1' needs its scheme (http://127.0.0.1:8765/v1" in r.err
+    )
+    assert not (tmp_path / "run").exists()

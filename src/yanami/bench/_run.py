@@ -47,6 +47,7 @@ from yanami.errors import UserError
 from yanami.families import family_of
 from yanami.judges import Judge, JudgeError, judge_for_bench, judge_settings
 from yanami.models import (
+    TRANSPORT,
     InputImage,
     Model,
     Output,
@@ -303,6 +304,20 @@ _MAY_CHANGE = ("bench", "limit", "items")
 the judge's version may be newer: what an older version graded is graded again)."""
 
 
+def _differences(key: str, theirs: Any, mine: Any) -> list[str]:
+    """What differs in a manifest field, by name (inside a settings mapping, only the keys that
+    differ, and not the transport settings a resumed run may change: `TRANSPORT`)."""
+    if isinstance(theirs, dict) and isinstance(mine, dict):
+        skip = TRANSPORT if key in ("model_settings", "judge_settings") else ()
+        return [
+            d
+            for k in sorted(set(theirs) | set(mine))
+            if k not in skip and theirs.get(k) != mine.get(k)
+            for d in _differences(f"{key}.{k}", theirs.get(k), mine.get(k))
+        ]
+    return [f"{key}={theirs!r}, not {mine!r}"]
+
+
 def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> RunManifest:
     """The manifest of the run being resumed with ``manifest``'s settings, or a `UserError`."""
     path = run / RUN_MANIFEST
@@ -321,11 +336,11 @@ def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> 
         and not (k == "judge" and newer_judge)
         and not (k == "privileged" and theirs[k] is None)  # a run of format 3 did not record it
     ]
-    if changed:
-        k = changed[0]
+    differences = [d for k in changed for d in _differences(k, theirs[k], mine[k])]
+    if differences:
         raise UserError(
-            f"{path}: this run was made with {k}={theirs[k]!r}, not {mine[k]!r}; resume it with the same "
-            "settings or choose another --out"
+            f"{path}: this run was made with {'; '.join(differences)}; resume it with the same settings or choose "
+            "another --out"
         )
     if not same_limit:
         before = _round_robin(all_dialogues, old.limit)

@@ -56,12 +56,12 @@ from yanami.models._registry import (
 from yanami.models._strategies import StrategyModel, parse_strategy
 
 if TYPE_CHECKING:
-    from yanami.models._config import ModelConfig, load_config
+    from yanami.models._config import TRANSPORT, ModelConfig, load_config
 
 
 def __getattr__(name: str) -> Any:
     # Config files need pydantic and YAML: loaded on first use, so `import yanami.models` stays light.
-    if name in ("ModelConfig", "load_config"):
+    if name in ("ModelConfig", "TRANSPORT", "load_config"):
         from yanami.models import _config
 
         return getattr(_config, name)
@@ -73,6 +73,7 @@ __all__ = [
     "ENTRY_POINTS",
     "GT_HISTORY",
     "OUTPUT_LONG_EDGE",
+    "TRANSPORT",
     "AnswerVerdict",
     "Client",
     "Endpoint",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,6 +43,11 @@ class Prices(BaseModel):
     """Per million output tokens."""
     per_image: float = Field(0.0, ge=0)
     """Per image made."""
+
+
+TRANSPORT = ("base_url", "timeout_s", "max_concurrency", "requests_per_minute", "max_retries", "backoff_s")
+"""Settings of how a model is reached, not what it answers: a resumed run may change them (a
+server restarted on another port, a higher rate)."""
 
 
 class ModelConfig(BaseModel):
@@ -132,6 +138,11 @@ def load_config(path: str | Path) -> ModelConfig:
         raise UserError(f"{p}:{line}: {field}: {first['msg']}") from None
     if config.kind != "reference" and not config.base_url:
         raise UserError(f"{p}:{_line_of(text, 'kind')}: base_url: required for kind {config.kind}")
+    if config.base_url and urlsplit(config.base_url).scheme not in ("http", "https"):
+        raise UserError(
+            f"{p}:{_line_of(text, 'base_url')}: base_url: {config.base_url!r} needs its scheme "
+            f"(http://{config.base_url.split('://')[-1]} or https://…)"
+        )
     if config.kind == "reference" and not config.agent:
         raise UserError(f"{p}:{_line_of(text, 'kind')}: agent: required for kind reference")
     if config.kind == "openai" and not (config.chat_model or config.image_model):
