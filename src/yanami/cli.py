@@ -681,6 +681,10 @@ def construct(
             markup=False,
         )
         raise typer.Exit(3)
+    if not s.estimate and s.accepted == 0 and s.planned:
+        raise UserError(f"{out_dir}: no dialogue was accepted (see the reasons above)", exit_code=1)
+    if s.errors:
+        raise typer.Exit(1)  # some dialogues failed for now: the warning above says the same command retries them
 
 
 @contextmanager

@@ -18,6 +18,7 @@ import pytest
 from yanami.construct import construct, prepare, store_path
 from yanami.construct._standins import StandIns, pixel_std
 from yanami.errors import UserError
+from yanami.models._config import IMAGES_API_SIZES
 from yanami.models.fake import FakeServer, chat_images, chat_text
 from yanami.schema import Scenario
 from yanami.store import Dataset, validate_dataset
@@ -66,7 +67,7 @@ def configs(tmp: Path, url: str, prices: bool = False) -> dict[str, str]:
     extra = (lambda p: {"prices": p}) if prices else (lambda p: {})
     return {
         "author": config(tmp / "author.yaml", url, chat_model="author-llm", structured_output=True, **extra(chat)),
-        "image_model": config(tmp / "image.yaml", url, image_model="image-model", **extra(image)),
+        "image_model": config(tmp / "image.yaml", url, image_model="image-model", sizes=["frame"], **extra(image)),
         "verifier": config(tmp / "verifier.yaml", url, chat_model="verifier-vlm", **extra(chat)),
     }
 
@@ -307,3 +308,25 @@ def test_a_failed_call_leaves_its_dialogue_for_the_next_run_and_a_rejected_key_s
         with pytest.raises(UserError, match=r"stopped: .*401.*rerun the same command"):
             construct(pool, tmp_path / "denied", **models, per_scenario=1, concurrency=2)
         assert not (tmp_path / "denied").exists()
+
+
+def test_against_an_images_api_that_takes_only_its_published_sizes(pool: Path, tmp_path: Path) -> None:
+    """OpenAI's images API answers 400 to any size but its published ones. With the default
+    ``sizes`` every image request asks for one of them and is answered; what comes back is cut to
+    the frame's aspect and brought to the frame (512 x 384 here); with ``sizes: [frame]`` every
+    image request is refused, and the summary says so."""
+    with FakeServer(brain=StandIns().brain, image_sizes=IMAGES_API_SIZES) as server:
+        models = configs(tmp_path, server.url)
+        images = Path(models["image_model"])
+        images.write_text(images.read_text().replace('sizes: ["frame"]\n', ""))
+        s = construct(pool, tmp_path / "out", **models, per_scenario=1, scenarios=[Scenario.EDITING])
+        asked = [b["size"] for p, b in server.requests if "/images/" in p]
+    assert asked and set(asked) <= set(IMAGES_API_SIZES) and s.errors == 0 and s.images_made == len(asked)
+    for d in Dataset(tmp_path / "out") if s.written else []:
+        assert {(p.width, p.height) for p in d.images() if p.source == "assistant"} == {(512, 384)}
+    with FakeServer(brain=StandIns().brain, image_sizes=IMAGES_API_SIZES) as server:
+        (tmp_path / "frame").mkdir()
+        models = configs(tmp_path / "frame", server.url)
+        refused = construct(pool, tmp_path / "refused", **models, per_scenario=1, scenarios=[Scenario.EDITING])
+    assert refused.accepted == 0 and refused.images_made == 0
+    assert refused.errors + sum(refused.rejected.values()) == 1

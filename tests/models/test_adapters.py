@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from yanami.models import (
     Transient,
     load_config,
 )
+from yanami.models._config import IMAGES_API_SIZES, pick_size
 from yanami.models._infer import InferHTTPModel
 from yanami.models._openai import OpenAIModel
 from yanami.models.fake import FakeServer, plain_png
@@ -81,8 +83,24 @@ def test_images_generate_without_inputs_and_edit_with_several() -> None:
         edit_body = srv.requests[-1][1]
     assert paths == ["/v1/images/generations", "/v1/images/edits"]
     assert Image.open(io.BytesIO(made)).size == (512, 384)
-    assert len(edit_body["images"]) == 3 and edit_body["size"] == "512x384"
+    # the images API's published size nearest the 512 x 384 frame's aspect (4:3 -> 3:2)
+    assert len(edit_body["images"]) == 3 and edit_body["size"] == "1536x1024"
     assert edited == edit_body["images"][-1]  # the fake returns the last image it was given
+
+
+def test_image_sizes_are_those_the_images_api_takes() -> None:
+    """A server that takes only OpenAI's published sizes (and answers 400 to any other, with its
+    error body): the default asks for the one nearest the frame's aspect and keeps the picture as
+    it comes; ``sizes: [frame]`` asks for the frame, which such a server refuses in one line."""
+    with FakeServer(image_sizes=IMAGES_API_SIZES) as srv:
+        made = _openai(srv).generate(_request(1))
+        assert srv.requests[-1][1]["size"] == "1536x1024"
+        assert Image.open(io.BytesIO(made)).size == (1536, 1024)
+        square = _openai(srv).generate(replace(_request(1), size=(512, 512), seed=9))
+        assert srv.requests[-1][1]["size"] == "1024x1024" and Image.open(io.BytesIO(square)).size == (1024, 1024)
+        with pytest.raises(Exception, match="Supported values are: '1024x1024', '1536x1024', '1024x1536'"):
+            _openai(srv, sizes=["frame"], max_retries=0).generate(_request(1))
+    assert pick_size((384, 512), IMAGES_API_SIZES) == "1024x1536" and pick_size((9, 9), ("auto",)) == "auto"
 
 
 def test_images_inside_chat_replies() -> None:

@@ -584,7 +584,9 @@ class _Constructor:
         raise _Reject("image", f"turn {i}: still failing after {self.rounds} new attempt(s): {finding}")
 
     def _image(self, data: bytes, frame: tuple[int, int]) -> _Picture:
-        """The image model's output in the output frame (resized if it came in another size).
+        """The image model's output in the output frame: a picture of another size (an images API
+        answers at the published size nearest the frame's aspect) is cut to the frame's aspect
+        about its centre, then resized, so nothing in it is stretched.
 
         The adapter has verified the file's structure and checksums (`validate_image`); the
         header gives its format and size without decoding the pixels again."""
@@ -593,8 +595,11 @@ class _Constructor:
             from PIL import Image
 
             with Image.open(io.BytesIO(data)) as im:
+                w, h = im.size
+                keep_w, keep_h = min(w, round(h * frame[0] / frame[1])), min(h, round(w * frame[1] / frame[0]))
+                box = ((w - keep_w) // 2, (h - keep_h) // 2, (w - keep_w) // 2 + keep_w, (h - keep_h) // 2 + keep_h)
                 buf = io.BytesIO()
-                im.convert("RGB").resize(frame, Image.Resampling.LANCZOS).save(buf, format="PNG")
+                im.convert("RGB").resize(frame, Image.Resampling.LANCZOS, box=box).save(buf, format="PNG")
             data = buf.getvalue()
             fmt, width, height = image_info(data, DEFAULT_MAX_PIXELS)
         part = ImagePart(sha256=sha256_hex(data), format=fmt, width=width, height=height, source=ImageSource.ASSISTANT)

@@ -341,8 +341,9 @@ def stand_in_model(name: str, url: str, cache: ResponseCache, *, answers: bool) 
     from yanami.models import ModelConfig, model_from_config
 
     role = {"chat_model": name} if answers else {"image_model": name}
+    # the stand-ins' server takes any size, as a local server does: the frame itself is asked for
     config = ModelConfig(kind="openai", name=name, base_url=f"{url}/v1", max_concurrency=64,
-                         requests_per_minute=1e7, **role)  # type: ignore[arg-type]  # fmt: skip
+                         requests_per_minute=1e7, sizes=("frame",), **role)  # type: ignore[arg-type]  # fmt: skip
     return model_from_config(config, cache)
 
 

@@ -23,11 +23,12 @@ prices:                           # for the construction ledger and --budget (op
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from yanami.errors import UserError
 
@@ -48,6 +49,22 @@ class Prices(BaseModel):
 TRANSPORT = ("base_url", "timeout_s", "max_concurrency", "requests_per_minute", "max_retries", "backoff_s")
 """Settings of how a model is reached, not what it answers: a resumed run may change them (a
 server restarted on another port, a higher rate)."""
+
+
+IMAGES_API_SIZES = ("1024x1024", "1536x1024", "1024x1536")
+"""The sizes OpenAI's images API publishes for its image models (besides ``auto``)."""
+
+
+def pick_size(frame: tuple[int, int], sizes: tuple[str, ...]) -> str:
+    """The size to ask for: ``frame`` -> the output frame itself; else the ``WxH`` whose aspect is
+    closest to the frame's (the first of equals), else ``auto``."""
+    if "frame" in sizes:
+        return f"{frame[0]}x{frame[1]}"
+    want = math.log(frame[0] / frame[1])
+    fixed = [s for s in sizes if s not in ("auto", "frame")]
+    if not fixed:
+        return "auto"
+    return min(fixed, key=lambda s: abs(math.log(int(s.split("x")[0]) / int(s.split("x")[1])) - want))
 
 
 class ModelConfig(BaseModel):
@@ -85,6 +102,11 @@ class ModelConfig(BaseModel):
     """First retry delay; doubles each time (with full jitter), capped at 30 s."""
     structured_output: bool = False
     """Send a reply's JSON Schema as ``response_format`` (vLLM, SGLang and OpenAI take it)."""
+    sizes: tuple[Annotated[str, StringConstraints(pattern=r"^(\d+x\d+|auto|frame)$")], ...] = IMAGES_API_SIZES
+    """The image sizes the images API takes (``WxH``, ``auto``); a request asks for the one whose
+    aspect is closest to the output frame's (`pick_size`), and the picture comes back at that
+    size (a model keeps its native output; construction brings it to the frame). ``frame``: ask
+    for the output frame itself (a server that takes any size). Default: OpenAI's published sizes."""
     prices: Prices | None = None
     """What calls cost, for the construction pipeline's ledger and ``--budget``."""
 

@@ -31,7 +31,7 @@ from yanami.models._client import (
     validate_image,
     validate_text,
 )
-from yanami.models._config import ModelConfig
+from yanami.models._config import ModelConfig, pick_size
 from yanami.models._http import Fatal, Malformed, ResponseCache, Transient, parse_retry_after
 from yanami.models._protocol import Refused, Request
 
@@ -159,7 +159,7 @@ class OpenAIModel(Client):
 
     def _generate(self, request: Request) -> bytes:
         c = self.config
-        size = f"{request.size[0]}x{request.size[1]}"
+        size = pick_size(request.size, c.sizes)  # a size the images API takes, the frame's aspect as near as may be
         payload = {"api": c.image_api, "model": c.image_model, "messages": key_messages(request), "size": size,
                    "seed": request.seed}  # fmt: skip
         if c.image_api == "chat":

@@ -225,10 +225,14 @@ class FakeServer:
         port: int = 0,
         host: str = "127.0.0.1",
         record: bool = True,
+        image_sizes: tuple[str, ...] | None = None,
     ) -> None:
         """``record=False`` keeps each request's path only, not its body (a long benchmark run
-        would otherwise hold every image it was sent)."""
+        would otherwise hold every image it was sent). ``image_sizes``: the only sizes its images
+        API takes, as OpenAI's does (any other is a 400 with OpenAI's error body; the picture it
+        returns has the size asked for); None: any size."""
         self.latency_s = latency_s
+        self.image_sizes = image_sizes
         self.record = record
         self.faults = list(faults or [])
         self.brain = brain
@@ -378,8 +382,22 @@ class FakeServer:
                 if fault == "refuse":
                     err = {"error": {"message": "Rejected by the safety system.", "code": "content_policy_violation"}}
                     return self._send(400, json.dumps(err).encode())
+                sizes = server.image_sizes
+                size = str(body.get("size", ""))
+                if sizes is not None and size not in (*sizes, "auto"):
+                    listed = ", ".join(f"'{s}'" for s in (*sizes, "auto"))
+                    message = f"Invalid value: '{size}'. Supported values are: {listed}."
+                    err = {"error": {"message": message, "type": "invalid_request_error", "param": "size",
+                                     "code": "invalid_value"}}  # fmt: skip
+                    return self._send(400, json.dumps(err).encode())
                 reply = self._reply(body)
                 image = reply if isinstance(reply, bytes) else (body.get("images") or [None])[-1] or plain_png()
+                if sizes is not None and size != "auto":  # the real API answers at the size asked for
+                    w, h = (int(v) for v in size.split("x"))
+                    with Image.open(io.BytesIO(image)) as im:
+                        buf = io.BytesIO()
+                        im.convert("RGB").resize((w, h)).save(buf, format="PNG")
+                        image = buf.getvalue()
                 out = {"created": 0, "data": [{"b64_json": base64.b64encode(image).decode()}]}
                 return self._send(200, json.dumps(out).encode())
 
