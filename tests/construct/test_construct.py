@@ -330,3 +330,19 @@ def test_against_an_images_api_that_takes_only_its_published_sizes(pool: Path, t
         refused = construct(pool, tmp_path / "refused", **models, per_scenario=1, scenarios=[Scenario.EDITING])
     assert refused.accepted == 0 and refused.images_made == 0
     assert refused.errors + sum(refused.rejected.values()) == 1
+
+
+def test_a_plan_cut_off_at_its_token_limit_is_never_parsed(pool: Path, tmp_path: Path) -> None:
+    """A server stops a reply at ``max_tokens`` and says ``finish_reason: length``: the plan is not
+    parsed nor revised (another round would be cut off the same way); the dialogue is rejected
+    with what to change, after one call."""
+    with FakeServer(brain=StandIns().brain) as server:
+        models = configs(tmp_path, server.url)
+        author = Path(models["author"])
+        author.write_text(author.read_text().replace("max_tokens: 16384", "max_tokens: 64"))
+        s = construct(pool, tmp_path / "out", **models, per_scenario=1, scenarios=[Scenario.EDITING])
+        plans = [b for p, b in server.requests if p.endswith("/chat/completions") and b.get("model") == "author-llm"]
+    assert s.accepted == 0 and s.rejected == {
+        "plan: the author's reply was cut off at 64 tokens, raise max_tokens in the model's config": 1
+    }
+    assert len(plans) == 1 and plans[0]["max_tokens"] == 64

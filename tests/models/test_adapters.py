@@ -209,7 +209,9 @@ def test_config_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     good = tmp_path / "judge.yaml"
     good.write_text("kind: openai\nbase_url: http://127.0.0.1:9/v1\nchat_model: qwen\napi_key_env: MY_KEY\n")
     config = load_config(good)
-    assert config.name == "judge" and config.temperature == 0.0 and config.max_tokens == 512
+    assert config.name == "judge" and config.temperature == 0.0
+    # no max_tokens: each request's own limit (512 for an answer), never a silent cap below it
+    assert config.max_tokens is None and config.tokens(512) == 512 and config.tokens(16_384) == 16_384
     monkeypatch.delenv("MY_KEY", raising=False)
     with pytest.raises(UserError, match="MY_KEY"):
         config.api_key()

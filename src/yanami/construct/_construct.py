@@ -59,6 +59,7 @@ from yanami.construct._templates import Templates
 from yanami.errors import UserError
 from yanami.judges import ask_json, fence_code, parse_reply
 from yanami.models import (
+    CutOff,
     Fatal,
     InputImage,
     InputMessage,
@@ -92,7 +93,7 @@ LEDGER = "construction.sqlite"
 DEFAULT_ROUNDS = 2
 """Revisions per plan, and new attempts per image, at most."""
 PLAN_MAX_TOKENS = 16_384
-"""Asked of the author (the config file's ``max_tokens`` caps it: set it high for the author)."""
+"""Asked of the author (a config file's ``max_tokens``, where set, is what it gets instead)."""
 DRY_RUN_SAMPLE = 8
 """Dialogues a dry run makes to estimate the whole construction."""
 CHARS_PER_TOKEN = 3
@@ -352,7 +353,7 @@ class _Constructor:
         tokens_in = chars // CHARS_PER_TOKEN + TOKENS_PER_IMAGE * len(request.images())
         if kind == "image":
             return float(config.cost(tokens_in, 0, 1))
-        return float(config.cost(tokens_in, min(config.max_tokens, request.max_tokens), 0))
+        return float(config.cost(tokens_in, config.tokens(request.max_tokens), 0))
 
     def call(self, t: _Task, role: Role, stage: Stage, kind: str, fn: Callable[[Request], _T], request: Request) -> _T:
         """One request of a dialogue: gated by the budget, recorded in the ledger however it ends."""
@@ -485,6 +486,8 @@ class _Constructor:
                 raw = self.call(t, "author", "plan", "text", answer, request)
             except Refused as exc:
                 raise _Reject("plan", f"the author refused ({exc})") from None
+            except CutOff as exc:  # another round would be cut off the same way: say what to change
+                raise _Reject("plan", f"the author's reply was {exc}") from None
             except Malformed as exc:
                 raw, plan, problems, by = "", None, [f"reply: {exc}"], "reply"
             else:

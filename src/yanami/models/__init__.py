@@ -23,7 +23,16 @@ from yanami.models._client import (
     validate_image,
     validate_text,
 )
-from yanami.models._http import Endpoint, Fatal, Malformed, ResponseCache, RetryPolicy, Transient, call_with_retries
+from yanami.models._http import (
+    CutOff,
+    Endpoint,
+    Fatal,
+    Malformed,
+    ResponseCache,
+    RetryPolicy,
+    Transient,
+    call_with_retries,
+)
 from yanami.models._protocol import (
     GT_HISTORY,
     OUTPUT_LONG_EDGE,
@@ -76,6 +85,7 @@ __all__ = [
     "TRANSPORT",
     "AnswerVerdict",
     "Client",
+    "CutOff",
     "Endpoint",
     "Fatal",
     "ImageVerdict",

@@ -9,7 +9,7 @@ image_model: gpt-image-1          # generation and editing (optional)
 image_api: images                 # images (generations / edits) or chat (images in chat replies)
 layout: yes-first                 # the input layout this model wants
 temperature: 0.0
-max_tokens: 512
+max_tokens: 8192                  # optional: what every request gets (default: what each asks, 512 for answers)
 timeout_s: 120
 max_concurrency: 8                # requests in flight to this endpoint, at most
 requests_per_minute: 600          # per endpoint
@@ -93,7 +93,15 @@ class ModelConfig(BaseModel):
     """For ``kind: infer-http``: whether the server generates images."""
     layout: Literal["yes-first", "yes-front", "concatenate"] = "yes-first"
     temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(512, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+    """The most tokens a reply may have; None: what each request asks (512 for an answer, as the
+    protocol says; more for a construction plan). Set, it is what every request gets, never less
+    and never silently capped."""
+
+    def tokens(self, asked: int) -> int:
+        """The token limit a request that asks for ``asked`` gets."""
+        return self.max_tokens if self.max_tokens is not None else asked
+
     timeout_s: float = Field(120.0, gt=0)
     max_concurrency: int = Field(8, ge=1)
     requests_per_minute: float = Field(600.0, gt=0)

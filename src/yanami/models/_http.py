@@ -39,6 +39,14 @@ class Malformed(Exception):
     """The server answered, but not with what the protocol promises: recorded as an error."""
 
 
+class CutOff(Malformed):
+    """A reply that had to be JSON stopped at its token limit (``finish_reason: length``)."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__(f"cut off at {tokens} tokens, raise max_tokens in the model's config")
+        self.tokens = tokens
+
+
 class Fatal(UserError):
     """The server refuses this client (HTTP 401 or 403): nothing more is sent to it, and the run stops.
 

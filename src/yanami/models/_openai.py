@@ -32,7 +32,7 @@ from yanami.models._client import (
     validate_text,
 )
 from yanami.models._config import ModelConfig, pick_size
-from yanami.models._http import Fatal, Malformed, ResponseCache, Transient, parse_retry_after
+from yanami.models._http import CutOff, Fatal, Malformed, ResponseCache, Transient, parse_retry_after
 from yanami.models._protocol import Refused, Request
 
 _DATA_URL = re.compile(r"data:image/[a-z+]+;base64,([A-Za-z0-9+/=]+)")
@@ -126,6 +126,8 @@ class OpenAIModel(Client):
         assert isinstance(choice, dict)
         if choice.get("finish_reason") == "content_filter":
             raise Refused("the server's content filter stopped the reply")
+        if choice.get("finish_reason") == "length" and request.json_schema is not None and max_tokens is not None:
+            raise CutOff(max_tokens)  # a JSON reply cut off is no reply: never parsed (nor cached)
         return message
 
     def _tokens(self, reply: Any) -> None:
@@ -139,7 +141,7 @@ class OpenAIModel(Client):
 
     def _answer(self, request: Request) -> str:
         c = self.config
-        max_tokens = min(c.max_tokens, request.max_tokens)
+        max_tokens = c.tokens(request.max_tokens)
         structured = c.structured_output and request.json_schema is not None
         payload: dict[str, Any] = {"api": "chat", "model": c.chat_model, "messages": key_messages(request),
                    "temperature": c.temperature, "max_tokens": max_tokens, "seed": request.seed}  # fmt: skip

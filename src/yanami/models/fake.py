@@ -369,12 +369,16 @@ class FakeServer:
                     content = f"Here it is: data:image/png;base64,{base64.b64encode(image).decode()}"
                 else:
                     content = reply if isinstance(reply, str) else default_text(body)
+                finish = "stop"
+                limit = body.get("max_tokens")
+                if isinstance(limit, int) and len(content) // 4 > limit:  # as a real server: cut at the limit
+                    content, finish = content[: limit * 4], "length"
                 usage = {
                     "prompt_tokens": len(chat_text(body)) // 4 + 765 * len(chat_images(body)),
                     "completion_tokens": len(content) // 4,
                 }  # a plausible count, as servers report one
                 out = {"id": "fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-                       "choices": [{"index": 0, "finish_reason": "stop",
+                       "choices": [{"index": 0, "finish_reason": finish,
                                     "message": {"role": "assistant", "content": content}}], "usage": usage}  # fmt: skip
                 return self._send(200, json.dumps(out).encode())
 
