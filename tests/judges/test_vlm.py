@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from tests.judges.test_choice import READINGS
 from yanami.judges import ExactJudge, JudgeError, VLMJudge, fence_code, parse_reply, prompt
@@ -193,3 +194,27 @@ def test_the_dsu_prompt_states_the_reading() -> None:
     text = prompt("dsu")
     for rule in ("English article", "names two different options", "in another order", "contraction"):
         assert rule in text
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<think>It could be {"score": 1}, or {not json}.</think>\n{"score": 7, "reason": "ok"}',
+        'Here it is:\n```json\n{"score": 7, "reason": "ok"}\n```\nHope that helps {really}.',
+        'My reasoning {a, b} ends here. {"score": 7, "reason": "ok"}',
+        "<THINK>unfinished thoughts {",  # a model cut off inside its reasoning: no answer at all
+    ],
+)
+def test_replies_that_think_aloud_or_wrap_their_json_in_prose(reply: str) -> None:
+    """Reasoning models write ``<think>`` blocks, chat models wrap JSON in prose and fences: the
+    answer is the JSON object that validates, wherever it is; reasoning alone is no answer."""
+
+    class Score(BaseModel):
+        score: int
+        reason: str = ""
+
+    if reply.startswith("<THINK>unfinished"):
+        with pytest.raises(ValueError, match="no JSON object"):
+            parse_reply(reply, Score)
+    else:
+        assert parse_reply(reply, Score).score == 7

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
+import re
 from collections.abc import Callable, Sequence
 from importlib.resources import files
 from typing import Any
@@ -80,17 +82,48 @@ class _VQ(BaseModel):
     score: int = Field(ge=0, le=10)
 
 
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+_FENCED = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def _json_objects(text: str) -> list[str]:
+    """Every JSON object in ``text``, in order: the contents of fenced blocks first, then each
+    whole object found scanning the text (prose around it, braces in prose, are skipped)."""
+    found = [m.group(1).strip() for m in _FENCED.finditer(text)]
+    decoder = json.JSONDecoder()
+    i = text.find("{")
+    while i >= 0:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(text[i:end])
+        i = text.find("{", end)
+    return found
+
+
 def parse_reply(text: str, schema: type[BaseModel]) -> Any:
-    """The JSON object in a judge's reply, validated (code fences allowed); ValueError if invalid."""
-    body = text.strip()
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
+    """The JSON object in a reply, validated; ValueError naming what is wrong.
+
+    Reasoning a model writes before its answer (``<think>...</think>``) is left out; a fenced
+    ``json`` block is taken first; otherwise every whole JSON object in the text is tried, so
+    prose before or after it (braces in it included) does not spoil the answer.
+    """
+    body = _THINK.sub("", text).strip()
+    candidates = _json_objects(body)
+    if not candidates:
         raise ValueError("no JSON object in the reply")
-    try:
-        return schema.model_validate_json(body[start : end + 1])
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ValueError(f"{'.'.join(map(str, first['loc'])) or 'reply'}: {first['msg']}") from None
+    first_error: ValueError | None = None
+    for candidate in candidates:
+        try:
+            return schema.model_validate_json(candidate)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            first_error = first_error or ValueError(f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}")
+    assert first_error is not None
+    raise first_error
 
 
 def fence_code(prediction: str) -> str:
