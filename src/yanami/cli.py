@@ -788,7 +788,7 @@ def eval_(
     from yanami.bench import evaluate
     from yanami.scoring import markdown, scorer_for
 
-    with _eval_progress(f"evaluating {model}") as update:
+    with _eval_progress(f"evaluating {_model_label(model)}") as update:
         summary = evaluate(
             bench,
             model,
@@ -827,6 +827,20 @@ def eval_(
         )
     if expected and not valid:
         raise UserError(f"{out_dir}: no item of the run is valid; check the model's configuration", exit_code=1)
+
+
+def _model_label(spec: str) -> str:
+    """How progress names a model: the model a config file serves (with the file), else the spec."""
+    from yanami.models import load_config, looks_like_config
+
+    if not looks_like_config(spec):
+        return spec
+    try:
+        config = load_config(spec)
+    except UserError:
+        return spec  # the run itself says what is wrong with the file
+    served = config.chat_model or config.image_model or config.name
+    return f"{served} ({Path(spec).name})"
 
 
 def _print_scores(scores: list[RunScores]) -> None:
@@ -1003,7 +1017,7 @@ def agreement(
         return
     for pair, r in results.items():
         ci = r["pearson_95ci"]
-        ci_text = "-" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}"  # type: ignore[index]
+        ci_text = "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"  # type: ignore[index]
         out.print(
             f"{pair}: {r['items']} items, Pearson {_num3(r['pearson'])} (95 % CI {ci_text}), "
             f"Spearman {_num3(r['spearman'])}; {r['checks']} checks, kappa {_num3(r['kappa'])}",
@@ -1128,8 +1142,18 @@ def serve_fake(
             err.print("stopped", markup=False)
 
 
+def _whole_short_help() -> None:
+    """Each command's line in ``yanami --help`` is its docstring's first line, whole (click would
+    cut it at 45 characters with "...")."""
+    for info in app.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None) or ""
+        if info.short_help is None and doc.strip():
+            info.short_help = doc.strip().splitlines()[0]
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and a non-zero exit, never a traceback."""
+    _whole_short_help()
     try:
         app()
     except UserError as exc:

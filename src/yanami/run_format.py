@@ -31,7 +31,7 @@ class History(StrEnum):
 
 
 class Layout(StrEnum):
-    """How a request places the images of the turn (PROTOCOL.md: yes-first, yes-front, concatenate)."""
+    """How a request places the images of the turn (docs/evaluation.md: yes-first, yes-front, concatenate)."""
 
     YES_FIRST = "yes-first"
     YES_FRONT = "yes-front"

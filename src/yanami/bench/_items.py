@@ -1,7 +1,7 @@
 """What gets evaluated: items (target turns and DSU questions) and the requests for them.
 
-A request is built from message parts only, in one of three input layouts (PROTOCOL.md
-section 5). Nothing hidden (state, intent, predicates, reference answers, the target
+A request is built from message parts only, in one of three input layouts
+(docs/evaluation.md). Nothing hidden (state, intent, predicates, reference answers, the target
 image) is read here, except the target image's size for the output frame.
 """
 

@@ -1,11 +1,11 @@
 """Grading replies to questions: YANAMI's option reading, IMUG-Bench's option matching, value matching.
 
-YANAMI (PROTOCOL.md section 4, DSU): a reply to lettered options is read as a person would
+YANAMI (docs/evaluation.md, DSU): a reply to lettered options is read as a person would
 read it (`read_options`): the option letters it names and the options whose text it
 contains. It scores 1 when it names exactly one option and that option is the reference's,
 else 0 (`option_score`); naming two options is wrong, not partial.
 
-IMUG-Bench (PROTOCOL.md section 8): option letters are read with ``\\b([A-G])\\b``;
+IMUG-Bench (docs/benchmarks.md): option letters are read with ``\\b([A-G])\\b``;
 score = max(0, (n_correct - n_incorrect) / n_expected) * w_fmt, where w_fmt is 1 for a
 reply of option letters only, 0.75 for letters with separators or the options' own text
 and nothing else, 0.5 for any further text (a framing "Answer:" included), and the score is
@@ -170,7 +170,7 @@ def read_option(reply: str, choices: Sequence[str]) -> int | None:
 def option_score(reply: str, answer: str, choices: Sequence[str]) -> tuple[float, str]:
     """(1 or 0, reason) of a reply to lettered options whose right letter is ``answer``.
 
-    Full credit or none (PROTOCOL.md section 4): the reply must name the right option and no
+    Full credit or none (docs/evaluation.md): the reply must name the right option and no
     other; an answer that names two options is ambiguous, hence wrong.
     """
     by_letter = _letters_named(reply, len(choices))

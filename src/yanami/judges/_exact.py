@@ -111,7 +111,7 @@ class ExactJudge:
     def judge_answer(self, d: Dialogue, q: Question, reply: str) -> AnswerVerdict:
         """YANAMI's option reading for one right option, option matching for several, else value matching."""
         if q.choices and len(q.answer_letters) == 1:
-            # full credit or none (PROTOCOL.md section 4), not IMUG-Bench's format-weighted letters
+            # full credit or none (docs/evaluation.md), not IMUG-Bench's format-weighted letters
             score, reason = option_score(reply, q.answer_letters[0], q.choices)
         elif q.choices:
             score, reason = choice_score(reply, list(q.answer_letters), list(q.choices))

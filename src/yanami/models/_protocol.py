@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from yanami.schema import Dialogue
 
 OUTPUT_LONG_EDGE = 512
-"""The long edge of the output frame (PROTOCOL.md section 5)."""
+"""The long edge of the output frame (docs/evaluation.md)."""
 
 
 @dataclass(frozen=True)

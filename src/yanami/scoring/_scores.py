@@ -156,7 +156,8 @@ class Run:
         versions = self.judge_versions
         if not versions:
             versions = (self.recorded_judge[1],) if self.judge == self.recorded_judge[0] else ()
-        return self.judge + (" v" + "+v".join(v for v in versions if v) if any(versions) else "")
+        shown = [v if not v[:1].isdigit() else f"v{v}" for v in versions if v]  # "vlm-v3" stays, "2" is v2
+        return self.judge + (" " + "+".join(shown) if shown else "")
 
     @property
     def answers(self) -> bool:
@@ -192,7 +193,8 @@ class Run:
         if self.limit is not None:
             extra.append(f"limit {self.limit}")
         if self.coverage_percent < 100:
-            extra.append(f"{self.coverage_percent} % coverage")
+            incomplete = sum(self.statuses.values()) < self.expected  # items not run yet, not items that failed
+            extra.append(f"{self.coverage_percent} % coverage" + (", incomplete" if incomplete else ""))
         return extra
 
     @property

@@ -111,7 +111,7 @@ def export_parquet(
     ds = Dataset(source)
     out = Path(out)
     if out.exists() and not overwrite:
-        raise UserError(f"{out}: already exists (choose another path, or overwrite it)")
+        raise UserError(f"{out}: already exists (choose another path, or replace it with --overwrite)")
     if out.exists() and (not out.is_dir() or any(p.suffix not in (".parquet", ".md") for p in out.iterdir())):
         raise UserError(f"{out}: exists and does not hold a Parquet export; refusing to replace it")
     parent = out.absolute().parent
@@ -234,7 +234,10 @@ def parquet_files(path: Path) -> list[Path]:
         raise UserError(f"{path}: no such file or directory")
     files = sorted(p for p in path.iterdir() if p.suffix == ".parquet" and p.is_file())
     if not files:
-        raise UserError(f"{path}: no .parquet files")
+        raise UserError(
+            f"{path}: no .parquet files (a Parquet export; for another source name its kind: "
+            "yanami import weave|imug SRC --out DIR)"
+        )
     return files
 
 

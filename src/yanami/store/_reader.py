@@ -41,7 +41,10 @@ def open_dataset_dir(path: str | Path) -> tuple[Path, dict[str, object] | None, 
         raise UserError(f"{root}: not a directory (a yanami dataset is a directory with a {MANIFEST})")
     mpath = root / MANIFEST
     if not mpath.is_file():
-        raise UserError(f"{root}: not a yanami dataset (no {MANIFEST})")
+        hint = ""
+        if any(p.suffix == ".parquet" for p in root.iterdir()):
+            hint = f"; it holds a Parquet export: import it first (yanami import {root} --out DIR)"
+        raise UserError(f"{root}: not a yanami dataset (no {MANIFEST}){hint}")
     text = mpath.read_text(encoding="utf-8", errors="replace")
     try:
         raw = json.loads(text)

@@ -246,8 +246,11 @@ def stats_tables(s: DatasetStats) -> list[Table]:
             t.add_column(col, justify="right", no_wrap=True)
         return t
 
-    t = table("Corpus and sequence statistics", "Value", "YANAMI-400K", first="Statistic")
-    for label, value in [
+    yanami = not any(f != "yanami" for f in s.families)
+    """Only a YANAMI dataset has capabilities, atomic checks and the paper's corpus to compare with."""
+    columns = ("Value", "YANAMI-400K") if yanami else ("Value",)
+    t = table("Corpus and sequence statistics", *columns, first="Statistic")
+    rows = [
         ("Total dialogues", f"{s.dialogues:,}"),
         ("Total images", f"{s.images:,}"),
         ("Total dialogue turns", f"{s.turns:,}"),
@@ -260,15 +263,19 @@ def stats_tables(s: DatasetStats) -> list[Table]:
         ("Maximum turns / dialogue", f"{s.max_turns:,}"),
         ("Maximum messages / dialogue", f"{s.max_messages:,}"),
         ("Images / dialogue turn", f"{s.images_per_turn:.2f}"),
-        ("Dialogues with >= 4 capabilities", f"{s.dialogues_with_4_capabilities:,}"),
-        ("Capability coverage", f"{100 * s.capability_coverage:.0f}%"),
         ("Target turns", f"{s.target_turns:,}"),
-        ("Atomic checks", f"{s.atomic_checks:,}"),
-        ("Atomic checks / dialogue", f"{s.atomic_checks_per_dialogue:.2f}"),
-        ("Capability-specific checks", f"{s.capability_checks:,}"),
-    ]:
+    ]
+    if yanami:
+        rows += [
+            ("Dialogues with >= 4 capabilities", f"{s.dialogues_with_4_capabilities:,}"),
+            ("Capability coverage", f"{100 * s.capability_coverage:.0f}%"),
+            ("Atomic checks", f"{s.atomic_checks:,}"),
+            ("Atomic checks / dialogue", f"{s.atomic_checks_per_dialogue:.2f}"),
+            ("Capability-specific checks", f"{s.capability_checks:,}"),
+        ]
+    for label, value in rows:
         paper = PAPER_CORPUS.get(label)
-        t.add_row(label, value, "" if paper is None else f"{paper:,}")
+        t.add_row(label, value, *(("" if paper is None else f"{paper:,}",) if yanami else ()))
     tables = [t]
     if s.lexical_words:
         sample = min(s.dialogues, LEXICAL_SAMPLE)
@@ -292,17 +299,19 @@ def stats_tables(s: DatasetStats) -> list[Table]:
     share = "100.0%" if s.dialogues else "0.0%"
     t.add_row("total", f"{s.dialogues:,}", share, f"{s.images:,}", f"{s.turns:,}")
     tables.append(t)
-    t = table(
-        f"By {group.lower()}: questions and atomic checks (capability-specific checks excluded)",
-        "Questions",
-        "Atomic checks",
-        "Per dialogue",
-        first=group,
-    )
-    for name, row in s.by_scenario.items():
-        t.add_row(name, f"{row.questions:,}", f"{row.atomic_checks:,}", f"{row.atomic_checks_per_dialogue:.2f}")
-    t.add_row("total", f"{sum(s.questions.values()):,}", f"{s.atomic_checks:,}", f"{s.atomic_checks_per_dialogue:.2f}")
-    tables.append(t)
+    if not other:
+        t = table(
+            f"By {group.lower()}: questions and atomic checks (capability-specific checks excluded)",
+            "Questions",
+            "Atomic checks",
+            "Per dialogue",
+            first=group,
+        )
+        for name, row in s.by_scenario.items():
+            t.add_row(name, f"{row.questions:,}", f"{row.atomic_checks:,}", f"{row.atomic_checks_per_dialogue:.2f}")
+        total = sum(s.questions.values())
+        t.add_row("total", f"{total:,}", f"{s.atomic_checks:,}", f"{s.atomic_checks_per_dialogue:.2f}")
+        tables.append(t)
 
     if other:
         t = table("By domain: graded checks (key or evaluation points) and answered turns", "Checks", "Answered",

@@ -316,7 +316,7 @@ def _check_target(path: Path, overwrite: bool) -> None:
     if not path.exists() and not path.is_symlink():
         return
     if not overwrite:
-        raise UserError(f"{path}: already exists (choose another path, or overwrite it)")
+        raise UserError(f"{path}: already exists (choose another path, or replace it with --overwrite)")
     if not path.is_dir() or path.is_symlink():
         raise UserError(f"{path}: exists and is not a directory; refusing to replace it")
     if any(path.iterdir()) and not is_dataset_dir(path):
