@@ -1089,6 +1089,7 @@ def demo(
     from yanami.demo import run_demo
     from yanami.scoring import irreducibility, markdown, tables
 
+    started = time.monotonic()
     with _resumable():
         result = run_demo(
             out_dir, per_scenario=per_scenario, seed=seed, workers=workers, count=progress, track=_eval_progress
@@ -1107,6 +1108,8 @@ def demo(
     for label, share in irreducibility(runs, scores):
         out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
     out.print(f"{result.report}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
+    minutes, seconds = divmod(round(time.monotonic() - started), 60)
+    out.print(f"done in {minutes} min {seconds} s", markup=False)
 
 
 @app.command(name="serve-fake")
