@@ -317,3 +317,26 @@ def test_bad_options_leave_no_folder_and_an_unfinished_run_takes_a_corrected_one
     r = cli("prepare", pool, "--out", out, "--filter", "stand-ins", "--routes", routes)
     assert r.code == 0, r.err
     assert {g["group"]: g["scenario"] for g in read_jsonl(out / "groups.jsonl")}["cats"] == "editing"
+
+
+def test_a_file_name_that_is_not_utf8_is_recorded_escaped(tmp_path: Path, cli) -> None:
+    """A pool folder may hold a file whose name is not UTF-8 (Latin-1 from an old archive): it is
+    read like any other and recorded with its odd bytes escaped, in the labels, the groups and the
+    manifest; nothing crashes after the filter calls were paid."""
+    import os
+
+    pool = tmp_path / "pool"
+    (pool / "street").mkdir(parents=True)
+    for k in range(2):
+        (pool / "street" / f"ok{k}.png").write_bytes(picture(k))
+    odd = os.path.join(os.fsencode(pool / "street"), b"caf\xe9.png")  # "cafe" with a Latin-1 e-acute
+    with open(odd, "wb") as f:
+        f.write(picture(9))
+    out = tmp_path / "pooldir"
+    with FakeServer(brain=StandIns().brain) as srv:
+        filt, _ = configs(tmp_path, srv.url)
+        r = cli("prepare", pool, "--out", out, "--filter", filt)
+    assert r.code == 0, r.err
+    sources = {lab["source"] for lab in read_jsonl(out / "labels.jsonl")}
+    assert "street/caf\\xe9.png" in sources and len(sources) == 3
+    assert "Traceback" not in r.err

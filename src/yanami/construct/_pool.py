@@ -49,6 +49,21 @@ class PoolEntry:
     scenario: str | None = None
     """The scenario the pool's own metadata routes the group to, if any."""
 
+    def __post_init__(self) -> None:
+        # A file name that is not UTF-8 (read as lone surrogates) is recorded escaped (``\xNN``),
+        # so every record, label and prompt can hold it; the bytes were read already.
+        object.__setattr__(self, "source", printable_name(self.source))
+        object.__setattr__(self, "group", printable_name(self.group))
+
+
+def printable_name(name: str) -> str:
+    r"""``name`` with the bytes a non-UTF-8 file name decoded to as lone surrogates written ``\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
 
 def pool_format(pool: Path, fmt: PoolFormat = "auto") -> PoolFormat:
     """Which reader a pool needs (``auto``: from the suffix, or what a folder holds)."""
