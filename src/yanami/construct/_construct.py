@@ -613,8 +613,9 @@ class _Constructor:
     ) -> tuple[dict[str, bool], str]:
         """The verifier's verdicts on an image and a finding ('' when every statement holds)."""
         listing = "\n".join(f"{sid}: {text}" for sid, text in statements.items())
+        # one fence for both fenced texts, from both: neither can forge the closing tag
         prompt = self.templates.get("verify-image").fill(
-            fence=fence_code(instruction), instruction=instruction, checks=listing
+            fence=fence_code(instruction + "\n" + listing), instruction=instruction, checks=listing
         )
         reply = self.ask(t, stage, item, [InputText(prompt), pic.input()], ImageReply)
         verdicts = {sid: bool(reply.verdicts.get(sid, False)) for sid in statements}
