@@ -218,3 +218,21 @@ def test_structured_output_usage_and_prices() -> None:
     priced = ModelConfig(kind="openai", base_url="http://h/v1", chat_model="c",
                          prices=Prices(input_per_million=2.0, output_per_million=8.0, per_image=0.04))  # fmt: skip
     assert priced.cost(1_000_000, 500_000, 2) == 2.0 + 4.0 + 0.08
+
+
+def test_only_a_reply_that_is_an_image_counts_as_an_image_made() -> None:
+    """An images API that answers with something that is not a picture: the call fails as
+    malformed, and its usage counts (and would charge) no image."""
+    from yanami.models import Malformed
+
+    with FakeServer(brain=lambda path, body: b"not a picture at all") as srv:
+        model = _openai(srv, image_model="image-model", max_retries=0)
+        with pytest.raises(Malformed):
+            model.generate(_request())
+        usage = model.last_usage()
+    assert usage is not None and usage.images_out == 0
+    with FakeServer() as srv:
+        model = _openai(srv, image_model="image-model")
+        model.generate(_request())
+        usage = model.last_usage()
+    assert usage is not None and usage.images_out == 1

@@ -98,6 +98,8 @@ DRY_RUN_SAMPLE = 8
 """Dialogues a dry run makes to estimate the whole construction."""
 CHARS_PER_TOKEN = 3
 """For the budget's estimate of a call's input tokens (conservative: real text is nearer 4)."""
+FIRST_REPLY_TOKENS = 2_048
+"""For the budget's estimate of a reply before any of its kind came back (then their mean)."""
 TOKENS_PER_IMAGE = 1_500
 """For the budget's estimate of an input image (a 512-px picture is about 800 tokens for most VLMs)."""
 SHOWS_WHAT_WAS_ASKED = "The image shows everything the request describes, and nothing it excludes."
@@ -338,6 +340,8 @@ class _Constructor:
         self.ledger = ledger
         self.stop = threading.Event()
         self._reserved = 0.0
+        self._replies: dict[tuple[str, str], tuple[int, int]] = {}
+        """(model, kind) -> (replies paid for, their output tokens): what the budget expects of the next."""
         self._lock = threading.Lock()
         self._schema = plan_schema()
         self._schema_text = json.dumps(self._schema, separators=(",", ":"))
@@ -353,7 +357,11 @@ class _Constructor:
         tokens_in = chars // CHARS_PER_TOKEN + TOKENS_PER_IMAGE * len(request.images())
         if kind == "image":
             return float(config.cost(tokens_in, 0, 1))
-        return float(config.cost(tokens_in, config.tokens(request.max_tokens), 0))
+        # the reply's length as this role's replies have run so far (its limit is the worst case,
+        # which would hold back far more than one dialogue costs); before any reply, a plausible one
+        done, total = self._replies.get((model.name, kind), (0, 0))
+        typical = total / done if done else min(config.tokens(request.max_tokens), FIRST_REPLY_TOKENS)
+        return float(config.cost(tokens_in, round(typical), 0))
 
     def call(self, t: _Task, role: Role, stage: Stage, kind: str, fn: Callable[[Request], _T], request: Request) -> _T:
         """One request of a dialogue: gated by the budget, recorded in the ledger however it ends."""
@@ -392,6 +400,9 @@ class _Constructor:
                 cost = float(config.cost(usage.tokens_in, usage.tokens_out, usage.images_out))
             with self._lock:
                 self._reserved -= reserve
+                if usage is not None and not usage.cached and kind != "image":
+                    done, total = self._replies.get((model.name, kind), (0, 0))
+                    self._replies[(model.name, kind)] = (done + 1, total + usage.tokens_out)
             self.ledger.call(t.k, role, stage, model.name, status, usage, cost)
 
     def ask(self, t: _Task, stage: Stage, item: str, parts: list[InputText | InputImage], schema: type[_T]) -> _T:

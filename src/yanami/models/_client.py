@@ -390,8 +390,10 @@ class Client:
         value = make()
         tokens_in, tokens_out = self._local.tokens
         latency = time.perf_counter() - start
-        self._local.usage = Usage(tokens_in, tokens_out, int(kind in ("image", "image_only")), False, latency)
-        validate(value)
+        self._local.usage = Usage(tokens_in, tokens_out, 0, False, latency)
+        validate(value)  # only a reply that is an image counts (and is charged) as an image made
+        if kind in ("image", "image_only"):
+            self._local.usage = Usage(tokens_in, tokens_out, 1, False, latency)
         if self.cache is not None and value.strip():
             self.cache.put(key, kind, value)
         return value
