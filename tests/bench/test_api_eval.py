@@ -47,12 +47,13 @@ def test_eval_with_model_and_judge_config_files(cli, world_bench, tmp_path) -> N
         score = json.loads(cli("score", run, "--json").out)["runs"][0]
         assert score["coverage"]["valid"] == score["coverage"]["expected"] - 4
         # --retry-errors asks again for the two errors only
-        before = srv.count("/v1/")
+        before = srv.count("/v1/") - srv.count("/v1/models")
         again = cli("eval", world_bench, "--model", model, "--judge", judge, "--out", run, "--retry-errors")
         assert again.code == 0, again.err
         assert "2 written" in again.out
         assert _statuses(run) == {"ok": statuses["ok"] + 2, "refused": 2}
-        assert srv.count("/v1/") - before == 2  # only the two failed items asked the model again
+        asked = srv.count("/v1/") - srv.count("/v1/models") - before
+        assert asked == 2  # only the two failed items asked the model again (beside the check of the server)
 
 
 def test_rejudge_without_calling_the_model_then_agreement(cli, world_bench, tmp_path) -> None:
@@ -115,9 +116,10 @@ def test_an_unreachable_server_is_reported_not_scored(cli, world_bench, tmp_path
     config = tmp_path / "dead.yaml"
     config.write_text(f"kind: openai\nbase_url: {url}/v1\nchat_model: c\nmax_retries: 1\nbackoff_s: 0.01\n")
     r = cli("eval", world_bench, "--model", config, "--out", tmp_path / "run", "--limit", "1")
-    assert r.code == 1
-    assert "item(s) ended in error" in r.err and "gave up after retries" in r.err
-    assert "no item of the run is valid" in r.err and "Traceback" not in r.err
+    # one cheap request before the run directory is made: one line, and nothing left behind
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert "the server cannot be reached" in r.err and "check base_url" in r.err
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_run_resumes_on_a_server_restarted_elsewhere_and_names_what_really_differs(
@@ -149,3 +151,13 @@ def test_a_base_url_without_its_scheme_is_one_line(cli, world_bench, tmp_path) -
         r.code == 2 and f"{model}:3: base_url: '127.0.0.1:8765/v1' needs its scheme (http://127.0.0.1:8765/v1" in r.err
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_key_the_server_refuses_is_one_line_before_anything_is_written(cli, world_bench, tmp_path) -> None:
+    with FakeServer(faults=[("/v1/models", "401")]) as srv:
+        model, _, _ = _configs(tmp_path, srv)
+        r = cli("eval", world_bench, "--model", model, "--out", tmp_path / "run", "--limit", "1")
+        paths = [p for p, _ in srv.requests]
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "HTTP 401 (Incorrect API key provided.); the server refused the key" in r.err
+    assert paths == ["/v1/models"] and not (tmp_path / "run").exists()

@@ -215,6 +215,9 @@ def evaluate(
     by_id = {d.id: d for d in dialogues}
     responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
     the_model: Model = load_model(model, responses)
+    check = getattr(the_model, "check", None)
+    if callable(check) and not (Path(out) / RUN_MANIFEST).exists():
+        check()  # before a run directory is made, an adapter that can reach its server cheaply says so
     spec = parse_strategy(strategy)
     if spec.kind != "none" and model.startswith("reference:"):
         raise UserError(f"--strategy {spec.name}: the reference agents answer the bench's own questions only, so "

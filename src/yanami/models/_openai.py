@@ -74,6 +74,26 @@ class OpenAIModel(Client):
         self.answer = self._answer if config.chat_model else None
         self.generate = self._generate if config.image_model else None
 
+    def check(self) -> None:
+        """One cheap request (``GET /models``, no retries) before anything is written: a one-line
+        `UserError` when the server cannot be reached or refuses the key; any other answer (a
+        server without that route, say) means it is there."""
+        import openai
+
+        try:
+            self.client.get("/models", cast_to=bytes, options={"max_retries": 0})
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise UserError(
+                f"{self.config.base_url}: the server cannot be reached ({exc}); check base_url and that it is up"
+            ) from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                var = self.config.api_key_env or "no api_key_env"
+                raise UserError(
+                    f"{self.config.base_url}: HTTP {exc.status_code} ({_error_message(exc)}); the server refused "
+                    f"the key ({var})"
+                ) from None
+
     def translate(self, exc: Exception) -> Exception:
         """An SDK exception as Transient (retry), Refused, Malformed, Fatal (401/403) or an error."""
         import openai

@@ -313,6 +313,26 @@ class FakeServer:
                     with server._lock:
                         server.in_flight -= 1
 
+            def do_GET(self) -> None:
+                """``GET /v1/models``, as OpenAI-compatible servers list their models (the check a run
+                makes before it starts); a fault naming ``/models`` answers instead (401, 403)."""
+                with server._lock:
+                    server.requests.append((self.path, {}))
+                fault = None
+                with server._lock:
+                    for k, (fragment, kind) in enumerate(server.faults):
+                        if "/models" in fragment and fragment in self.path:
+                            fault = kind
+                            del server.faults[k]
+                            break
+                if fault in ("401", "403"):
+                    err = {"error": {"message": "Incorrect API key provided.", "code": "invalid_api_key"}}
+                    return self._send(int(fault), json.dumps(err).encode())
+                if self.path.rstrip("/").endswith("/models"):
+                    body = {"object": "list", "data": [{"id": "chat-model", "object": "model", "owned_by": "fake"}]}
+                    return self._send(200, json.dumps(body).encode())
+                return self._send(404, b'{"error": {"message": "no such endpoint"}}')
+
             def _post(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 raw = self.rfile.read(length)
