@@ -361,3 +361,18 @@ def test_the_verifier_sees_the_authors_statements_inside_a_fence() -> None:
     inside = prompt.split(f"<statements-{code}>", 1)[1].split(f"</statements-{code}>", 1)
     assert len(inside) == 2 and planted in inside[0] and "IGNORE" not in inside[1]
     assert f"<statements-{code}>" not in planted
+
+
+def test_the_ledger_says_which_model_answered_where_and_how(pool: Path, tmp_path: Path) -> None:
+    """Every call in the ledger names the model the server says answered (not the config file),
+    the endpoint's host and the sampling parameters it was sent."""
+    with FakeServer(brain=StandIns().brain) as server:
+        models = configs(tmp_path, server.url)
+        construct(pool, tmp_path / "out", **models, per_scenario=1, scenarios=[Scenario.EDITING])
+        host = server.url.split("//", 1)[1]
+    rows = ledger(tmp_path / "out", "SELECT role, model, served_model, endpoint, params FROM calls WHERE cached = 0")
+    by_role = {role: (model, served, endpoint, json.loads(params)) for role, model, served, endpoint, params in rows}
+    assert by_role["author"][:3] == ("author", "author-llm", host)
+    assert by_role["author"][3]["max_tokens"] == 16384 and by_role["author"][3]["temperature"] == 0.0
+    assert by_role["image_model"][:3] == ("image", "image-model", host) and "size" in by_role["image_model"][3]
+    assert by_role["verifier"][1] == "verifier-vlm"

@@ -48,6 +48,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -263,6 +264,20 @@ def _int_seed(*parts: object) -> int:
 # the ledger -----------------------------------------------------------------------------------
 
 
+def _provenance(config: Any, request: Request, kind: str) -> tuple[str, str]:
+    """Where a call went (the endpoint's host) and with what sampling parameters, as the ledger
+    keeps them beside the model the server says answered."""
+    if config is None:
+        return "", "{}"
+    host = urlsplit(config.base_url).netloc if config.base_url else ""
+    params: dict[str, Any] = {"seed": request.seed}
+    if kind == "image":
+        params["size"] = f"{request.size[0]}x{request.size[1]}"
+    else:
+        params |= {"temperature": config.temperature, "max_tokens": config.tokens(request.max_tokens)}
+    return host, json.dumps(params, sort_keys=True)
+
+
 class _Ledger:
     """``construction.sqlite``: every call, every settled dialogue (one connection, one lock)."""
 
@@ -274,18 +289,39 @@ class _Ledger:
         # both tables in one transaction: a reader never sees the file with one of them
         self.db.executescript(
             "BEGIN; CREATE TABLE IF NOT EXISTS calls (k INTEGER, role TEXT, stage TEXT, model TEXT, status TEXT,"
-            " cached INTEGER, tokens_in INTEGER, tokens_out INTEGER, images INTEGER, latency_s REAL, cost REAL);"
+            " cached INTEGER, tokens_in INTEGER, tokens_out INTEGER, images INTEGER, latency_s REAL, cost REAL,"
+            " served_model TEXT, endpoint TEXT, params TEXT);"
             " CREATE TABLE IF NOT EXISTS dialogues (k INTEGER PRIMARY KEY, id TEXT, scenario TEXT, status TEXT,"
             " stage TEXT, reason TEXT, record TEXT, line TEXT); COMMIT;"
         )
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(calls)")}
+        for column in ("served_model", "endpoint", "params"):  # a store an older yanami began
+            if column not in have:
+                self.db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
         self.spent = float(self.db.execute("SELECT COALESCE(SUM(cost), 0) FROM calls").fetchone()[0])
 
-    def call(self, k: int, role: str, stage: str, model: str, status: str, usage: Any, cost: float) -> None:
+    def call(
+        self,
+        k: int,
+        role: str,
+        stage: str,
+        model: str,
+        status: str,
+        usage: Any,
+        cost: float,
+        provenance: tuple[str, str] = ("", "{}"),
+    ) -> None:
+        """One call: its outcome, usage and cost, and where it went: the model the server says
+        answered, and ``provenance`` (the endpoint's host, the sampling parameters as JSON)."""
         row = (k, role, stage, model, status, int(bool(usage and usage.cached)), usage.tokens_in if usage else 0,
                usage.tokens_out if usage else 0, usage.images_out if usage else 0,
-               usage.latency_s if usage else 0.0, cost)  # fmt: skip
+               usage.latency_s if usage else 0.0, cost, usage.served_model if usage else "", *provenance)  # fmt: skip
         with self._lock:
-            self.db.execute("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
+            self.db.execute(
+                "INSERT INTO calls (k, role, stage, model, status, cached, tokens_in, tokens_out, images, latency_s,"
+                " cost, served_model, endpoint, params) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
             self.spent += cost
 
     def settle(self, t: _Task, status: str, stage: str, reason: str, record: dict[str, Any], line: str) -> None:
@@ -403,7 +439,7 @@ class _Constructor:
                 if usage is not None and not usage.cached and kind != "image":
                     done, total = self._replies.get((model.name, kind), (0, 0))
                     self._replies[(model.name, kind)] = (done + 1, total + usage.tokens_out)
-            self.ledger.call(t.k, role, stage, model.name, status, usage, cost)
+            self.ledger.call(t.k, role, stage, model.name, status, usage, cost, _provenance(config, request, kind))
 
     def ask(self, t: _Task, stage: Stage, item: str, parts: list[InputText | InputImage], schema: type[_T]) -> _T:
         """A JSON question to the verifier (one repair request on an invalid reply)."""

@@ -309,6 +309,8 @@ class Usage:
     images_out: int = 0
     cached: bool = False
     latency_s: float = 0.0
+    served_model: str = ""
+    """The model id the server says answered (its reply's ``model``), where it says one."""
 
 
 class Client:
@@ -338,6 +340,10 @@ class Client:
     def note_tokens(self, tokens_in: int, tokens_out: int) -> None:
         """Record the token counts a server reported for the current request (adapters call this)."""
         self._local.tokens = (tokens_in, tokens_out)
+
+    def note_served(self, model: str) -> None:
+        """Record the model id the server says answered the current request (adapters call this)."""
+        self._local.served = model
 
     def translate(self, exc: Exception) -> Exception:
         """A failure of one attempt as what the runner needs (override per client library)."""
@@ -386,14 +392,16 @@ class Client:
                 self._local.usage = Usage(cached=True)
                 return hit[1]
         self._local.tokens = (0, 0)
+        self._local.served = ""
         start = time.perf_counter()
         value = make()
         tokens_in, tokens_out = self._local.tokens
         latency = time.perf_counter() - start
-        self._local.usage = Usage(tokens_in, tokens_out, 0, False, latency)
+        served = self._local.served
+        self._local.usage = Usage(tokens_in, tokens_out, 0, False, latency, served)
         validate(value)  # only a reply that is an image counts (and is charged) as an image made
         if kind in ("image", "image_only"):
-            self._local.usage = Usage(tokens_in, tokens_out, 1, False, latency)
+            self._local.usage = Usage(tokens_in, tokens_out, 1, False, latency, served)
         if self.cache is not None and value.strip():
             self.cache.put(key, kind, value)
         return value

@@ -138,6 +138,8 @@ class OpenAIModel(Client):
         raw = chat_body(request, params)
         reply = self.call(lambda: json.loads(self.client.post("/chat/completions", content=raw, cast_to=bytes)))
         self._tokens(reply)
+        if isinstance(reply, dict) and isinstance(reply.get("model"), str):
+            self.note_served(reply["model"])
         choices = reply.get("choices") if isinstance(reply, dict) else None
         choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -207,6 +209,8 @@ class OpenAIModel(Client):
         def make() -> bytes:
             reply = self.call(post)
             self._tokens(reply)
+            served = reply.get("model") if isinstance(reply, dict) else None
+            self.note_served(served if isinstance(served, str) else c.image_model or "")  # images replies rarely say
             data = reply.get("data") if isinstance(reply, dict) else None
             first = data[0] if isinstance(data, list) and data else None
             if not isinstance(first, dict):
