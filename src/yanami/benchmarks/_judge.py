@@ -13,6 +13,7 @@ else it is left out (an IMUG-Bench output reference), and the verdict's reason s
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -52,7 +53,7 @@ class Grade:
     reason: str = ""
 
 
-class ProtocolJudge:
+class ProtocolJudge(ABC):
     """A benchmark's own protocol; a VLM judge for what needs judgement (subclassed per family)."""
 
     PROMPTS: ClassVar[str] = ""
@@ -93,9 +94,10 @@ class ProtocolJudge:
             reason=g.reason,
         )
 
+    @abstractmethod
     def _grade(self, d: Dialogue, turn: Turn, image: bytes | None, text: str | None, earlier: Earlier) -> Grade:
-        """Grade the model's output for a target turn (an image, or the text of a reply)."""
-        raise NotImplementedError  # each family's judge grades by its own protocol
+        """Grade the model's output for a target turn (an image, or the text of a reply): each
+        family's judge grades by its own protocol."""
 
     @classmethod
     def load_source(cls, root: Path) -> dict[str, str]:

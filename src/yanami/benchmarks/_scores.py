@@ -12,6 +12,7 @@ alone, test-time scaling, the comparability notes, the report, and `ProtocolScor
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,7 @@ class FamilyRun:
 Row = dict[str, float | None]
 
 
-class ProtocolScoring:
+class ProtocolScoring(ABC):
     """A protocol family's scoring rules; each family's folder subclasses it."""
 
     headline: ClassVar[str] = "score"
@@ -79,9 +80,9 @@ class ProtocolScoring:
     """The class of a domain its class list does not name."""
     coverage_note: ClassVar[str] = "Coverage under 100 %: failed or unjudged items are left out of every score."
 
+    @abstractmethod
     def row(self, records: list[Record]) -> Row:
         """A group of records' figures."""
-        raise NotImplementedError
 
     def failed(self, kind: str) -> dict[str, float] | None:
         """The metrics a failed item of this kind scores (None: it is left out, counted in coverage)."""
@@ -95,9 +96,9 @@ class ProtocolScoring:
         """Breakdowns beyond overall, domain, class and turn index (WEAVE's turn modes, say)."""
         return {}
 
+    @abstractmethod
     def tables(self, title: str, entries: list[dict[str, Any]], notes: list[str]) -> list[Table]:
         """The overall table and each run's breakdowns, from `family_json`'s entries."""
-        raise NotImplementedError
 
 
 def load_family_run(
