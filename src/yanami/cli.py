@@ -714,6 +714,17 @@ def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
         raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
 
 
+ProtocolSourceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="WEAVE, IMUG-Bench: your checkout of the benchmark's repository; the judge asks its own prompts, "
+        "read from there (without it, yanami's own prompts: not comparable with published numbers).",
+        metavar="DIR",
+    ),
+]
+"""``--protocol-source`` of `eval` and `judge`."""
+
+
 @app.command(name="eval")
 def eval_(
     bench: Annotated[Path, typer.Argument(help="The bench dataset directory.", metavar="BENCH")],
@@ -775,14 +786,7 @@ def eval_(
             metavar="N",
         ),
     ] = 1,
-    protocol_source: Annotated[
-        Path | None,
-        typer.Option(
-            help="WEAVE, IMUG-Bench: your checkout of the benchmark's repository; the judge asks its own prompts, "
-            "read from there (without it, yanami's own prompts: not comparable with published numbers).",
-            metavar="DIR",
-        ),
-    ] = None,
+    protocol_source: ProtocolSourceOpt = None,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
     from yanami.bench import evaluate
@@ -954,14 +958,7 @@ def judge_(
     cache: Annotated[
         Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite).", metavar="FILE")
     ] = None,
-    protocol_source: Annotated[
-        Path | None,
-        typer.Option(
-            help="WEAVE, IMUG-Bench: your checkout of the benchmark's repository; the judge asks its own prompts, "
-            "read from there (without it, yanami's own prompts: not comparable with published numbers).",
-            metavar="DIR",
-        ),
-    ] = None,
+    protocol_source: ProtocolSourceOpt = None,
 ) -> None:
     """Judge a run's stored predictions again with another judge, without calling the model."""
     from yanami.bench import rejudge
