@@ -51,7 +51,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from yanami.judges import AnswerVerdict, ExactJudge, ImageVerdict
+from yanami.contract import CheckResult, Verdict
+from yanami.judges import ExactJudge
 from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import Parse, build_world, parse_cached, render_png
@@ -134,11 +135,15 @@ class _InstantJudge:
     name = "instant"
     version = "0"
 
-    def judge_answer(self, d: object, q: object, reply: str) -> AnswerVerdict:
-        return AnswerVerdict(1.0, "")
-
-    def judge_image(self, d: object, turn: object, image: bytes) -> ImageVerdict:
-        return ImageVerdict({c.id: True for c in turn.checks}, 10.0, "")  # type: ignore[attr-defined]
+    def grade(self, d: Any, output: Any, history: object) -> Verdict:
+        if output.kind == "question":
+            return Verdict(item=output.item, judge=self.name, judge_version=self.version, status="ok", score=1.0)
+        checks = [
+            CheckResult(id=c.id, kind=c.kind.value, capability=None, passed=True) for c in d.turns[output.turn].checks
+        ]
+        return Verdict(
+            item=output.item, judge=self.name, judge_version=self.version, status="ok", vq=10.0, checks=checks
+        )
 
 
 def bench_runner(bench: Path) -> None:
@@ -149,7 +154,7 @@ def bench_runner(bench: Path) -> None:
     first = next(p for t in dialogues[0].turns for p in t.user.parts if isinstance(p, ImagePart))
     image = ds.image_bytes(first)
     _run.load_model = lambda *a: _Instant(image)  # type: ignore[assignment]
-    _run.load_judge = lambda *a: _InstantJudge()  # type: ignore[assignment]
+    _run.judge_for_bench = lambda *a: _InstantJudge()  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         s = _run.evaluate(bench, "instant", Path(tmp) / "run", loaded=(ds, dialogues))
