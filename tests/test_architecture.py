@@ -72,3 +72,39 @@ def test_the_runner_never_names_a_family_nor_asks_which_judge_it_holds() -> None
     source = (ROOT / "bench" / "_run.py").read_text(encoding="utf-8")
     assert "Family." not in source and "FamilyJudge" not in source
     assert "isinstance(judge" not in source and "isinstance(the_judge" not in source
+
+
+def _keyed_draws(tree: ast.AST) -> list[int]:
+    """Lines that seed a generator from text of their own: ``random.Random("...")`` or an f-string."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("Random", "default_rng")
+        and node.args
+        and isinstance(node.args[0], ast.JoinedStr | ast.Constant | ast.BinOp)
+        and not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int))
+    ]
+
+
+def test_every_seed_key_is_made_in_one_place() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(ROOT.rglob("*.py"))
+        if path.name != "_seeds.py"
+        for line in _keyed_draws(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert found == []  # every draw is keyed by yanami._seeds (seeded, derived)
+    assert _keyed_draws(ast.parse('import random\nrandom.Random(f"{seed}/{k}")')) == [2]  # the scan sees one
+
+
+def test_a_seed_key_joins_its_parts() -> None:
+    import random
+
+    from yanami._seeds import derived, seed_key, seeded
+
+    assert seed_key("free", 42, "d7", 3, 0) == "free:42:d7:3:0"
+    assert seeded(42, "d7").random() == random.Random("42:d7").random()
+    assert derived("letter", 1, "d", "q1", bits=8) == __import__("hashlib").sha256(b"letter:1:d:q1").digest()[0]
+    assert 0 <= derived("x", bits=32) < 2**32

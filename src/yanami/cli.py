@@ -194,19 +194,12 @@ def validate(
             out.print(f"… and {len(problems) - MAX_PROBLEMS_SHOWN} more problems", markup=False)
         err.print(f"{directory}: {len(problems)} problem(s)", markup=False)
         raise typer.Exit(1)
-    from yanami.families import family_of
-    from yanami.judges import unreadable_check
+    from yanami.judges import supported_judges
 
     ds = Dataset(directory, max_pixels=max_pixels)
     c = ds.manifest.counts
     out.print(f"{directory}: valid ({c.dialogues} dialogues, {c.turns} turns, {c.images} images)", markup=False)
-    facts = family_of(ds.manifest.family)
-    if facts.judge is not None:
-        judges = f"{facts.title}'s own protocol over a VLM judge (--judge FILE)"
-    elif (where := unreadable_check(ds)) is not None:
-        judges = f"a VLM judge (--judge FILE) only: check {where} carries no predicate the exact judge evaluates"
-    else:
-        judges = "exact (the default) or a VLM judge (--judge FILE)"
+    judges = supported_judges(ds)
     out.print(f"judges: {judges}", markup=False)
 
 
@@ -987,43 +980,14 @@ def agreement(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Judge reliability: Pearson (95 % bootstrap interval), Spearman and Cohen's kappa against humans or a judge."""
-    from yanami.bench import read_rows
-    from yanami.scoring import agreement as agree
-    from yanami.scoring import check_run_dir, check_verdicts, item_scores, read_human, run_judges
+    from yanami.scoring import agreement_lines, run_agreement
 
-    check_run_dir(run)
-    raters = {}
-    for name in judge:
-        predictions, verdicts, _ = read_rows(run, name)
-        if not verdicts:
-            have = ", ".join(sorted(j for j, v in run_judges(run).items() if v)) or "none"
-            raise UserError(f"{run}: no verdicts of judge {name!r}; the run has verdicts of {have} (`yanami judge`)")
-        raters[name] = (item_scores(predictions, verdicts), check_verdicts(verdicts))
-    if human is not None:
-        raters["human"] = read_human(human)
-    if len(raters) < 2:
-        raise UserError("agreement needs two raters: two --judge, or a --judge and --human")
-    names = list(raters)
-    results = {
-        f"{a} vs {b}": agree(raters[a][0], raters[b][0], raters[a][1], raters[b][1])
-        for i, a in enumerate(names)
-        for b in names[i + 1 :]
-    }
+    results = run_agreement(run, judge, human)
     if as_json:
         out.print_json(json.dumps(results))
         return
-    for pair, r in results.items():
-        ci = r["pearson_95ci"]
-        ci_text = "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"  # type: ignore[index]
-        out.print(
-            f"{pair}: {r['items']} items, Pearson {_num3(r['pearson'])} (95 % CI {ci_text}), "
-            f"Spearman {_num3(r['spearman'])}; {r['checks']} checks, kappa {_num3(r['kappa'])}",
-            markup=False,
-        )
-
-
-def _num3(v: object) -> str:
-    return "-" if v is None else f"{v:.3f}"
+    for line in agreement_lines(results):
+        out.print(line, markup=False)
 
 
 @app.command()
@@ -1041,7 +1005,7 @@ def calibrate(
     from yanami._files import is_stdout, write_output
     from yanami.bench import select_dialogues
     from yanami.judges import calibrate as run_calibration
-    from yanami.judges import load_judge
+    from yanami.judges import calibration_lines, load_judge
     from yanami.models import ResponseCache
     from yanami.store import Dataset
 
@@ -1056,14 +1020,8 @@ def calibrate(
     if out_file is not None:
         write_output(out_file, json.dumps(result, indent=2) + "\n")
     show = err if is_stdout(out_file) else out  # with --out -, standard output carries the JSON alone
-    for section in ("checks_by_kind", "checks_by_candidate", "answers"):
-        for key, r in result[section].items():
-            show.print(f"{section} {key}: {r['agree']}/{r['total']} agree ({100 * r['accuracy']:.1f} %)", markup=False)
-    show.print(
-        f"injection: {result['injection_flips']} of {result['injection_checks']} check verdicts flipped; "
-        f"judge errors: {result['judge_errors']}",
-        markup=False,
-    )
+    for line in calibration_lines(result):
+        show.print(line, markup=False)
 
 
 @app.command()

@@ -21,7 +21,7 @@ from yanami.bench import RUN_VERSION, History, bench_sha256, evaluate, read_mani
 from yanami.errors import UserError
 from yanami.scoring import Loaded, load_runs, tables, write_report
 from yanami.store import Dataset, validate_dataset
-from yanami.world import build_world, parse_workers
+from yanami.world import Parser, build_world
 
 FLOORS = (
     "reference:copy-input",
@@ -113,12 +113,12 @@ def run_demo(
     paths = [
         out_dir / "runs" / (spec.split(":")[1] + ("-self" if history == "self" else "")) for spec, history in DEMO_RUNS
     ]
-    with parse_workers(workers):  # one pool for every run, so each image is parsed once
+    with Parser(workers) as parser:  # one pool for every run, so each image is parsed once
         for k in RUN_ORDER:
             (spec, history), run = DEMO_RUNS[k], paths[k]
             _drop_outdated_run(run, identity)
             with track(f"{spec} ({history}-history)") as update:
-                evaluate(target, spec, run, history=history, on_progress=update, loaded=loaded, workers=1,
+                evaluate(target, spec, run, history=history, on_progress=update, loaded=loaded, parser=parser,
                          concurrency=2 * workers)  # fmt: skip
     result = load_runs(paths)
     report = out_dir / "report.html"

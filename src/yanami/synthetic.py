@@ -18,6 +18,7 @@ from PIL import Image, ImageDraw
 from pydantic import JsonValue
 
 from yanami import __version__
+from yanami._seeds import seeded
 from yanami.schema import (
     CHOICE_LETTERS,
     Capability,
@@ -95,7 +96,7 @@ def synthetic_dialogue(
     """
     from yanami.store import sha256_hex  # local: store imports nothing from here
 
-    rng = random.Random(f"{seed}:{index}")
+    rng = seeded(seed, index)
     scen = scenario or list(Scenario)[index % len(Scenario)]
     n_turns = rng.choice([5, 6, 6, 7, 7, 7, 8, 9])  # mean 6.9
     caps = rng.sample(list(Capability), rng.randrange(4, 7))

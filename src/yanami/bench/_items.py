@@ -16,6 +16,7 @@ from typing import Literal
 
 from PIL import Image, ImageDraw
 
+from yanami._seeds import derived
 from yanami.models import InputImage, InputMessage, InputText, Request, output_frame, question_prompt
 from yanami.run_format import GLOBAL_SEED, Layout
 from yanami.schema import Dialogue, ImagePart, Question, TextPart
@@ -38,7 +39,7 @@ class Item:
 
 def item_seed(item_id: str, global_seed: int = GLOBAL_SEED) -> int:
     """The per-sample seed: derived from the global seed and the item id, stable across runs."""
-    return int.from_bytes(hashlib.sha256(f"{global_seed}/{item_id}".encode()).digest()[:4], "big")
+    return derived(global_seed, item_id, bits=32)
 
 
 def generation_turns(d: Dialogue) -> list[int]:

@@ -66,7 +66,7 @@ from yanami.models import (
 from yanami.run_format import HISTORIES, LAYOUTS, History, Layout
 from yanami.schema import Dialogue, ImagePart, TextPart
 from yanami.store import Dataset, open_image_bytes
-from yanami.world import parse_workers
+from yanami.world import Parser
 
 Earlier = Callable[[int], tuple[bytes | None, str | None]]
 """turn -> the model's own (image bytes, text) at that turn of a dialogue in this run."""
@@ -185,6 +185,7 @@ def evaluate(
     workers: int = 1,
     strategy: str = "none",
     protocol_source: str | Path | None = None,
+    parser: Parser | None = None,
 ) -> Summary:
     """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there).
 
@@ -193,10 +194,11 @@ def evaluate(
 
     ``layout`` defaults to the model config's, else yes-first; API responses are cached in
     ``cache`` (default ``out/cache.sqlite``), so a re-run or a re-judge never pays twice.
-    ``workers`` processes parse images for the exact judge and the reference agents;
-    ``concurrency`` (items in flight) defaults to `default_concurrency` of them. Neither ever
-    changes a result. The run directory is locked for the whole call (`RunLock`); a run
-    made with ``limit`` is extended by a larger one (or none), see `select_dialogues`.
+    ``workers`` processes parse images for the exact judge and the reference agents (``parser``:
+    a parser the caller holds, as the demo shares one across its runs, in their place); ``concurrency`` (items in
+    flight) defaults to `default_concurrency` of them. Neither ever changes a result. The run
+    directory is locked for the whole call (`RunLock`); a run made with ``limit`` is extended
+    by a larger one (or none), see `select_dialogues`.
     """
     from yanami import __version__
 
@@ -214,7 +216,9 @@ def evaluate(
     dialogues = select_dialogues(all_dialogues, limit)
     by_id = {d.id: d for d in dialogues}
     responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
-    the_model: Model = load_model(model, responses)
+    # the parser starts its processes with the first parse, within the run below, and ends them there
+    own_parser = Parser(workers) if parser is None else None
+    the_model: Model = load_model(model, responses, parser or own_parser)
     check = getattr(the_model, "check", None)
     if callable(check) and not (Path(out) / RUN_MANIFEST).exists():
         check()  # before a run directory is made, an adapter that can reach its server cheaply says so
@@ -232,7 +236,7 @@ def evaluate(
     why = family_of(family).gt_history
     if why and history == History.GT:
         raise UserError(f"{dataset.root}: {why}, so GT-History is not defined; use --history self (docs/benchmarks.md)")
-    the_judge = judge_for_bench(judge, dataset, responses, protocol_source)
+    the_judge = judge_for_bench(judge, dataset, responses, protocol_source, parser or own_parser)
     config = getattr(the_model, "config", None)
     if layout is None:
         layout = Layout(config.layout) if config is not None else Layout.YES_FIRST
@@ -267,7 +271,7 @@ def evaluate(
         responses.close()
         raise
     try:
-        with Results(run) as store, parse_workers(workers):
+        with Results(run) as store, own_parser or contextlib.nullcontext():
             return _execute(
                 store, dataset, by_id, chains, the_model, the_judge, manifest, concurrency, retry_errors, on_progress
             )

@@ -38,7 +38,6 @@ import gc
 import hashlib
 import io
 import json
-import random
 import sqlite3
 import threading
 import time
@@ -54,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from yanami import __version__
 from yanami._files import atomic_write
+from yanami._seeds import derived, seeded
 from yanami.construct._plan import MIN_CAPABILITIES, Plan, PlanTurn, plan_dialogue, plan_problems, plan_schema
 from yanami.construct._prepare import GROUPS, MANIFEST, STAND_INS, Group, Label, PoolManifest
 from yanami.construct._templates import Templates
@@ -258,7 +258,7 @@ def store_path(out: Path) -> Path:
 
 
 def _int_seed(*parts: object) -> int:
-    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16) % 2**31
+    return derived(*parts, bits=32) % 2**31
 
 
 # the ledger -----------------------------------------------------------------------------------
@@ -781,7 +781,7 @@ def _tasks(
     for s in scenarios:
         if not by_scenario[s]:
             raise UserError(f"{pooldir}: no group of the pool is routed to {s.value}; leave it out with --scenarios")
-        random.Random(f"{seed}/groups/{s.value}").shuffle(by_scenario[s])
+        seeded(seed, "groups", s.value).shuffle(by_scenario[s])
     tasks = []
     seen: Counter[Scenario] = Counter()
     for k, (s, did) in enumerate(schedule(preset, per_scenario, dialogues, scenarios, prefix="construct")):
@@ -789,7 +789,7 @@ def _tasks(
         group = pool[seen[s] % len(pool)]
         seen[s] += 1
         offered, _ = templates.scenario(s)
-        rng = random.Random(f"{seed}/{did}")
+        rng = seeded(seed, did)
         n = rng.randint(min(MIN_CAPABILITIES, len(offered)), len(offered))
         chosen = set(rng.sample(offered, n))
         tasks.append(_Task(k, s, did, group, [c for c in offered if c in chosen]))

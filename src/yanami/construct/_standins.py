@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from yanami._seeds import derived
 from yanami.construct._pool import PoolEntry
 from yanami.models.fake import chat_images, chat_text, plain_png
 
@@ -63,9 +64,9 @@ def _between(text: str, tag: str) -> str | None:
     return m.group(2) if m else None
 
 
-def _share(key: str) -> float:
-    """A number in [0, 1) from a string, the same everywhere."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+def _share(*parts: object) -> float:
+    """A number in [0, 1) from a draw's key, the same everywhere."""
+    return derived(*parts) / 2**64
 
 
 def pixel_std(data: bytes) -> float:
@@ -145,9 +146,9 @@ def scene_differences(want: Any, got: Any) -> list[str]:
 
 def author_fault(group: str, rate: float) -> str | None:
     """The fault the author stand-in injects in its first plan for a group (None: none)."""
-    if rate <= 0 or _share(f"author/{group}") >= rate:
+    if rate <= 0 or _share("author", group) >= rate:
         return None
-    return AUTHOR_FAULTS[int(_share(f"author-kind/{group}") * len(AUTHOR_FAULTS))]
+    return AUTHOR_FAULTS[int(_share("author-kind", group) * len(AUTHOR_FAULTS))]
 
 
 def image_fault(instruction: str, rate: float) -> str | None:
@@ -159,9 +160,9 @@ def image_fault(instruction: str, rate: float) -> str | None:
     if rate <= 0 or view is None:
         return None
     key = scene_instruction(view)
-    if _share(f"image/{key}") >= rate:
+    if _share("image", key) >= rate:
         return None
-    return IMAGE_FAULTS[int(_share(f"image-kind/{key}") * len(IMAGE_FAULTS))]
+    return IMAGE_FAULTS[int(_share("image-kind", key) * len(IMAGE_FAULTS))]
 
 
 # the stand-ins ---------------------------------------------------------------------------------

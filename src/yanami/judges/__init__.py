@@ -1,6 +1,6 @@
 """Judges: the exact judge for world data, the VLM judge, option reading and scoring, and the judge registry."""
 
-from yanami.judges._calibration import calibrate
+from yanami.judges._calibration import calibrate, calibration_lines
 from yanami.judges._choice import (
     choice_score,
     format_weight,
@@ -11,7 +11,7 @@ from yanami.judges._choice import (
     value_score,
 )
 from yanami.judges._exact import ExactJudge, exact_judge, unreadable_check, world_quality
-from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge
+from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge, supported_judges
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
 from yanami.judges._vlm import _image as input_image
 from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
@@ -27,6 +27,7 @@ __all__ = [
     "VLMJudge",
     "ask_json",
     "calibrate",
+    "calibration_lines",
     "choice_score",
     "exact_judge",
     "fence_code",
@@ -41,6 +42,7 @@ __all__ = [
     "prompt",
     "read_option",
     "read_options",
+    "supported_judges",
     "unreadable_check",
     "value_score",
     "world_quality",

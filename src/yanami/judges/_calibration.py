@@ -209,3 +209,18 @@ def calibrate(
             cal.injected_checks += len(same)
             cal.flips += sum(verdicts[c] != mine[c] for c in same)
     return cal
+
+
+def calibration_lines(summary: dict[str, Any]) -> list[str]:
+    """What ``yanami calibrate`` prints of a `Calibration.summary`: agreement by check kind, by
+    candidate and for answers, then the injection flips and the judge's errors."""
+    lines = [
+        f"{section} {key}: {r['agree']}/{r['total']} agree ({100 * r['accuracy']:.1f} %)"
+        for section in ("checks_by_kind", "checks_by_candidate", "answers")
+        for key, r in summary[section].items()
+    ]
+    lines.append(
+        f"injection: {summary['injection_flips']} of {summary['injection_checks']} check verdicts flipped; "
+        f"judge errors: {summary['judge_errors']}"
+    )
+    return lines

@@ -18,13 +18,14 @@ from yanami.models import AnswerVerdict, ImageVerdict, JudgeError, Output, OwnHi
 from yanami.run_format import Verdict
 from yanami.schema import Dialogue, Question, Turn
 from yanami.world import (
+    IN_PROCESS_PARSER,
     Parse,
+    Parser,
     Scene,
     Scenes,
     View,
     credited,
     evaluate,
-    parse_cached,
     read_candidate,
     rebase_checks,
     shown_before,
@@ -87,6 +88,10 @@ class ExactJudge:
     name = "exact"
     version = VERSION
 
+    def __init__(self, parser: Parser = IN_PROCESS_PARSER) -> None:
+        self.parser = parser
+        """Reads the candidates (the runner's has ``--workers`` processes; results never depend on it)."""
+
     def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
         """A reply by `judge_answer`; a candidate image by `judge_image`, or under Self-History by
         `judge_image_in_history` against the model's own earlier images."""
@@ -127,7 +132,7 @@ class ExactJudge:
     def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
         """As `judge_image`, with each check on a value an earlier free choice set rebased on the
         model's own earlier image of that turn (read by the same parser)."""
-        seen = Scenes(own, lambda t: parse_cached(own[t], turn_state(d.turns[t]).azimuth).to_scene())
+        seen = Scenes(own, lambda t: self.parser.cached(own[t], turn_state(d.turns[t]).azimuth).to_scene())
         return self._grade(d, turn, image, rebase_checks(d, turn, seen), seen)
 
     def _grade(
@@ -139,7 +144,7 @@ class ExactJudge:
         own: Mapping[int, Scene],
     ) -> ImageVerdict:
         azimuth = turn_state(turn).azimuth
-        parse = parse_cached(image, azimuth)  # identical candidates (across runs too) are parsed once
+        parse = self.parser.cached(image, azimuth)  # identical candidates (across runs too) are parsed once
         scene = parse.to_scene()
         # None: ill-posed by the model's own earlier choices (Self-History), undecidable for it
         checks = {cid: None if p is None else evaluate(p, scene, azimuth) for cid, p in predicates.items()}

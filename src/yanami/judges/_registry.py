@@ -9,12 +9,15 @@ and makes it a VLM judge, at temperature 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yanami.errors import UserError
 from yanami.families import family_of
 from yanami.models import Judge, ResponseCache, load_config, load_plugin, looks_like_config, model_from_config
 from yanami.store import Dataset
+
+if TYPE_CHECKING:
+    from yanami.world import Parser
 
 ENTRY_POINTS = "yanami.judges"
 
@@ -41,17 +44,23 @@ def judge_settings(judge: Judge) -> dict[str, Any] | None:
 
 
 def judge_for_bench(
-    spec: str, dataset: Dataset, responses: ResponseCache | None = None, protocol_source: str | Path | None = None
+    spec: str,
+    dataset: Dataset,
+    responses: ResponseCache | None = None,
+    protocol_source: str | Path | None = None,
+    parser: Parser | None = None,
 ) -> Judge:
     """The judge of a run on ``dataset``: what the bench's family makes of ``--judge SPEC``
-    (its `FamilyFacts.judge`), or, for a family yanami's own judges grade, the judge SPEC names."""
+    (its `FamilyFacts.judge`), or, for a family yanami's own judges grade, the judge SPEC names
+    (the exact judge reads images with ``parser``, the run's worker processes; in this process
+    without one)."""
     facts = family_of(dataset.manifest.family)
     make = facts.hook("judge")
     if make is None:
         if protocol_source is not None:
             raise UserError(f"--protocol-source: only for a bench graded by its own protocol, not {facts.title}")
         if spec == "exact":
-            from yanami.judges._exact import unreadable_check
+            from yanami.judges._exact import ExactJudge, unreadable_check
 
             where = unreadable_check(dataset)
             if where is not None:
@@ -59,8 +68,22 @@ def judge_for_bench(
                     f"{dataset.root}: check {where} carries no predicate the exact judge can evaluate (a dataset "
                     "the world did not build, such as a constructed one): grade it with a VLM judge, --judge FILE"
                 )
+            return ExactJudge() if parser is None else ExactJudge(parser)
         return load_judge(spec, dataset, responses)
     judge = make(spec, dataset, responses, protocol_source)
     if not isinstance(judge, Judge):
         raise UserError(f"the {facts.family} family's judge ({facts.judge}) did not return a judge")
     return judge
+
+
+def supported_judges(dataset: Dataset) -> str:
+    """Which judges can grade ``dataset``, in words (``yanami validate`` prints it)."""
+    from yanami.judges._exact import unreadable_check
+
+    facts = family_of(dataset.manifest.family)
+    if facts.judge is not None:
+        return f"{facts.title}'s own protocol over a VLM judge (--judge FILE)"
+    where = unreadable_check(dataset)
+    if where is not None:
+        return f"a VLM judge (--judge FILE) only: check {where} carries no predicate the exact judge evaluates"
+    return "exact (the default) or a VLM judge (--judge FILE)"

@@ -5,11 +5,14 @@ Kinds are registered in the entry point group ``yanami.models`` (``name =
 agents are registered the same way, as the kind ``reference``. A factory receives its spec
 alone: never the bench, never a dialogue with its hidden annotations. The one exception is
 explicit: a model that implements `ReadsBench` (only the reference agents, which exist to
-prove the benchmark discriminates) is handed the bench's directory by the runner.
+prove the benchmark discriminates) is handed the bench's directory by the runner. A factory
+that reads pictures may also take the keyword ``parser``: the run's image parser
+(`yanami.world.Parser`, its ``--workers`` processes), handed only to a factory that names it.
 """
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -39,8 +42,9 @@ def _kinds(group: str) -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=group)}
 
 
-def load_plugin(group: str, option: str, spec: str, kind: str, rest: str) -> Any:
-    """``factory(rest)`` of the entry point ``kind`` in ``group``; a one-line error names what exists."""
+def load_plugin(group: str, option: str, spec: str, kind: str, rest: str, **offered: Any) -> Any:
+    """``factory(rest)`` of the entry point ``kind`` in ``group``, with those ``offered`` keywords
+    the factory names (a ``parser``); a one-line error names what exists."""
     found = _kinds(group)
     ep = found.get(kind)
     if ep is None:
@@ -53,7 +57,11 @@ def load_plugin(group: str, option: str, spec: str, kind: str, rest: str) -> Any
         factory = ep.load()
     except Exception as exc:  # a broken plug-in is the user's environment, not a bug of yanami
         raise UserError(f"{option} {spec}: the plug-in {ep.value} cannot be loaded ({exc})") from None
-    return factory(rest)
+    try:
+        named = set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # a callable without a signature takes the spec alone
+        named = set()
+    return factory(rest, **{k: v for k, v in offered.items() if k in named and v is not None})
 
 
 def looks_like_config(spec: str) -> bool:
@@ -61,8 +69,9 @@ def looks_like_config(spec: str) -> bool:
     return spec.endswith(CONFIG_SUFFIXES) or Path(spec).is_file()
 
 
-def load_model(spec: str, cache: ResponseCache | None = None) -> Model:
-    """The model a ``--model`` spec names: a config file, or ``kind:rest`` (``reference:stateful``)."""
+def load_model(spec: str, cache: ResponseCache | None = None, parser: object = None) -> Model:
+    """The model a ``--model`` spec names: a config file, or ``kind:rest`` (``reference:stateful``);
+    ``parser``: the run's image parser, for a plug-in that reads pictures (see the module docstring)."""
     if looks_like_config(spec):
         from yanami.models._config import load_config  # pydantic and YAML, only for config files
 
@@ -75,7 +84,7 @@ def load_model(spec: str, cache: ResponseCache | None = None) -> Model:
             f"--model {spec}: no such config file, and not KIND:NAME (give a model config file, see docs/models.md, "
             "or reference:<agent>, or a registered plug-in kind)"
         )
-    model = load_plugin(ENTRY_POINTS, "--model", spec, kind, rest)
+    model = load_plugin(ENTRY_POINTS, "--model", spec, kind, rest, parser=parser)
     if not isinstance(model, Model):
         raise UserError(f"--model {spec}: the {kind!r} plug-in did not return a model")
     return model

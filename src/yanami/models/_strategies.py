@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from yanami._seeds import derived
 from yanami.errors import UserError
 from yanami.models._protocol import InputImage, InputMessage, InputText, Model, Request
 
@@ -92,7 +93,7 @@ def final_answer(text: str) -> str:
 
 
 def _seed(seed: int, k: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"{seed}/candidate/{k}".encode()).digest()[:4], "big")
+    return derived(seed, "candidate", k, bits=32)
 
 
 def _with(request: Request, *messages: InputMessage, **changes: Any) -> Request:

@@ -1,6 +1,13 @@
 """Scores, analyses, tables and the HTML report, computed from run directories alone."""
 
-from yanami.scoring._agreement import agreement, check_verdicts, item_scores, read_human
+from yanami.scoring._agreement import (
+    agreement,
+    agreement_lines,
+    check_verdicts,
+    item_scores,
+    read_human,
+    run_agreement,
+)
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
 from yanami.scoring._report import figure6, grouped_bars, render_page, render_report, viewer_bench, write_report
@@ -72,6 +79,7 @@ __all__ = [
     "Table",
     "Weights",
     "agreement",
+    "agreement_lines",
     "caveats",
     "check_run_dir",
     "check_verdicts",
@@ -96,6 +104,7 @@ __all__ = [
     "read_human",
     "render_page",
     "render_report",
+    "run_agreement",
     "run_judges",
     "run_scores",
     "scaling_table",

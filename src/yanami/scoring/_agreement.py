@@ -145,3 +145,46 @@ def agreement(
         "kappa": cohen_kappa([ca[k] for k in keys], [cb[k] for k in keys]),
         "check_agreement": (sum(ca[k] == cb[k] for k in keys) / len(keys)) if keys else None,
     }
+
+
+def run_agreement(run: Path, judges: list[str], human: Path | None = None) -> dict[str, dict[str, object]]:
+    """`agreement` between every pair of raters of a run: its judges' verdicts (by judge name)
+    and, with ``human``, the ratings in that CSV (`read_human`); ``{"a vs b": figures}``."""
+    from yanami.bench import read_rows
+    from yanami.scoring._load import check_run_dir, run_judges
+
+    check_run_dir(run)
+    raters = {}
+    for name in judges:
+        predictions, verdicts, _ = read_rows(run, name)
+        if not verdicts:
+            have = ", ".join(sorted(j for j, v in run_judges(run).items() if v)) or "none"
+            raise UserError(f"{run}: no verdicts of judge {name!r}; the run has verdicts of {have} (`yanami judge`)")
+        raters[name] = (item_scores(predictions, verdicts), check_verdicts(verdicts))
+    if human is not None:
+        raters["human"] = read_human(human)
+    if len(raters) < 2:
+        raise UserError("agreement needs two raters: two --judge, or a --judge and --human")
+    names = list(raters)
+    return {
+        f"{a} vs {b}": agreement(raters[a][0], raters[b][0], raters[a][1], raters[b][1])
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    }
+
+
+def agreement_lines(results: dict[str, dict[str, object]]) -> list[str]:
+    """One line per pair of raters of `run_agreement`'s figures."""
+
+    def num(x: object) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    lines = []
+    for pair, r in results.items():
+        ci = r["pearson_95ci"]
+        ci_text = "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"  # type: ignore[index]
+        lines.append(
+            f"{pair}: {r['items']} items, Pearson {num(r['pearson'])} (95 % CI {ci_text}), "
+            f"Spearman {num(r['spearman'])}; {r['checks']} checks, kappa {num(r['kappa'])}"
+        )
+    return lines

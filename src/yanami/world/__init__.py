@@ -20,7 +20,8 @@ from yanami.world._hidden import (
     turn_state,
 )
 from yanami.world._ops import View, apply_op
-from yanami.world._parse import Parse, ParsedObject, parse_cached, parse_image, parse_views, parse_workers
+from yanami.world._parse import IN_PROCESS as IN_PROCESS_PARSER
+from yanami.world._parse import Parse, ParsedObject, Parser, parse_cached, parse_image, parse_views
 from yanami.world._place import VIEWS, random_scene, valid
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
@@ -35,6 +36,7 @@ __all__ = [
     "BASE_AZIMUTH",
     "COLOURS",
     "DEFAULT_STYLE",
+    "IN_PROCESS_PARSER",
     "MATERIALS",
     "PRESETS",
     "SHAPES",
@@ -51,6 +53,7 @@ __all__ = [
     "ConstraintState",
     "Parse",
     "ParsedObject",
+    "Parser",
     "QuestionIntent",
     "ReferenceAgent",
     "Scene",
@@ -74,7 +77,6 @@ __all__ = [
     "parse_cached",
     "parse_image",
     "parse_views",
-    "parse_workers",
     "plan",
     "question_intent",
     "random_scene",

@@ -36,7 +36,6 @@ the user means with free choices of its own; it answers the questions from that 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
 import random
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
+from yanami._seeds import derived, seeded
 from yanami.errors import UserError
 from yanami.models import InputText, Request
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart
@@ -56,7 +56,7 @@ from yanami.store import MANIFEST, Dataset, sha256_hex
 from yanami.world._free import realize, realize_anywhere
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import OpError, View, apply_op
-from yanami.world._parse import parse_cached, parse_image
+from yanami.world._parse import IN_PROCESS, Parser, parse_image
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
 from yanami.world._scene import BASE_AZIMUTH, Scene
@@ -76,10 +76,10 @@ ABLATION_OF_TYPE = {qtype: ABLATIONS[cap] for qtype, cap in QUESTION_CAPABILITY.
 """The ablation that lacks what each type of DSU question tests."""
 
 
-def see(data: bytes, sha: str, azimuth: float) -> View:
+def see(data: bytes, sha: str, azimuth: float, parser: Parser = IN_PROCESS) -> View:
     """What an image shows, as a view, through the world's parser."""
 
-    parse = parse_cached(data, azimuth, sha)  # shared with the exact judge: each image is parsed once
+    parse = parser.cached(data, azimuth, sha)  # shared with the exact judge: each image is parsed once
     return View(parse.to_scene(), azimuth, parse.style)
 
 
@@ -125,7 +125,10 @@ class _Seen(Sequence[View]):
     renders exactly, so this only saves the parse. Any other (the model's own, under
     Self-History) goes through the parser."""
 
-    def __init__(self, request: Request, azimuths: list[float], truth: list[tuple[str, View | None]]) -> None:
+    def __init__(
+        self, request: Request, azimuths: list[float], truth: list[tuple[str, View | None]], parser: Parser
+    ) -> None:
+        self.parser = parser
         self.images = request.images()
         self.azimuths = azimuths
         self.truth = truth
@@ -141,7 +144,7 @@ class _Seen(Sequence[View]):
         im = self.images[k]
         if k < len(self.truth) and self.truth[k][0] == im.sha256 and (known := self.truth[k][1]) is not None:
             return known
-        return see(im.data, im.sha256, self.azimuths[k])
+        return see(im.data, im.sha256, self.azimuths[k], self.parser)
 
 
 def _pictures(d: Dialogue, before_turn: int) -> list[tuple[str, View | None]]:
@@ -162,15 +165,16 @@ def _read_bench(root: Path, manifest_sha256: str) -> tuple[Dataset, dict[str, Di
     return dataset, {d.id: d for d in dataset.read_all()}
 
 
-def reference_agent(spec: str) -> ReferenceAgent | TrivialAgent | VisibleAgent:
-    """The factory of the ``reference`` model kind: ``reference:<agent>``."""
+def reference_agent(spec: str, parser: Parser = IN_PROCESS) -> ReferenceAgent | TrivialAgent | VisibleAgent:
+    """The factory of the ``reference`` model kind: ``reference:<agent>``; an agent that reads
+    pictures reads them with ``parser`` (a run's: its ``--workers`` processes)."""
     if spec in TRIVIAL:
         return TrivialAgent(spec)
     if spec in VISIBLE:
         from yanami.world._visible import VisibleAgent  # it draws and sees with this module's tools
 
-        return VisibleAgent()
-    return ReferenceAgent(spec)
+        return VisibleAgent(parser)
+    return ReferenceAgent(spec, parser)
 
 
 RANDOM_SCENES = 64
@@ -179,7 +183,7 @@ RANDOM_SCENES = 64
 
 @lru_cache(maxsize=RANDOM_SCENES)
 def _random_picture(k: int) -> bytes:
-    return draw(View(random_scene(random.Random(f"reference:random/scene/{k}")), VIEWS[0], DEFAULT_STYLE))
+    return draw(View(random_scene(seeded("reference", "random", "scene", k)), VIEWS[0], DEFAULT_STYLE))
 
 
 class TrivialAgent:
@@ -194,7 +198,7 @@ class TrivialAgent:
         self.generate = self._generate
 
     def _rng(self, request: Request) -> random.Random:
-        return random.Random(f"{self.name}/{request.seed}/{request.item}")
+        return seeded(self.name, request.seed, request.item)
 
     def _generate(self, request: Request) -> bytes:
         images = [im.data for im in request.images()]
@@ -271,23 +275,24 @@ REDRAWS = 8
 placement, then anywhere legible) before it gives up on one that reads back."""
 
 
-def _reads_back(png: bytes, view: View) -> bool:
+def _reads_back(png: bytes, view: View, parser: Parser = IN_PROCESS) -> bool:
     """Whether the picture parses as the scene drawn (the same objects, the same stacks)."""
 
     def key(scene: Scene) -> list[tuple[str, ...]]:
         return sorted((o.shape, o.colour, o.size, o.material, str(o.on is not None)) for o in scene.objects)
 
-    return key(see(png, sha256_hex(png), view.azimuth).scene) == key(view.scene)
+    return key(see(png, sha256_hex(png), view.azimuth, parser).scene) == key(view.scene)
 
 
 class ReferenceAgent:
     """One of the reference agents (see the module docstring)."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, parser: Parser = IN_PROCESS) -> None:
         if kind not in AGENTS:
             names = ", ".join(AGENTS + TRIVIAL + VISIBLE)
             raise UserError(f"--model reference:{kind}: no such reference agent (choose from {names})")
         self.kind = kind
+        self.parser = parser
         self.name = f"reference:{kind}"
         self.layouts = ("yes-first", "yes-front")  # images one by one: not from a composite
         self.bench: Dataset | None = None
@@ -315,7 +320,7 @@ class ReferenceAgent:
             return self.bench.image_bytes(target)
         intent = turn_intent(turn)
         op = intent.operation(self.kind)
-        images = _Seen(request, image_azimuths(d, turn.index), _pictures(d, turn.index))
+        images = _Seen(request, image_azimuths(d, turn.index), _pictures(d, turn.index), self.parser)
         latest = images[len(images) - 1]
         # The user's references read against the images the agent was shown: under Self-History
         # its own, where its earlier free choices may differ from the ground truth's.
@@ -326,7 +331,7 @@ class ReferenceAgent:
             # it never copies a pick of the world's that the model could not know. Like a careful
             # painter it looks at what it drew, and draws another choice if the picture does not
             # read back as the scene it meant (two objects of one colour touching on screen).
-            rng = random.Random(f"{self.name}/{request.seed}/{request.item}")
+            rng = seeded(self.name, request.seed, request.item)
             for k in range(2 * REDRAWS):
                 # the world's own placement first; where its own earlier choices left that no room
                 # (or no picture that reads back), anywhere the picture stays legible
@@ -336,7 +341,7 @@ class ReferenceAgent:
                     continue
                 new = apply_op(mine, latest, images)  # type: ignore[arg-type]
                 png = draw(new)
-                if _reads_back(png, new):
+                if _reads_back(png, new, self.parser):
                     return png
         try:
             new = apply_op(op, latest, images)  # type: ignore[arg-type]
@@ -356,5 +361,4 @@ class ReferenceAgent:
         return answer
 
     def _guess(self, qid: str, dialogue_id: str, choices: list[str]) -> str:
-        h = hashlib.sha256(f"{self.name}/{dialogue_id}/{qid}".encode()).digest()
-        return choices[h[0] % len(choices)]
+        return choices[derived(self.name, dialogue_id, qid, bits=8) % len(choices)]

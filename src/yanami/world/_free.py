@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from yanami._seeds import seeded
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import legible, place, side_mask, valid
 from yanami.world._predicates import displacement, select
@@ -54,7 +55,7 @@ PUSH_LEAST = 0.5
 
 def draw_rng(seed: int, dialogue_id: str, turn: int, k: int) -> random.Random:
     """The generator of realization ``k`` of a turn's free choices."""
-    return random.Random(f"free:{seed}:{dialogue_id}:{turn}:{k}")
+    return seeded("free", seed, dialogue_id, turn, k)
 
 
 def accept_rule(rules: list[dict[str, Any]], scene: Scene) -> Callable[[np.ndarray], np.ndarray] | None:

@@ -39,9 +39,8 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing.connection import Connection
@@ -142,33 +141,9 @@ def parse_image(data: bytes | Image.Image | np.ndarray, azimuth: float = BASE_AZ
 
 
 def parse_views(data: bytes, azimuths: Sequence[float], sha256: str | None = None) -> dict[float, Parse]:
-    """The image parsed in several camera frames at once: ``{azimuth: Parse}``.
-
-    Normalisation (borders, size, tone, scale), style, foreground and components are found
-    once; only the synthesis (the hypotheses' silhouettes and the ground positions they
-    solve) is done per azimuth. Each parse equals `parse_image`'s for that azimuth, and
-    shares `parse_cached`'s cache (by content and azimuth) and worker processes.
-    """
-    wanted = list(dict.fromkeys(float(a) for a in azimuths))
-    sha = sha256 or hashlib.sha256(data).hexdigest()
-    out: dict[float, Parse] = {}
-    with _PARSES_LOCK:
-        for az in wanted:
-            found = _PARSES.get((sha, az))
-            if found is not None:
-                _PARSES.move_to_end((sha, az))
-                out[az] = found
-    missing = [az for az in wanted if az not in out]
-    if missing:
-        pool = _POOL
-        fresh = pool.submit(_parse_all, data, missing).result() if pool is not None else _parse_all(data, missing)
-        with _PARSES_LOCK:
-            for az, found in fresh.items():
-                _PARSES[(sha, az)] = found
-            while len(_PARSES) > _PARSES_SIZE:
-                _PARSES.popitem(last=False)
-        out.update(fresh)
-    return {az: out[az] for az in wanted}
+    """The image parsed in several camera frames at once, in this process: ``{azimuth: Parse}``
+    (`Parser.views` of an in-process parser; see there)."""
+    return IN_PROCESS.views(data, azimuths, sha256)
 
 
 _PARSES: OrderedDict[tuple[str, float], Parse] = OrderedDict()
@@ -178,7 +153,7 @@ _PARSES_LOCK = threading.Lock()
 
 def parse_cached(data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None = None) -> Parse:
     """`parse_image` of encoded bytes, remembered by content: the same image is parsed once per process."""
-    return parse_views(data, (azimuth,), sha256)[float(azimuth)]
+    return IN_PROCESS.cached(data, azimuth, sha256)
 
 
 def _parse_all(data: bytes | Image.Image | np.ndarray, azimuths: list[float]) -> dict[float, Parse]:
@@ -273,38 +248,98 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
     return parse, reads
 
 
-_POOL: ProcessPoolExecutor | None = None
+class Parser:
+    """Parses encoded images in ``workers`` processes (``workers`` <= 1: in the caller's thread).
 
+    Whoever parses with worker processes is handed a parser (the runner gives the exact judge
+    one made from ``--workers``); the module's `parse_cached` and `parse_views` use an
+    in-process one. Every parser shares the process's cache (by content and azimuth), so an
+    image is parsed once whichever parser meets it first, and results are the same whatever
+    the worker count. The callers are threads (the runner's), which wait without holding the
+    GIL while a worker parses, so the machine's cores share the parsing.
 
-@contextmanager
-def parse_workers(n: int) -> Iterator[None]:
-    """Within the block, `parse_cached` and `parse_views` parse in ``n`` worker processes (``n`` <= 1: in the caller).
-
-    The callers are threads (the runner's), which wait without holding the GIL while a worker
-    parses, so the machine's cores share the parsing; results are the same as in-process.
-
-    The workers die with this process however it ends (``kill -9`` included). Their parent
+    The worker processes start with the first parse and end with `close` (or the ``with``
+    block). They die with this process however it ends (``kill -9`` included): their parent
     is the forkserver, not this process, and the forkserver outlives it while any worker
     lives, so parent death alone would not do: each worker watches a pipe whose writing end
     only this process holds, and ends itself when the pipe closes (`_end_with_starter`).
     """
-    global _POOL
-    if n <= 1 or _POOL is not None:
-        yield
-        return
-    import multiprocessing
 
-    context = multiprocessing.get_context("forkserver")
-    alive_r, alive_w = context.Pipe(duplex=False)  # the reading end goes to each worker; the writing end stays here
-    pool = ProcessPoolExecutor(n, mp_context=context, initializer=_end_with_starter, initargs=(alive_r,))
-    _POOL = pool
-    try:
-        yield
-    finally:
-        _POOL = None
-        pool.shutdown(wait=True, cancel_futures=True)
-        alive_w.close()
-        alive_r.close()
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._alive: tuple[Connection, Connection] | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def views(self, data: bytes, azimuths: Sequence[float], sha256: str | None = None) -> dict[float, Parse]:
+        """The image parsed in several camera frames at once: ``{azimuth: Parse}``.
+
+        Normalisation (borders, size, tone, scale), style, foreground and components are found
+        once; only the synthesis (the hypotheses' silhouettes and the ground positions they
+        solve) is done per azimuth. Each parse equals `parse_image`'s for that azimuth.
+        """
+        wanted = list(dict.fromkeys(float(a) for a in azimuths))
+        sha = sha256 or hashlib.sha256(data).hexdigest()
+        out: dict[float, Parse] = {}
+        with _PARSES_LOCK:
+            for az in wanted:
+                found = _PARSES.get((sha, az))
+                if found is not None:
+                    _PARSES.move_to_end((sha, az))
+                    out[az] = found
+        missing = [az for az in wanted if az not in out]
+        if missing:
+            pool = self._started()
+            fresh = pool.submit(_parse_all, data, missing).result() if pool is not None else _parse_all(data, missing)
+            with _PARSES_LOCK:
+                for az, found in fresh.items():
+                    _PARSES[(sha, az)] = found
+                while len(_PARSES) > _PARSES_SIZE:
+                    _PARSES.popitem(last=False)
+            out.update(fresh)
+        return {az: out[az] for az in wanted}
+
+    def cached(self, data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None = None) -> Parse:
+        """`parse_image` of encoded bytes, remembered by content (see `views`)."""
+        return self.views(data, (azimuth,), sha256)[float(azimuth)]
+
+    def _started(self) -> ProcessPoolExecutor | None:
+        """The worker pool, started on first use; None for an in-process or closed parser."""
+        if self.workers <= 1 or self._closed:
+            return None
+        with self._lock:
+            if self._pool is None and not self._closed:
+                import multiprocessing
+
+                context = multiprocessing.get_context("forkserver")
+                alive_r, alive_w = context.Pipe(duplex=False)  # read by each worker, written by none
+                self._alive = (alive_r, alive_w)
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=context, initializer=_end_with_starter, initargs=(alive_r,)
+                )
+            return self._pool
+
+    def close(self) -> None:
+        """End the worker processes (a later parse runs in the caller)."""
+        with self._lock:
+            self._closed = True
+            pool, alive, self._pool, self._alive = self._pool, self._alive, None, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if alive is not None:
+            for end in alive:
+                end.close()
+
+    def __enter__(self) -> Parser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+IN_PROCESS = Parser()
+"""The parser of `parse_cached` and `parse_views`: in the caller, no worker processes."""
 
 
 def _end_with_starter(alive: Connection) -> None:

@@ -23,7 +23,6 @@ that all fit it (``the red cube`` mentions ``the small red metal cube``).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import random
@@ -34,6 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from yanami._seeds import derived
 from yanami.schema import CHOICE_LETTERS, Dialogue, Question
 
 SYNONYMS = {"rubber": "matte", "shiny": "metal", "metallic": "metal", "cubes": "cube", "spheres": "sphere",
@@ -424,7 +424,7 @@ class Battery:
 
 
 def _half(dialogue_id: str) -> int:
-    return hashlib.sha256(dialogue_id.encode()).digest()[0] & 1
+    return derived(dialogue_id, bits=8) & 1
 
 
 class Shortcuts:
@@ -649,15 +649,10 @@ def distractors_from(
     return [cands[k] for k in best]
 
 
-def derived(key: str) -> int:
-    """A seed derived from ``key`` (stable across runs and processes)."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
-
-
 def answer_place(seed: int, dialogue_id: str, qid: str, options: int) -> int:
     """Where a question's answer goes among its options: a draw of its own for each question
     (uniform, independent of every other question's and of the distractors)."""
-    return random.Random(derived(f"letter:{seed}:{dialogue_id}:{qid}")).randrange(options)
+    return random.Random(derived("letter", seed, dialogue_id, qid)).randrange(options)
 
 
 def arranged(answer: str, distractors: list[str], rng: random.Random, place: int) -> list[str]:
@@ -700,7 +695,7 @@ def option_sets(reading: Reading, answer: str, cands: list[str], rng: random.Ran
 
 def options_rng(seed: int, dialogue_id: str, qid: str) -> random.Random:
     """The generator of a question's options (where its distractors and their order come from)."""
-    return random.Random(derived(f"options:{seed}:{dialogue_id}:{qid}"))
+    return random.Random(derived("options", seed, dialogue_id, qid))
 
 
 LEAD_WEIGHT = 1.0

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from yanami._seeds import seeded
 from yanami.errors import UserError
 from yanami.models import InputImage, InputText, Request
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, TextPart
@@ -44,6 +45,7 @@ from yanami.world._frames import POSITION_TOLERANCE, credited, in_frame, read_ca
 from yanami.world._free import Slot, loose, realize, realize_anywhere
 from yanami.world._language import MATERIAL_WORDS, ORDINALS, REL_WORDS, full_where, phrase
 from yanami.world._ops import OpError, View, apply_op
+from yanami.world._parse import IN_PROCESS, Parser
 from yanami.world._place import VIEWS, legible
 from yanami.world._predicates import ATTRIBUTES, evaluate, select
 from yanami.world._scenarios._skeleton import COLOUR_THINGS, EXTREMES, STANDING, extreme
@@ -911,7 +913,7 @@ def visible_misses(d: Dialogue, seed: int = 0) -> list[tuple[int, str, str]]:
         if not t.checks:
             continue
         reader = follow([*said[: 2 * t.index], said[2 * t.index]], eyes)
-        rng = random.Random(f"reference:visible/{seed}/{d.id}/t{t.index}")
+        rng = seeded("reference", "visible", seed, d.id, f"t{t.index}")
         drawn = next(reader.drafts(said[2 * t.index].text, rng))
         target = view_of(t)
         assert target is not None
@@ -941,7 +943,8 @@ class VisibleAgent:
 
     layouts = ("yes-first", "yes-front")  # images one by one: not from a composite
 
-    def __init__(self) -> None:
+    def __init__(self, parser: Parser = IN_PROCESS) -> None:
+        self.parser = parser
         self.name = "reference:visible"
         self.answer = self._answer
         self.generate = self._generate
@@ -952,19 +955,19 @@ class VisibleAgent:
             raise UserError(f"{request.item}: {self.name} reads images one by one; use --layout yes-first or yes-front")
 
         def eyes(k: int, azimuth: float) -> View:
-            return see(images[k].data, images[k].sha256, azimuth)
+            return see(images[k].data, images[k].sha256, azimuth, self.parser)
 
         return follow(said, eyes), said[-1]
 
     def _generate(self, request: Request) -> bytes:
         reader, last = self._read(request)
-        rng = random.Random(f"{self.name}/{request.seed}/{request.item}")
+        rng = seeded(self.name, request.seed, request.item)
         png = b""
         for view in reader.drafts(last.text, rng):
             # like a careful painter it looks at what it drew: a free choice whose picture does not
             # read back as the scene it meant (two objects of one colour touching on screen) is drawn again
             png = draw(view)
-            if _reads_back(png, view):
+            if _reads_back(png, view, self.parser):
                 break
         return png
 

@@ -13,10 +13,10 @@ A new scenario: its entry in `yanami.scenarios` and its module here; `COMPOSERS`
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from importlib import import_module
 
+from yanami._seeds import seeded
 from yanami.scenarios import Scenario
 from yanami.schema import Dialogue
 from yanami.world._compose import Composer, Reducible
@@ -56,7 +56,7 @@ def _compose(
     scenario: Scenario, dialogue_id: str, seed: int, *, rebalanced: bool
 ) -> tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]:
     for attempt in range(50):
-        rng = random.Random(f"{seed}:{dialogue_id}:{attempt}")
+        rng = seeded(seed, dialogue_id, attempt)
         c = Composer(scenario, rng, dialogue_id, seed, rebalanced=rebalanced)
         try:
             COMPOSERS[scenario](c)
