@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,9 +19,6 @@ from yanami import __version__
 from yanami.errors import UserError
 from yanami.run_format import History, Layout
 from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
-
-if TYPE_CHECKING:
-    from yanami.scoring import RunScores
 
 T = TypeVar("T")
 
@@ -278,41 +275,15 @@ def import_(
     yanami import imug SRC --out DIR: SRC is IMUG-Bench's folder (data/benchmark.jsonl, its side
     files and data/images/). yanami import SOURCE --out DIR: a Parquet export (yanami export).
     """
-    from yanami.families import UnknownFamily, family_of, known_families
-    from yanami.store import Dataset, import_parquet
+    from yanami.store import import_source
 
     kind = kind_or_source if source is not None else "parquet"
     src = source if source is not None else Path(kind_or_source)
-    importer = None
-    if kind != "parquet":
-        try:
-            importer = family_of(kind).hook("importer")
-        except UnknownFamily:
-            importer = None
-        if importer is None:
-            kinds = ["parquet", *(f for f in known_families() if family_of(f).importer)]
-            raise UserError(f"{kind!r}: not a kind of source ({', '.join(kinds)})")
     with progress("importing", None) as advance:
-        if importer is None:
-            import_parquet(src, out_dir, overwrite=overwrite, on_dialogue=advance)
-        else:
-            importer(src, out_dir, overwrite=overwrite, link=not copy, on_record=advance)
-    m = Dataset(out_dir).manifest
-    c = m.counts
-    family = "" if kind == "parquet" else f" ({m.family}, protocol {m.protocol})"
-    unshown = m.generator.params.get("unshown", [])
-    if unshown:
-        first = unshown[0]
-        err.print(
-            f"warning: {sum(len(u['images']) for u in unshown)} listed picture(s) in {len(unshown)} record(s) are "
-            f"shown by no chat and were not imported (first: record {first['record']}, idx {first['idx']}: "
-            f"{first['images'][0]}); the manifest's generator.params.unshown lists them",
-            markup=False,
-        )
-    for domain in m.generator.params.get("unassigned", []):
-        where = m.generator.params.get("classes", "the class config")
-        err.print(f"warning: domain {domain!r} is not in {where}: filed under Unassigned", markup=False)
-    out.print(f"{out_dir}: {c.dialogues} dialogues, {c.images} images{family}", markup=False)
+        made = import_source(kind, src, out_dir, overwrite=overwrite, link=not copy, on_record=advance)
+    for line in made.warnings:
+        err.print(f"warning: {line}", markup=False)
+    out.print(made.line, markup=False)
 
 
 @app.command()
@@ -840,14 +811,6 @@ def _model_label(spec: str) -> str:
     return f"{served} ({Path(spec).name})"
 
 
-def _print_scores(scores: list[RunScores]) -> None:
-    """The main table (Table 2's shape, plus DSU, SC, VQ and coverage) as Markdown, which reads anywhere;
-    rows that are not comparable are marked, with a note under the table."""
-    from yanami.scoring import markdown, summary_table
-
-    out.print(markdown(summary_table(scores)).rstrip("\n"), markup=False)
-
-
 @app.command()
 def score(
     runs: Annotated[list[Path], typer.Argument(help="Run directories.", metavar="RUN")],
@@ -1042,27 +1005,16 @@ def demo(
     second call resumes: it rebuilds or reruns only what is missing or made by another yanami.
     """
     from yanami.demo import run_demo
-    from yanami.scoring import irreducibility, markdown, tables
 
     started = time.monotonic()
     with _resumable():
         result = run_demo(
             out_dir, per_scenario=per_scenario, seed=seed, workers=workers, count=progress, track=_eval_progress
         )
-    how = "built and validated" if result.built else "already built by this yanami (kept)"
-    out.print(f"{result.bench}: {result.dialogues} dialogues, {how}", markup=False)
-    runs, scores = result.loaded.runs, result.loaded.scores
     for line in result.loaded.warnings:
         err.print(f"warning: {line}", markup=False)
-    _print_scores(scores)
-    # Table 21 is over the runs `gap_selection` chooses, the same as the report's Table 21 and
-    # Figure 6 (a); its notes say which runs, and which were left out and why.
-    for t in tables(runs, scores):
-        if t.key in ("table3", "sc_effects", "table21"):
-            out.print("\n" + markdown(t), markup=False)
-    for label, share in irreducibility(runs, scores):
-        out.print(f"Irreducibility audit: {label} fails {share:.1f} % of target turns.", markup=False)
-    out.print(f"{result.report}: the full report (tables, Figure 6, per-sample viewer)", markup=False)
+    for line in result.lines():
+        out.print(line, markup=False)
     minutes, seconds = divmod(round(time.monotonic() - started), 60)
     out.print(f"done in {minutes} min {seconds} s", markup=False)
 

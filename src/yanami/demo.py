@@ -70,6 +70,24 @@ class Demo:
     loaded: Loaded
     report: Path
 
+    def lines(self) -> list[str]:
+        """What ``yanami demo`` prints: the bench, the main table, Tables 3, SC effects and 21,
+        the irreducibility audit and where the report is."""
+        from yanami.scoring import irreducibility, markdown, summary_table, tables
+
+        how = "built and validated" if self.built else "already built by this yanami (kept)"
+        runs, scores = self.loaded.runs, self.loaded.scores
+        out = [f"{self.bench}: {self.dialogues} dialogues, {how}", markdown(summary_table(scores)).rstrip("\n")]
+        # Table 21 is over the runs `gap_selection` chooses, the same as the report's Table 21 and
+        # Figure 6 (a); its notes say which runs, and which were left out and why.
+        out += ["\n" + markdown(t) for t in tables(runs, scores) if t.key in ("table3", "sc_effects", "table21")]
+        out += [
+            f"Irreducibility audit: {label} fails {share:.1f} % of target turns."
+            for label, share in irreducibility(runs, scores)
+        ]
+        out.append(f"{self.report}: the full report (tables, Figure 6, per-sample viewer)")
+        return out
+
 
 @contextlib.contextmanager
 def _silent_count(label: str, total: int | None) -> Iterator[Callable[[], None]]:

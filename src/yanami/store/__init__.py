@@ -17,6 +17,7 @@ from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicat
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest
 from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, open_dataset_dir
+from yanami.store._sources import Imported, import_source
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
 from yanami.store._validate import Problem, validate_dataset
 from yanami.store._walk import DialogueWalk, dialogue_problems
@@ -37,6 +38,7 @@ __all__ = [
     "Generator",
     "ImageFileError",
     "ImageProblem",
+    "Imported",
     "LeakageReport",
     "Manifest",
     "NearDuplicate",
@@ -51,6 +53,7 @@ __all__ = [
     "image_relpath",
     "images_digest",
     "import_parquet",
+    "import_source",
     "is_sha256",
     "open_dataset_dir",
     "open_image_bytes",
