@@ -376,3 +376,31 @@ def test_the_ledger_says_which_model_answered_where_and_how(pool: Path, tmp_path
     assert by_role["author"][3]["max_tokens"] == 16384 and by_role["author"][3]["temperature"] == 0.0
     assert by_role["image_model"][:3] == ("image", "image-model", host) and "size" in by_role["image_model"][3]
     assert by_role["verifier"][1] == "verifier-vlm"
+
+
+THOUGHT = 'The user wants a plan. Maybe {"turns": []}? No: every turn needs its checks. ' * 20
+"""A reasoning model's thinking, with braces in it (vLLM and SGLang return it as ``reasoning_content``)."""
+
+
+def test_against_a_reasoning_model_and_an_images_api_that_answers_with_urls(pool: Path, tmp_path: Path) -> None:
+    """The servers a lab has: an author and a verifier that think first (``reasoning_content``,
+    whose tokens count against ``max_tokens``) and an images API that answers with a URL to
+    fetch. The dialogue is made as against the stand-ins; an author whose limit the thinking
+    uses up is stopped with the reason, after one call."""
+    with FakeServer(brain=StandIns().brain, image_urls=True, reasoning=THOUGHT) as server:
+        models = configs(tmp_path, server.url)
+        s = construct(pool, tmp_path / "out", **models, per_scenario=1, scenarios=[Scenario.EDITING])
+        fetched = [p for p, _ in server.requests if p.startswith("/files/")]
+    assert (s.accepted, s.errors, s.rejected) == (1, 0, {})
+    assert fetched and s.images_made == len(fetched) == len(server.files)
+    for d in Dataset(tmp_path / "out"):
+        assert {(p.width, p.height) for p in d.images() if p.source == "assistant"} == {(512, 384)}
+    with FakeServer(brain=StandIns().brain, reasoning=THOUGHT) as server:
+        (tmp_path / "short").mkdir()
+        models = configs(tmp_path / "short", server.url)
+        author = Path(models["author"])
+        author.write_text(author.read_text().replace("max_tokens: 16384", "max_tokens: 300"))
+        short = construct(pool, tmp_path / "cut", **models, per_scenario=1, scenarios=[Scenario.EDITING])
+        plans = [b for p, b in server.requests if p.endswith("/chat/completions") and b.get("model") == "author-llm"]
+    assert short.accepted == 0 and len(plans) == 1
+    assert list(short.rejected) == ["plan: the author's reply was cut off at 300 tokens, raise max_tokens in the model's config"]

@@ -242,3 +242,15 @@ def test_a_model_and_a_judge_on_one_server_share_its_limits() -> None:
         for t in threads:
             t.join()
         assert srv.max_in_flight == 1
+
+
+def test_a_reasoning_models_thoughts_are_not_its_answer() -> None:
+    """vLLM and SGLang with a reasoning parser return the thinking as ``reasoning_content`` and
+    the answer as ``content``; the thinking counts against ``max_tokens``. The answer is read
+    from ``content`` alone; a limit the thinking uses up is a cut-off reply, named as such."""
+    thought = "Option B looks right {but} wait, the user corrected that. " * 10
+    question = replace(_request(0), max_tokens=512)
+    with FakeServer(reasoning=thought, brain=lambda path, body: "C") as srv:
+        assert _openai(srv).answer(question) == "C"
+        with pytest.raises(Exception, match="cut off at 64 tokens, raise max_tokens"):
+            _openai(srv, max_tokens=64, max_retries=0).answer(question)

@@ -40,7 +40,8 @@ class Malformed(Exception):
 
 
 class CutOff(Malformed):
-    """A reply that had to be JSON stopped at its token limit (``finish_reason: length``)."""
+    """A reply stopped at its token limit (``finish_reason: length``) that had to be JSON, or that
+    holds no answer (a reasoning model that spent the limit thinking)."""
 
     def __init__(self, tokens: int) -> None:
         super().__init__(f"cut off at {tokens} tokens, raise max_tokens in the model's config")

@@ -148,8 +148,14 @@ class OpenAIModel(Client):
         assert isinstance(choice, dict)
         if choice.get("finish_reason") == "content_filter":
             raise Refused("the server's content filter stopped the reply")
-        if choice.get("finish_reason") == "length" and request.json_schema is not None and max_tokens is not None:
-            raise CutOff(max_tokens)  # a JSON reply cut off is no reply: never parsed (nor cached)
+        if (
+            choice.get("finish_reason") == "length"
+            and max_tokens is not None
+            and (request.json_schema is not None or not message.get("content"))
+        ):
+            # a JSON reply cut off is no reply, nor is a reasoning model's that never stopped
+            # thinking (its thoughts in reasoning_content, no answer): never parsed (nor cached)
+            raise CutOff(max_tokens)
         return message
 
     def _tokens(self, reply: Any) -> None:

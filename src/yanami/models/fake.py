@@ -226,13 +226,24 @@ class FakeServer:
         host: str = "127.0.0.1",
         record: bool = True,
         image_sizes: tuple[str, ...] | None = None,
+        image_urls: bool = False,
+        reasoning: str | None = None,
     ) -> None:
         """``record=False`` keeps each request's path only, not its body (a long benchmark run
         would otherwise hold every image it was sent). ``image_sizes``: the only sizes its images
         API takes, as OpenAI's does (any other is a 400 with OpenAI's error body; the picture it
-        returns has the size asked for); None: any size."""
+        returns has the size asked for); None: any size. ``image_urls``: the images API answers
+        with a URL to fetch the picture from (``GET /files/N.png`` on this server), as OpenAI's
+        DALL-E models do by default, instead of ``b64_json``. ``reasoning``: a reasoning model
+        served by vLLM or SGLang with a reasoning parser: each chat reply carries this text as
+        ``reasoning_content`` beside the answer, and its tokens count against ``max_tokens``
+        first (a limit it uses up ends the reply with no content, ``finish_reason: length``)."""
         self.latency_s = latency_s
         self.image_sizes = image_sizes
+        self.image_urls = image_urls
+        self.reasoning = reasoning
+        self.files: list[bytes] = []
+        """The pictures served by URL, by number."""
         self.record = record
         self.faults = list(faults or [])
         self.brain = brain
@@ -328,6 +339,16 @@ class FakeServer:
                 if fault in ("401", "403"):
                     err = {"error": {"message": "Incorrect API key provided.", "code": "invalid_api_key"}}
                     return self._send(int(fault), json.dumps(err).encode())
+                if self.path.startswith("/files/") and self.path.endswith(".png"):
+                    number = self.path[len("/files/") : -len(".png")]
+                    if number.isdigit() and int(number) < len(server.files):
+                        data = server.files[int(number)]
+                        self.send_response(200)
+                        self.send_header("Content-Type", "image/png")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return None
                 if self.path.rstrip("/").endswith("/models"):
                     body = {"object": "list", "data": [{"id": "chat-model", "object": "model", "owned_by": "fake"}]}
                     return self._send(200, json.dumps(body).encode())
@@ -391,15 +412,22 @@ class FakeServer:
                     content = reply if isinstance(reply, str) else default_text(body)
                 finish = "stop"
                 limit = body.get("max_tokens")
-                if isinstance(limit, int) and len(content) // 4 > limit:  # as a real server: cut at the limit
-                    content, finish = content[: limit * 4], "length"
+                thought = server.reasoning or ""
+                answer: str | None = content
+                if isinstance(limit, int) and len(thought) // 4 >= limit:  # it never stopped thinking
+                    thought, answer, finish = thought[: limit * 4], None, "length"
+                elif isinstance(limit, int) and (len(thought) + len(content)) // 4 > limit:  # cut at the limit
+                    answer, finish = content[: (limit - len(thought) // 4) * 4], "length"
                 usage = {
                     "prompt_tokens": len(chat_text(body)) // 4 + 765 * len(chat_images(body)),
-                    "completion_tokens": len(content) // 4,
+                    "completion_tokens": (len(thought) + len(answer or "")) // 4,
                 }  # a plausible count, as servers report one
+                message: dict[str, Any] = {"role": "assistant", "content": answer}
+                if server.reasoning is not None:
+                    message["reasoning_content"] = thought
                 out = {"id": "fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-                       "choices": [{"index": 0, "finish_reason": finish,
-                                    "message": {"role": "assistant", "content": content}}], "usage": usage}  # fmt: skip
+                       "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                       "usage": usage}  # fmt: skip
                 return self._send(200, json.dumps(out).encode())
 
             def _images(self, body: dict[str, Any], fault: str | None) -> None:
@@ -422,7 +450,14 @@ class FakeServer:
                         buf = io.BytesIO()
                         im.convert("RGB").resize((w, h)).save(buf, format="PNG")
                         image = buf.getvalue()
-                out = {"created": 0, "data": [{"b64_json": base64.b64encode(image).decode()}]}
+                if server.image_urls:
+                    with server._lock:
+                        server.files.append(image)
+                        number = len(server.files) - 1
+                    picture: dict[str, str] = {"url": f"{server.url}/files/{number}.png"}
+                else:
+                    picture = {"b64_json": base64.b64encode(image).decode()}
+                out = {"created": 0, "data": [picture]}
                 return self._send(200, json.dumps(out).encode())
 
             def _infer(self, body: dict[str, Any], fault: str | None) -> None:
