@@ -403,4 +403,6 @@ def test_against_a_reasoning_model_and_an_images_api_that_answers_with_urls(pool
         short = construct(pool, tmp_path / "cut", **models, per_scenario=1, scenarios=[Scenario.EDITING])
         plans = [b for p, b in server.requests if p.endswith("/chat/completions") and b.get("model") == "author-llm"]
     assert short.accepted == 0 and len(plans) == 1
-    assert list(short.rejected) == ["plan: the author's reply was cut off at 300 tokens, raise max_tokens in the model's config"]
+    assert list(short.rejected) == [
+        "plan: the author's reply was cut off at 300 tokens, raise max_tokens in the model's config"
+    ]
