@@ -218,15 +218,17 @@ class Broken:
 @pytest.mark.parametrize(
     ("fault", "reason"),
     [
-        ("author-not-json", "plan: still invalid after 2 revision(s)"),
-        ("author-bad-image", "plan: still invalid after 2 revision(s)"),
-        ("image-text", "image: still failing after 2 new attempt(s)"),
+        ("author-not-json", "plan: reply: no JSON object in the reply"),
+        ("author-bad-image", "plan: turns[N].pool_images: 99 is not an offered image"),
+        ("image-text", "image: the image model returned no usable image"),
         ("verifier-refuses", "image: the verifier refused"),
     ],
 )
 def test_bad_replies_become_counted_rejections_with_their_reason(
     pool: Path, tmp_path: Path, fault: str, reason: str
 ) -> None:
+    """Rejections are grouped by why the first attempt failed (not by "still invalid after N
+    revisions"); each dialogue's full reason stays in the ledger."""
     with FakeServer(brain=Broken(fault).brain) as server:
         out = tmp_path / "out"
         s = construct(pool, out, **configs(tmp_path, server.url), scenarios=None, concurrency=2, per_scenario=1)
@@ -235,7 +237,7 @@ def test_bad_replies_become_counted_rejections_with_their_reason(
     rows = ledger(out, "SELECT status, stage, reason FROM dialogues")
     assert all(status == "rejected" for status, _, _ in rows)
     if fault == "author-bad-image":
-        assert all("turns[0].pool_images: 99 is not an offered image" in r for _, _, r in rows)
+        assert all(r.startswith("still invalid after 2 revision(s): turns[0].pool_images: 99 is") for _, _, r in rows)
 
 
 def test_the_irreducibility_probe_drops_targets_a_history_free_attempt_passes(pool: Path, tmp_path: Path) -> None:

@@ -582,9 +582,7 @@ class _Constructor:
             first = inputs[0] if inputs else offered[0]
             frame = output_frame(first.part.width, first.part.height)
             statements = {"s0": SHOWS_WHAT_WAS_ASKED} | {c.id: c.text for c in turn.checks}
-            pic, info = self._draw(t, i, turn, inputs, frame, statements)
-            made[i] = pic
-            images.append(info)
+            made[i] = self._draw(t, i, turn, inputs, frame, statements, images)
         return made
 
     @staticmethod
@@ -600,7 +598,10 @@ class _Constructor:
         inputs: list[_Picture],
         frame: tuple[int, int],
         statements: dict[str, str],
-    ) -> tuple[_Picture, dict[str, Any]]:
+        images: list[dict[str, Any]],
+    ) -> _Picture:
+        """The turn's image, once the verifier passes it; its attempts are recorded in ``images``
+        as they are made (a rejected dialogue's record shows what failed)."""
         image_model = self.models["image_model"]
         assert image_model.generate is not None and turn.image is not None
         generate = image_model.generate
@@ -609,6 +610,7 @@ class _Constructor:
         info: dict[str, Any] = {"turn": i, "model": image_model.name, "mode": turn.image.mode, "inputs":
                                 turn.image.inputs, "instruction": instruction, "seed": seed, "size": list(frame),
                                 "attempts": []}  # fmt: skip
+        images.append(info)
         prompt = instruction
         finding = ""
         for r in range(self.rounds + 1):
@@ -627,7 +629,7 @@ class _Constructor:
                                          "sha256": pic.part.sha256})  # fmt: skip
                 if not finding:
                     info["rounds"] = r
-                    return pic, info
+                    return pic
             prompt = self.templates.get("revise-image").fill(
                 instruction=instruction, fence=fence_code(finding), finding=finding
             )
@@ -986,10 +988,27 @@ def _drive(
 
 
 def _reason_kind(stage: str, reason: str) -> str:
+    """The group of a rejection's reason: its stage and the reason's head, without the turn,
+    check or object it names (``plan: check cN names object #N, which ...``)."""
     import re
 
-    short = re.sub(r"^turn \d+: ", "", reason).split(": ")[0].split(" (")[0]
+    short = re.sub(r"^turn \d+: ", "", reason).split(" (")[0]
+    short = re.sub(r"\b(turn|check|image|c|t) ?\d+\b", lambda m: m.group(1) + "N", short)
+    short = re.sub(r"\[\d+\]", "[N]", re.sub(r"#\d+", "#N", short))
     return f"{stage}: {short}"
+
+
+def _first_reason(stage: str, reason: str, record: dict[str, Any]) -> str:
+    """Why the dialogue's first attempt at the stage that rejected it failed (the reason it was
+    rejected with, where that attempt recorded none): what the summary groups rejections by."""
+    if stage == "plan":
+        rounds = (record.get("plan") or {}).get("rounds") or []
+        problems = rounds[0].get("problems") if rounds else None
+        return str(problems[0]) if problems else reason
+    failing = [im for im in record.get("images") or [] if "rounds" not in im]
+    attempts = failing[-1].get("attempts") if failing else None
+    finding = attempts[0].get("finding") if attempts else None
+    return str(finding) if finding else reason
 
 
 def _summary(
@@ -1011,7 +1030,7 @@ def _summary(
             if status == "accepted":
                 s.accepted += 1
             elif status == "rejected":
-                rejected[_reason_kind(stage, reason)] += 1
+                rejected[_reason_kind(stage, _first_reason(stage, reason, record))] += 1
             else:
                 s.errors += 1
             settled += status != "error"
