@@ -340,3 +340,26 @@ def test_a_file_name_that_is_not_utf8_is_recorded_escaped(tmp_path: Path, cli) -
     sources = {lab["source"] for lab in read_jsonl(out / "labels.jsonl")}
     assert "street/caf\\xe9.png" in sources and len(sources) == 3
     assert "Traceback" not in r.err
+
+
+def test_a_group_routed_where_it_cannot_go_is_dropped_everywhere_alike(tmp_path: Path, cli) -> None:
+    """A one-image group routed to fusion (which needs two) is dropped: the summary, the groups,
+    the labels and the manifest all say so, with the same reason."""
+    pool = make_pool(tmp_path)
+    routes = tmp_path / "routes.yaml"
+    routes.write_text("lone.png: fusion\n")
+    with FakeServer(brain=StandIns().brain) as srv:
+        filt, _ = configs(tmp_path, srv.url)
+        r = cli("prepare", pool, "--out", tmp_path / "o", "--filter", filt, "--routes", routes)
+    assert r.code == 0, r.err
+    reason = "fusion needs at least 2 images, the group has 1"
+    groups = {g["group"]: g for g in read_jsonl(tmp_path / "o" / "groups.jsonl")}
+    lone = groups["lone.png"]
+    assert lone["status"] == "dropped" and lone["reason"] == reason
+    labels = [lab for lab in read_jsonl(tmp_path / "o" / "labels.jsonl") if lab["group"] == "lone.png"]
+    assert labels and all(lab["status"] == "dropped" and lab["reason"].endswith(reason) for lab in labels)
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    kept = [g for g in groups.values() if g["status"] == "kept"]
+    assert manifest["by_scenario"]["fusion"] == sum(g["scenario"] == "fusion" for g in kept)
+    assert sum(manifest["by_scenario"].values()) == len(kept)  # a dropped group is routed nowhere
+    assert f"{len(kept)} of {len(groups)} kept" in r.out and f"dropped: 1 group(s): {reason}" in r.out

@@ -468,7 +468,13 @@ def _run(
     names = list(groups)
 
     def settle(name: str) -> Group:
-        return _settle(p, name, [labels[i] for i in groups[name]], decoded, verdicts, route_map, pool_scenario)
+        members = [labels[i] for i in groups[name]]
+        group = _settle(p, name, members, decoded, verdicts, route_map, pool_scenario)
+        if group.status == "dropped":  # what passed goes with its group, and says why
+            for lab in members:
+                if lab.status in ("kept", "repaired"):
+                    lab.status, lab.reason = "dropped", f"its group was dropped: {group.reason}"
+        return group
 
     results: list[Group] = []
     with ThreadPoolExecutor(max_workers=concurrency) as ex:
@@ -482,7 +488,7 @@ def _run(
         if path.stem not in kept:
             path.unlink()
     counts = _counts(labels, results)
-    by_scenario = Counter(g.scenario.value for g in results if g.scenario is not None)
+    by_scenario = Counter(g.scenario.value for g in results if g.scenario is not None and g.status == "kept")
     manifest = PoolManifest(
         settings=settings,
         counts=counts,
@@ -535,10 +541,6 @@ def _settle(
     if not own:
         return Group(group=name, status="dropped", reason="every entry repeats an image of another group")
     if 2 * len(rejected) > len(own):
-        for lab in own:
-            if lab.status == "kept":
-                lab.status = "dropped"
-                lab.reason = "its group was dropped"
         return Group(group=name, status="dropped",
                      reason=f"more than half of the group rejected ({len(rejected)} of {len(own)})")  # fmt: skip
     for lab in own:
