@@ -151,18 +151,21 @@ def _root(
 class SchemaOf(StrEnum):
     dialogue = "dialogue"
     manifest = "manifest"
+    plan = "plan"
 
 
 @app.command()
 def schema(
     of: Annotated[SchemaOf, typer.Option("--of", help="Which document to describe.")] = SchemaOf.dialogue,
 ) -> None:
-    """Print the JSON Schema of a dialogue line or of the manifest."""
+    """Print the JSON Schema of a dialogue line, of the manifest or of an author's plan (construct)."""
+    from yanami.construct import plan_schema
     from yanami.schema import Dialogue
     from yanami.store import Manifest
 
-    model = Dialogue if of is SchemaOf.dialogue else Manifest
-    out.print_json(json.dumps(model.model_json_schema()), indent=2)
+    schemas = {SchemaOf.dialogue: Dialogue.model_json_schema, SchemaOf.manifest: Manifest.model_json_schema,
+               SchemaOf.plan: plan_schema}  # fmt: skip
+    out.print_json(json.dumps(schemas[of]()), indent=2)
 
 
 @app.command()

@@ -8,6 +8,7 @@ reuse the evaluation's config files, adapters, limits, retries and response cach
 """
 
 from yanami.construct._construct import ConstructSummary, construct, store_path
+from yanami.construct._plan import Plan, plan_problems, plan_schema
 from yanami.construct._pool import DEFAULT_MAX_BYTES, PoolEntry, PoolFormat, pool_format, read_pool
 from yanami.construct._prepare import (
     GROUPS,
@@ -37,6 +38,7 @@ __all__ = [
     "FilterReply",
     "Group",
     "Label",
+    "Plan",
     "PoolEntry",
     "PoolFormat",
     "PoolManifest",
@@ -44,6 +46,8 @@ __all__ = [
     "RouteReply",
     "construct",
     "load_routes",
+    "plan_problems",
+    "plan_schema",
     "pool_format",
     "prepare",
     "prompt",
