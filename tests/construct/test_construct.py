@@ -152,7 +152,11 @@ def test_killed_at_any_moment_the_same_command_continues_without_paying_twice(po
     redone = ledger(out, f"SELECT COUNT(*) FROM calls WHERE rowid > {first_run} AND k IN ({settled})")
     assert redone == [(0,)]  # a settled dialogue makes no call again
     paid = ledger(out, "SELECT COUNT(*) FROM calls WHERE cached = 0")[0][0]
-    assert paid <= full + 2  # at most the calls in flight when it was killed are paid again
+    interrupted = ledger(out, "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM calls WHERE status = 'interrupted'")
+    # a call is recorded before it is sent: the calls in flight at the kill are in the ledger
+    # (interrupted), and they are exactly what was paid beyond an uninterrupted run
+    assert interrupted[0][0] <= 2 and paid == full + interrupted[0][0]
+    assert ledger(out, "SELECT COUNT(*) FROM calls WHERE status = 'sent'") == [(0,)]
 
 
 def test_budget_stops_cleanly_before_the_amount_and_a_larger_budget_continues(pool: Path, tmp_path: Path) -> None:
@@ -408,3 +412,22 @@ def test_against_a_reasoning_model_and_an_images_api_that_answers_with_urls(pool
     assert list(short.rejected) == [
         "plan: the author's reply was cut off at 300 tokens, raise max_tokens in the model's config"
     ]
+
+
+def test_a_call_is_in_the_ledger_before_it_is_sent(tmp_path: Path) -> None:
+    """A call never answered (the process killed while it was in flight) stays known: the next
+    run finds it ``interrupted`` and keeps its estimated cost counted as spent, so a budget
+    never forgets what the server may have charged."""
+    from yanami.construct._construct import _Ledger
+
+    path = tmp_path / "construction.sqlite"
+    first = _Ledger(path)
+    done = first.begin(0, "author", "plan", "author", 0.25, ("host", "{}"))
+    first.finish(done, "ok", None, 0.2, 0.25)
+    first.begin(1, "image_model", "image", "images", 0.04, ("host", "{}"))  # ... and then the kill
+    assert abs(first.spent - 0.24) < 1e-9
+    first.close()
+    again = _Ledger(path)
+    rows = again.db.execute("SELECT k, status, cost FROM calls ORDER BY rowid").fetchall()
+    assert rows == [(0, "ok", 0.2), (1, "interrupted", 0.04)] and abs(again.spent - 0.24) < 1e-9
+    again.close()

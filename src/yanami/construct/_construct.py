@@ -221,6 +221,11 @@ class ConstructSummary:
         lines.append(f"revisions per plan: {rounds or '-'}; new attempts per image: {image_rounds or '-'}")
         calls = "; ".join(
             f"{role} {c['paid']} paid, {c['cached']} cached, {c['failed']} failed"
+            + (
+                f", {c['interrupted']} interrupted (sent, never answered: counted at their estimate)"
+                if c.get("interrupted")
+                else ""
+            )
             for role, c in sorted(s.calls.items())
         )
         lines.append(f"calls: {calls or 'none'}")
@@ -298,31 +303,35 @@ class _Ledger:
         for column in ("served_model", "endpoint", "params"):  # a store an older yanami began
             if column not in have:
                 self.db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
+        # calls a killed run sent and never saw end: their estimated cost stays counted as spent
+        self.db.execute("UPDATE calls SET status = 'interrupted' WHERE status = 'sent'")
         self.spent = float(self.db.execute("SELECT COALESCE(SUM(cost), 0) FROM calls").fetchone()[0])
 
-    def call(
-        self,
-        k: int,
-        role: str,
-        stage: str,
-        model: str,
-        status: str,
-        usage: Any,
-        cost: float,
-        provenance: tuple[str, str] = ("", "{}"),
-    ) -> None:
-        """One call: its outcome, usage and cost, and where it went: the model the server says
-        answered, and ``provenance`` (the endpoint's host, the sampling parameters as JSON)."""
-        row = (k, role, stage, model, status, int(bool(usage and usage.cached)), usage.tokens_in if usage else 0,
-               usage.tokens_out if usage else 0, usage.images_out if usage else 0,
-               usage.latency_s if usage else 0.0, cost, usage.served_model if usage else "", *provenance)  # fmt: skip
+    def begin(self, k: int, role: str, stage: str, model: str, estimate: float, provenance: tuple[str, str]) -> int:
+        """A call about to be sent, recorded first (status ``sent``, its estimated cost): one that
+        never comes back (``kill -9``) is still known, and counted as spent; the row's id."""
+        with self._lock:
+            cur = self.db.execute(
+                "INSERT INTO calls (k, role, stage, model, status, cached, tokens_in, tokens_out, images, latency_s,"
+                " cost, served_model, endpoint, params) VALUES (?,?,?,?,'sent',0,0,0,0,0.0,?,'',?,?)",
+                (k, role, stage, model, estimate, *provenance),
+            )
+            self.spent += estimate
+            return int(cur.lastrowid or 0)
+
+    def finish(self, row: int, status: str, usage: Any, cost: float, estimate: float) -> None:
+        """How the call ``row`` ended: its outcome, usage and cost (the estimate gives way to it), and
+        the model the server says answered."""
+        values = (status, int(bool(usage and usage.cached)), usage.tokens_in if usage else 0,
+                  usage.tokens_out if usage else 0, usage.images_out if usage else 0,
+                  usage.latency_s if usage else 0.0, cost, usage.served_model if usage else "", row)  # fmt: skip
         with self._lock:
             self.db.execute(
-                "INSERT INTO calls (k, role, stage, model, status, cached, tokens_in, tokens_out, images, latency_s,"
-                " cost, served_model, endpoint, params) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                row,
+                "UPDATE calls SET status=?, cached=?, tokens_in=?, tokens_out=?, images=?, latency_s=?, cost=?,"
+                " served_model=? WHERE rowid=?",
+                values,
             )
-            self.spent += cost
+            self.spent += cost - estimate
 
     def settle(self, t: _Task, status: str, stage: str, reason: str, record: dict[str, Any], line: str) -> None:
         with self._lock:
@@ -410,6 +419,15 @@ class _Constructor:
                 self.stop.set()
                 raise BudgetReached
             self._reserved += reserve
+        provenance = _provenance(getattr(model, "config", None), request, kind)
+        try:
+            row = self.ledger.begin(t.k, role, stage, model.name, reserve, provenance)
+        except BaseException:
+            with self._lock:
+                self._reserved -= reserve
+            raise
+        with self._lock:
+            self._reserved -= reserve  # now counted as spent, until the call's own cost replaces it
         status = "ok"
         try:
             return fn(request)
@@ -435,11 +453,10 @@ class _Constructor:
             if usage is not None and not usage.cached and config is not None:
                 cost = float(config.cost(usage.tokens_in, usage.tokens_out, usage.images_out))
             with self._lock:
-                self._reserved -= reserve
                 if usage is not None and not usage.cached and kind != "image":
                     done, total = self._replies.get((model.name, kind), (0, 0))
                     self._replies[(model.name, kind)] = (done + 1, total + usage.tokens_out)
-            self.ledger.call(t.k, role, stage, model.name, status, usage, cost, _provenance(config, request, kind))
+            self.ledger.finish(row, status, usage, cost, reserve)
 
     def ask(self, t: _Task, stage: Stage, item: str, parts: list[InputText | InputImage], schema: type[_T]) -> _T:
         """A JSON question to the verifier (one repair request on an invalid reply)."""
@@ -1047,11 +1064,13 @@ def _summary(
     s.plan_rounds = dict(sorted(plan_rounds.items()))
     s.image_rounds = dict(sorted(image_rounds.items()))
     db = c.ledger.db
-    for role, cached, failed, n in db.execute(
-        "SELECT role, cached, status != 'ok', COUNT(*) FROM calls GROUP BY role, cached, status != 'ok'"
+    for role, cached, status, n in db.execute(
+        "SELECT role, cached, status, COUNT(*) FROM calls GROUP BY role, cached, status"
     ):
-        key = "failed" if failed else "cached" if cached else "paid"
-        s.calls.setdefault(role, {"paid": 0, "cached": 0, "failed": 0})[key] += n
+        key = (
+            "interrupted" if status == "interrupted" else "failed" if status != "ok" else "cached" if cached else "paid"
+        )
+        s.calls.setdefault(role, {"paid": 0, "cached": 0, "failed": 0, "interrupted": 0})[key] += n
     tin, tout, images, cost = db.execute(
         "SELECT COALESCE(SUM(tokens_in),0), COALESCE(SUM(tokens_out),0), COALESCE(SUM(images),0),"
         " COALESCE(SUM(cost),0) FROM calls"
