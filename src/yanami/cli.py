@@ -112,25 +112,33 @@ def _bar() -> Progress:
     )
 
 
+RESUMES = "interrupted: what finished is kept; the same command resumes"
+STARTS_AGAIN = "interrupted: nothing was written (it is written whole when it is done); the same command starts again"
+
+
 @contextmanager
 def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
-    """A progress bar that counts (plain lines off a terminal); yields `advance`."""
-    if not err.is_terminal:
-        lines = _Lines(label, total, base=0)
-        count = 0
+    """A progress bar that counts (plain lines off a terminal); yields `advance`. Ctrl-C becomes
+    one line: what such a command makes is written whole at its end, so nothing was written."""
+    try:
+        if not err.is_terminal:
+            lines = _Lines(label, total, base=0)
+            count = 0
 
-        def advance() -> None:
-            nonlocal count
-            count += 1
-            lines.update(count, total)
+            def advance() -> None:
+                nonlocal count
+                count += 1
+                lines.update(count, total)
 
-        yield advance
-        lines.finish()
-        return
-    bar = _bar()
-    with bar:
-        task = bar.add_task(label, total=total)
-        yield lambda: bar.advance(task)
+            yield advance
+            lines.finish()
+            return
+        bar = _bar()
+        with bar:
+            task = bar.add_task(label, total=total)
+            yield lambda: bar.advance(task)
+    except KeyboardInterrupt:
+        raise UserError(STARTS_AGAIN, exit_code=130) from None
 
 
 def _version(value: bool) -> None:
@@ -465,7 +473,7 @@ def _stages() -> Iterator[Callable[[str, int, int], None]]:
         with bar:
             yield update
     except KeyboardInterrupt:
-        raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
+        raise UserError(RESUMES, exit_code=130) from None
 
 
 @app.command()
@@ -660,7 +668,7 @@ def _resumable() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
+        raise UserError(RESUMES, exit_code=130) from None
 
 
 @contextmanager
@@ -678,7 +686,7 @@ def _eval_progress(label: str) -> Iterator[Callable[[int, int], None]]:
             task = bar.add_task(label, total=None)
             yield lambda done, total: bar.update(task, completed=done, total=total)
     except KeyboardInterrupt:
-        raise UserError("interrupted: what finished is kept; the same command resumes", exit_code=130) from None
+        raise UserError(RESUMES, exit_code=130) from None
 
 
 ProtocolSourceOpt = Annotated[

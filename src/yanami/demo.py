@@ -117,10 +117,19 @@ def run_demo(
     target = out_dir / "bench"
     built = not _same_build(target, per_scenario, seed)
     if built:
-        with count("building the bench", 4 * per_scenario) as advance:
-            build_world(
-                target, per_scenario=per_scenario, seed=seed, workers=workers, overwrite=True, on_dialogue=advance
-            )
+        try:
+            with count("building the bench", 4 * per_scenario) as advance:
+                build_world(
+                    target, per_scenario=per_scenario, seed=seed, workers=workers, overwrite=True, on_dialogue=advance
+                )
+        except (KeyboardInterrupt, UserError) as exc:
+            if isinstance(exc, UserError) and exc.exit_code != 130:
+                raise
+            raise UserError(
+                "interrupted while building the bench, which is written whole (about a minute): the same "
+                "command builds it again, then evaluates",
+                exit_code=130,
+            ) from None
         with count("validating", 4 * per_scenario) as advance:
             problems = validate_dataset(target, on_dialogue=advance)
         if problems:

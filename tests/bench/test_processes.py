@@ -74,3 +74,34 @@ def test_parse_workers_die_with_a_killed_eval(world_bench, tmp_path) -> None:
             proc.wait()
         for pid in _alive(seen):  # never leave a process behind, whatever the outcome
             os.kill(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_with_parse_workers_is_one_line(world_bench, tmp_path) -> None:
+    """A terminal's Ctrl-C reaches the whole process group, the parse workers too: they leave it
+    to the eval, which stops them and says in one line how to resume; no worker's traceback."""
+    cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
+    cmd += ["--out", str(tmp_path / "run"), "--history", "self", "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None and len(workers) < 2:
+            seen = _descendants(proc.pid)
+            forkservers = {pid for pid, p in seen.items() if b"forkserver" in p[3] and p[0] == proc.pid}
+            workers = [pid for pid, p in seen.items() if p[0] in forkservers]
+            time.sleep(0.02)
+        assert len(workers) >= 2, "the eval never started its parse workers"
+        time.sleep(1.0)  # their initializers have run: they wait for work
+        for pid in workers:  # the signal reaches a worker first: it leaves it to the eval
+            os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert all(pid in _processes() for pid in workers)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "error: interrupted: what finished is kept; the same command resumes"

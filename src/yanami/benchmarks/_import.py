@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from yanami._workers import quiet_worker
 from yanami.errors import UserError
 from yanami.schema import ID_PATTERN, Dialogue, ImageSource
 from yanami.store import (
@@ -188,7 +189,9 @@ class SourceImages:
 
             # fork (Linux: elsewhere the files are read here): the workers need nothing but this
             # module, and start in milliseconds
-            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            self._pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork"), initializer=quiet_worker
+            )
             work = partial(_probe_all, *self._args())
             self._results = self._pool.map(work, batches, chunksize=16)
             self._batches = iter(batches)

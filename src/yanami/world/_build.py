@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Iterator
 from multiprocessing import get_context
 from pathlib import Path
 
 from yanami import __version__
+from yanami._workers import quiet_worker
 from yanami.errors import UserError
 from yanami.scenarios import FACTS, PRESETS
 from yanami.schema import Dialogue, Scenario
@@ -62,11 +62,6 @@ def _one(task: tuple[Scenario, str, int]) -> tuple[Dialogue, dict[str, bytes], d
     return compose_for_build(scenario, did, seed)  # pickled across processes: no JSON round trip
 
 
-def _quiet_worker() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them and cleans up."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _results(
     tasks: list[tuple[Scenario, str, int]], workers: int
 ) -> Iterator[tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]]:
@@ -74,7 +69,7 @@ def _results(
         yield from map(_one, tasks)
         return
     ctx = get_context("forkserver" if os.name == "posix" else "spawn")
-    with ctx.Pool(workers, initializer=_quiet_worker) as pool:
+    with ctx.Pool(workers, initializer=quiet_worker) as pool:
         yield from pool.imap(_one, tasks, chunksize=4)
 
 

@@ -52,6 +52,7 @@ from PIL import Image
 
 from yanami._files import atomic_write
 from yanami._regions import regions
+from yanami._workers import quiet_worker
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
 from yanami.world._scene import BASE_AZIMUTH, SIZES, Scene, WorldObject
@@ -348,8 +349,9 @@ def _end_with_starter(alive: Connection) -> None:
     A daemon thread blocks on ``alive``, whose other end only the starting process holds:
     nothing is ever sent, so the read returns (end of file) only when that process has
     ended, and the worker then exits at once. On Linux the worker is also killed when its
-    own parent (the forkserver) dies (``PR_SET_PDEATHSIG``).
+    own parent (the forkserver) dies (``PR_SET_PDEATHSIG``). It leaves Ctrl-C to that process.
     """
+    quiet_worker()
     if sys.platform == "linux":
         import ctypes
         import signal
