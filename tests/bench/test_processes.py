@@ -91,8 +91,9 @@ def test_ctrl_c_with_parse_workers_is_one_line(world_bench, tmp_path) -> None:
             workers = [pid for pid, p in seen.items() if p[0] in forkservers]
             time.sleep(0.02)
         assert len(workers) >= 2, "the eval never started its parse workers"
-        time.sleep(1.0)  # their initializers have run: they wait for work
-        for pid in workers:  # the signal reaches a worker first: it leaves it to the eval
+        # at once, while a worker may still import its modules (its initializer not yet run):
+        # it holds the signal from its first instruction and leaves it to the eval
+        for pid in workers:
             os.kill(pid, signal.SIGINT)
         time.sleep(0.5)
         assert all(pid in _processes() for pid in workers)

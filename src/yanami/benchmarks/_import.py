@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from yanami._workers import quiet_worker
+from yanami._workers import quiet_worker, starting_workers
 from yanami.errors import UserError
 from yanami.schema import ID_PATTERN, Dialogue, ImageSource
 from yanami.store import (
@@ -193,7 +193,8 @@ class SourceImages:
                 workers, mp_context=multiprocessing.get_context("fork"), initializer=quiet_worker
             )
             work = partial(_probe_all, *self._args())
-            self._results = self._pool.map(work, batches, chunksize=16)
+            with starting_workers():  # map submits every task at once: the workers start here
+                self._results = self._pool.map(work, batches, chunksize=16)
             self._batches = iter(batches)
 
     def _args(self) -> tuple[str, str, int, str, bool]:

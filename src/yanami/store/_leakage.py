@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from yanami._workers import quiet_worker
+from yanami._workers import quiet_worker, starting_workers
 from yanami.store._images import DEFAULT_MAX_PIXELS, ImageProblem, open_image_bytes, scan_image_files
 from yanami.store._reader import open_dataset_dir
 
@@ -89,7 +89,8 @@ def _phashes(root: Path, rels: list[str], workers: int, on_image: Callable[[], N
     results: Iterable[int | None]
     if workers > 1:
         pool = ProcessPoolExecutor(workers, initializer=quiet_worker)
-        results = pool.map(_phash_file, paths, chunksize=64)
+        with starting_workers():  # map submits every task at once: the workers start here
+            results = pool.map(_phash_file, paths, chunksize=64)
     else:
         pool = None
         results = map(_phash_file, paths)

@@ -8,7 +8,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from yanami import __version__
-from yanami._workers import quiet_worker
+from yanami._workers import quiet_worker, starting_workers
 from yanami.errors import UserError
 from yanami.scenarios import FACTS, PRESETS
 from yanami.schema import Dialogue, Scenario
@@ -69,7 +69,9 @@ def _results(
         yield from map(_one, tasks)
         return
     ctx = get_context("forkserver" if os.name == "posix" else "spawn")
-    with ctx.Pool(workers, initializer=quiet_worker) as pool:
+    with starting_workers():
+        pool = ctx.Pool(workers, initializer=quiet_worker)
+    with pool:
         yield from pool.imap(_one, tasks, chunksize=4)
 
 

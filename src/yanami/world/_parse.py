@@ -52,7 +52,7 @@ from PIL import Image
 
 from yanami._files import atomic_write
 from yanami._regions import regions
-from yanami._workers import quiet_worker
+from yanami._workers import quiet_worker, starting_workers
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
 from yanami.world._scene import BASE_AZIMUTH, SIZES, Scene, WorldObject
@@ -292,7 +292,12 @@ class Parser:
         missing = [az for az in wanted if az not in out]
         if missing:
             pool = self._started()
-            fresh = pool.submit(_parse_all, data, missing).result() if pool is not None else _parse_all(data, missing)
+            if pool is None:
+                fresh = _parse_all(data, missing)
+            else:
+                with starting_workers():  # a submit may start a worker (and the forkserver)
+                    future = pool.submit(_parse_all, data, missing)
+                fresh = future.result()
             with _PARSES_LOCK:
                 for az, found in fresh.items():
                     _PARSES[(sha, az)] = found
