@@ -66,3 +66,70 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert "fig: the legend covers bar 0" in problems and not any("bar 1" in p for p in problems)
     assert any("clipped" in p and "copy-input" in p for p in problems)
     assert any("no outline" in p for p in problems)
+
+
+def _open(report: Path, javascript: bool = True):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import sync_playwright
+
+    p = sync_playwright().start()
+    browser = p.chromium.launch(executable_path=report_figure.chromium_path(), args=["--no-sandbox"])
+    page = browser.new_context(java_script_enabled=javascript).new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(report.resolve().as_uri(), wait_until="load")
+    return p, browser, page, errors
+
+
+def _shown(page) -> list[str]:  # type: ignore[no-untyped-def]
+    return page.eval_on_selector_all("details.sample", "ds => ds.filter(d => !d.hidden).map(d => d.dataset.id)")
+
+
+def test_the_sample_viewer_filters_by_scenario_id_run_and_failed_checks(small_demo: Path) -> None:
+    p, browser, page, errors = _open(small_demo / "report.html")
+    try:
+        every = _shown(page)
+        assert len(every) == 4 and page.text_content("#shown") == "4 of 4 shown"
+        scenarios = page.eval_on_selector_all("details.sample", "ds => ds.map(d => d.dataset.scenario)")
+        page.select_option("select[name=scenario]", scenarios[1])
+        assert _shown(page) == [every[1]]
+        page.select_option("select[name=scenario]", "")
+        page.fill("input[name=id]", every[2][1:])  # a part of one id
+        assert _shown(page) == [every[2]]
+        page.fill("input[name=id]", "")
+        # the oracle fails no check; the stateless agent fails some, in the dialogues the page marks
+        page.check("input[name=failed]")
+        page.select_option("select[name=run]", "reference:oracle")
+        assert _shown(page) == []
+        page.select_option("select[name=run]", "reference:stateless")
+        failing = _shown(page)
+        # each one shown has a failed check of that run on the page; each one hidden has none
+        crosses = page.eval_on_selector_all(
+            "details.sample",
+            "ds => ds.map(d => [d.dataset.id, "
+            "d.querySelectorAll('.output[data-run=\"reference:stateless\"] li.fail').length])",
+        )
+        assert failing and failing == [i for i, n in crosses if n > 0]
+        # a run picked: only its outputs and answers are shown
+        runs = page.eval_on_selector_all(
+            "details.sample:not([hidden]) [data-run]", "os => os.filter(o => !o.hidden).map(o => o.dataset.run)"
+        )
+        assert runs and set(runs) == {"reference:stateless"}
+        assert errors == []
+    finally:
+        browser.close()
+        p.stop()
+
+
+def test_the_sample_viewer_shows_every_image_without_javascript(small_demo: Path) -> None:
+    p, browser, page, _ = _open(small_demo / "report.html", javascript=False)
+    try:
+        assert page.is_hidden("#filters")  # the filters need JavaScript: without it, every sample shows
+        page.eval_on_selector_all("details", "ds => ds.forEach(d => { d.open = true; })")
+        loaded = page.eval_on_selector_all(
+            "details.sample img",
+            "is => Promise.all(is.map(i => i.decode().then(() => i.naturalWidth > 0, () => false)))",
+        )
+        assert len(loaded) > 20 and all(loaded)
+    finally:
+        browser.close()
+        p.stop()

@@ -272,6 +272,7 @@ def _samples(
     try:
         for d in chosen:
             turns = []
+            failed: set[str] = set()  # the runs with a failed check in this dialogue
             for t in d.turns:
                 msgs = []
                 for role, m in (("user", t.user), ("assistant", t.assistant)):
@@ -289,6 +290,8 @@ def _samples(
                         continue
                     v = verdicts.get(pred.item)
                     passed = {c.id: c.passed for c in (v.checks or [])} if v else {}
+                    if any(passed.get(c.id) is False for c in t.checks):
+                        failed.add(r.label)
                     image = pred.image
                     outputs.append(
                         {
@@ -328,7 +331,9 @@ def _samples(
                         "answers": answers,
                     }
                 )
-            samples.append({"id": d.id, "scenario": d.group, "turns": turns, "questions": questions})
+            samples.append(
+                {"id": d.id, "scenario": d.group, "turns": turns, "questions": questions, "failed_runs": sorted(failed)}
+            )
     finally:
         for _, store, _, _ in stores:
             store.close()
@@ -396,6 +401,10 @@ def render_page(
         runs=runs,
         samples=samples,
         images=images or {},
+        sample_runs=sorted(
+            {o["run"] for smp in samples or [] for t in smp["turns"] for o in t["outputs"]}
+            | {a["run"] for smp in samples or [] for q in smp["questions"] for a in q["answers"]}
+        ),
         viewer_note=viewer_note,
     )
 
