@@ -52,14 +52,18 @@ def chat_text(body: dict[str, Any]) -> str:
     )
 
 
-def chat_images(body: dict[str, Any]) -> list[bytes]:
-    """Every image of a chat request's messages, in order."""
+def _image_urls(body: dict[str, Any]) -> list[str]:
     return [
-        base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+        part["image_url"]["url"]
         for m in body.get("messages", [])
         for part in (m.get("content") if isinstance(m.get("content"), list) else [])
         if isinstance(part, dict) and part.get("type") == "image_url"
     ]
+
+
+def chat_images(body: dict[str, Any]) -> list[bytes]:
+    """Every image of a chat request's messages, in order."""
+    return [base64.b64decode(url.split(",", 1)[1]) for url in _image_urls(body)]
 
 
 def default_text(body: dict[str, Any]) -> str:
@@ -419,7 +423,7 @@ class FakeServer:
                 elif isinstance(limit, int) and (len(thought) + len(content)) // 4 > limit:  # cut at the limit
                     answer, finish = content[: (limit - len(thought) // 4) * 4], "length"
                 usage = {
-                    "prompt_tokens": len(chat_text(body)) // 4 + 765 * len(chat_images(body)),
+                    "prompt_tokens": len(chat_text(body)) // 4 + 765 * len(_image_urls(body)),
                     "completion_tokens": (len(thought) + len(answer or "")) // 4,
                 }  # a plausible count, as servers report one
                 message: dict[str, Any] = {"role": "assistant", "content": answer}
@@ -456,7 +460,10 @@ class FakeServer:
                         number = len(server.files) - 1
                     picture: dict[str, str] = {"url": f"{server.url}/files/{number}.png"}
                 else:
-                    picture = {"b64_json": base64.b64encode(image).decode()}
+                    # base64 needs no JSON escaping: the reply is laid out around it (a 500 KB
+                    # picture is not walked character by character on every reply)
+                    b64 = base64.b64encode(image)
+                    return self._send(200, b'{"created": 0, "data": [{"b64_json": "' + b64 + b'"}]}')
                 out = {"created": 0, "data": [picture]}
                 return self._send(200, json.dumps(out).encode())
 
