@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench_eval import InstantJudge  # the script's folder is on sys.path
 from yanami.bench import _run
-from yanami.judges import AnswerVerdict, ImageVerdict
 from yanami.models import InputMessage, InputText, ModelConfig, Request
 from yanami.models._openai import OpenAIModel
 from yanami.world import build_world
@@ -73,16 +73,6 @@ def bench_adapter(n: int) -> None:
     )
 
 
-class _InstantJudge:
-    name, version = "instant", "0"
-
-    def judge_answer(self, d: object, q: object, reply: str) -> AnswerVerdict:
-        return AnswerVerdict(1.0)
-
-    def judge_image(self, d: object, turn: object, image: bytes) -> ImageVerdict:
-        return ImageVerdict({c.id: True for c in turn.checks}, 10.0)  # type: ignore[attr-defined]
-
-
 class _Steady:
     """Completions over time, for the rate once the run is going (set-up excluded)."""
 
@@ -115,15 +105,15 @@ def bench_runner(bench: Path, tmp: Path) -> None:
         )
         images = tmp / "images.yaml"
         images.write_text(yaml.safe_dump(_config(url, image_model="i")))
-        real_judge = _run.load_judge
-        _run.load_judge = lambda *a: _InstantJudge()  # type: ignore[assignment]
+        real_judge = _run.judge_for_bench
+        _run.judge_for_bench = lambda *a: InstantJudge()  # type: ignore[assignment]
         steady = _Steady()
         try:
             t = time.perf_counter()
             s = _run.evaluate(bench, str(images), tmp / "run-images", concurrency=CONCURRENCY, on_progress=steady)
             rate = s.written / (time.perf_counter() - t)
         finally:
-            _run.load_judge = real_judge
+            _run.judge_for_bench = real_judge
         print(
             f"runner, image edits (512-px images in and out): {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of"
             f" ideal ({s.written} requests); once running {steady.rate():.1f}/s = {100 * steady.rate() / IDEAL:.0f} %"
