@@ -458,14 +458,11 @@ class FakeServer:
                     with server._lock:
                         server.files.append(image)
                         number = len(server.files) - 1
-                    picture: dict[str, str] = {"url": f"{server.url}/files/{number}.png"}
-                else:
-                    # base64 needs no JSON escaping: the reply is laid out around it (a 500 KB
-                    # picture is not walked character by character on every reply)
-                    b64 = base64.b64encode(image)
-                    return self._send(200, b'{"created": 0, "data": [{"b64_json": "' + b64 + b'"}]}')
-                out = {"created": 0, "data": [picture]}
-                return self._send(200, json.dumps(out).encode())
+                    out = {"created": 0, "data": [{"url": f"{server.url}/files/{number}.png"}]}
+                    return self._send(200, json.dumps(out).encode())
+                # base64 needs no JSON escaping: the reply is laid out around it (a 500 KB picture is
+                # not walked character by character on every reply)
+                return self._send(200, b'{"created": 0, "data": [{"b64_json": "' + base64.b64encode(image) + b'"}]}')
 
             def _infer(self, body: dict[str, Any], fault: str | None) -> None:
                 if fault == "refuse":
