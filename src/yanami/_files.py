@@ -5,17 +5,53 @@ through `atomic_write`: the bytes go to a hidden temporary file beside the targe
 flushed to disk, and the temporary file is renamed over the target. A crash or Ctrl-C at
 any moment leaves either the old file or the new one, never a mix. ``-`` as a path means
 standard output where a command allows it (`is_stdout`).
+
+Every file yanami reads from a user's source goes through `open_regular` (or `read_regular`):
+only a regular file is read, so a FIFO, a device or a socket planted in a source is an error of
+that file, never a command that hangs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
 import threading
 from pathlib import Path
 
 from yanami.errors import UserError
+
+
+def open_regular(path: str | Path, flags: int = os.O_RDONLY) -> int:
+    """A descriptor reading ``path`` (``flags``: add ``O_NOFOLLOW`` to refuse a link), only where
+    it is a regular file, else ``OSError`` ("not a regular file").
+
+    It is opened without blocking (a FIFO with no writer blocks an ordinary open forever),
+    checked with fstat, then set to block again."""
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (`open_regular`); over ``max_bytes``, ``OSError``."""
+    with open(open_regular(path), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise OSError(errno.EFBIG, f"{size} bytes is over the limit of {max_bytes}", str(path))
+        data = f.read() if max_bytes is None else f.read(max_bytes + 1)  # it may have grown since
+    if max_bytes is not None and len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"over the limit of {max_bytes} bytes", str(path))
+    return data
+
 
 STDOUT = "-"
 """The path that means standard output."""

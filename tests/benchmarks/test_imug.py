@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks.samples import IMUG_GRID, imug_samples, write_imug
+from tests.benchmarks.samples import IMUG_GRID, imug_samples, write_imug, write_weave
 from yanami.schema import CheckKind, Family, TextPart, TurnRef
 from yanami.store import Dataset, dataset_stats, validate_dataset
 
@@ -155,3 +158,67 @@ def test_an_input_reference_is_the_turns_first_picture(tmp_path: Path, cli: Call
     assert len(grid.turns[0].user.images()) == 2
     assert grid.turns[1].references == [TurnRef(turn=0, side="user", image=0, of="data")]
     assert first.sha256 != grid.turns[0].user.images()[1].sha256
+
+
+def test_a_raw_line_separator_inside_a_string_is_data(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """JSON Lines split on newline alone: U+2028 and NEL inside a string do not end the line."""
+    samples = imug_samples()
+    samples[0]["tasks"][0]["input"][0]["text"] = "How many cubes?\u2028Count them.\x85 A. one B. two C. three"
+    src = write_imug(tmp_path / "imug", samples)
+    lines = [json.dumps(s, ensure_ascii=False) for s in samples]  # the characters raw, as a source may hold them
+    (src / "data" / "benchmark.jsonl").write_text("\n".join(lines) + "\r\n", encoding="utf-8")
+    assert cli("import", "imug", src, "--out", tmp_path / "ds").code == 0
+    from yanami.store import Dataset
+
+    texts = [p.text for d in Dataset(tmp_path / "ds") for t in d.turns for p in t.user.parts if hasattr(p, "text")]
+    assert any("?\u2028Count them.\x85 A." in t for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"domain": "Botany", "sample_id": 1' + "0" * 5000 + "}", "not readable JSON (Exceeds the limit"),
+        ("[" * 100_000, "JSON nested too deeply"),
+    ],
+    ids=["a 5,001-digit number", "deep nesting"],
+)
+def test_a_hostile_line_is_one_line(tmp_path: Path, cli: Callable[..., Any], line: str, expected: str) -> None:
+    src = write_imug(tmp_path / "imug")
+    with (src / "data" / "benchmark.jsonl").open("a") as f:
+        f.write(line + "\n")
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and f"benchmark.jsonl:{len(imug_samples()) + 1}: not an IMUG-Bench line: {expected}" in r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "ds").exists()
+
+
+def _import_in_a_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``yanami import ARGS`` in its own process, stopped after a minute: a hang fails the test."""
+    cmd = [sys.executable, "-m", "yanami", "import", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def test_a_fifo_in_a_source_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """Only regular files are read: a FIFO (nothing ever writes to it) where a grid file, an image
+    or WEAVE's picture should be is one line and exit 2, at once."""
+    imug = write_imug(tmp_path / "imug")
+    grid = next((imug / "data" / "grid_gt").iterdir())
+    grid.unlink()
+    os.mkfifo(grid)
+    r = _import_in_a_process("imug", imug, "--out", tmp_path / "a")
+    assert r.returncode == 2 and "not a regular file" in r.stderr and str(grid) in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "a").exists()
+
+    imug = write_imug(tmp_path / "imug2")
+    picture = imug / "data" / "images" / "cubes_1.png"
+    picture.unlink()
+    os.mkfifo(picture)
+    r = _import_in_a_process("imug", imug, "--out", tmp_path / "b")
+    assert r.returncode == 2 and "cubes_1.png" in r.stderr and "not a regular file" in r.stderr, r.stderr
+
+    weave = write_weave(tmp_path / "weave")
+    (weave / "imgs" / "cat.png").unlink()
+    os.mkfifo(weave / "imgs" / "cat.png")
+    r = _import_in_a_process("weave", weave, "--out", tmp_path / "c")
+    assert r.returncode == 2 and "cat.png" in r.stderr and "not a regular file" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "c").exists()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
+import subprocess
+import sys
 import tarfile
 import zlib
 from pathlib import Path
@@ -81,7 +84,7 @@ def configs(root: Path, url: str) -> tuple[Path, Path]:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]  # JSON Lines: \n alone
 
 
 def test_prepare_screens_repairs_routes_and_records_why(tmp_path: Path, cli) -> None:
@@ -250,6 +253,8 @@ def test_groups_file_problems_are_one_line(tmp_path: Path, cli) -> None:
         '{"group": "g", "images": []}\n': "groups.jsonl:1: images: a non-empty list",
         '{"images": ["a.png"]}\n': "groups.jsonl:1: group:",
         "\n{nope\n": "groups.jsonl:2: not JSON",
+        "[" * 100_000 + "\n": "groups.jsonl:1: JSON nested too deeply",
+        '{"group": "g", "n": 1' + "0" * 5000 + "}\n": "groups.jsonl:1: not readable JSON (Exceeds the limit",
     }
     filt = tmp_path / "f.yaml"
     filt.write_text("kind: openai\nbase_url: http://127.0.0.1:9/v1\nchat_model: m\n")
@@ -258,6 +263,11 @@ def test_groups_file_problems_are_one_line(tmp_path: Path, cli) -> None:
         r = cli("prepare", pool, "--out", tmp_path / "o", "--filter", filt)
         assert r.code == 2 and r.err.count("\n") == 1 and expected in r.err, r.err
         assert "Traceback" not in r.err
+    # a raw line separator inside a string is data: the line is read whole (split on newline alone)
+    (pool / "groups.jsonl").write_text('{"group": "g\u2028\x85h", "images": ["gone.png"]}\r\n', encoding="utf-8")
+    r = cli("prepare", pool, "--out", tmp_path / "o", "--filter", filt)
+    assert r.code == 0 and "1 group(s)" in r.out, r.err
+    assert [g["group"] for g in read_jsonl(tmp_path / "o" / "groups.jsonl")] == ["g\u2028\x85h"]
 
 
 def test_out_must_be_a_preparation_of_the_same_command(tmp_path: Path) -> None:
@@ -363,3 +373,19 @@ def test_a_group_routed_where_it_cannot_go_is_dropped_everywhere_alike(tmp_path:
     assert manifest["by_scenario"]["fusion"] == sum(g["scenario"] == "fusion" for g in kept)
     assert sum(manifest["by_scenario"].values()) == len(kept)  # a dropped group is routed nowhere
     assert f"{len(kept)} of {len(groups)} kept" in r.out and f"dropped: 1 group(s): {reason}" in r.out
+
+
+def test_a_fifo_in_a_pool_is_an_unreadable_entry_not_a_hang(tmp_path: Path) -> None:
+    pool = tmp_path / "pool"
+    (pool / "g").mkdir(parents=True)
+    (pool / "g" / "a.png").write_bytes(picture(1))
+    os.mkfifo(pool / "g" / "pipe.png")  # nothing ever writes to it: an ordinary open would wait forever
+    with FakeServer(brain=StandIns().brain) as srv:
+        filt, _ = configs(tmp_path, srv.url)
+        cmd = [sys.executable, "-m", "yanami", "prepare", str(pool), "--out", str(tmp_path / "o")]
+        cmd += ["--filter", str(filt)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    labels = {lab["source"]: lab for lab in read_jsonl(tmp_path / "o" / "labels.jsonl")}
+    assert labels["g/pipe.png"]["status"] == "unreadable" and "not a regular file" in labels["g/pipe.png"]["reason"]
+    assert labels["g/a.png"]["status"] != "unreadable"

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from yanami._files import open_regular
 from yanami._workers import quiet_worker, starting_workers
 from yanami.errors import UserError
 from yanami.schema import ID_PATTERN, Dialogue, ImageSource
@@ -97,14 +98,14 @@ def _read(path: str, prefix: str) -> tuple[bytes, str, str] | str:
     where it stays under ``prefix``."""
     try:
         try:
-            fd = os.open(path, _NOFOLLOW)
+            fd = open_regular(path, _NOFOLLOW)
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise
             path = os.path.realpath(path)
             if not path.startswith(prefix):
                 return ""
-            fd = os.open(path, os.O_RDONLY)
+            fd = open_regular(path)
         with open(fd, "rb") as f:
             size = os.fstat(fd).st_size
             if size > MAX_IMAGE_BYTES:

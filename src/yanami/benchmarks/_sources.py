@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from yanami._files import read_regular
 from yanami.errors import UserError
 
 MAX_PROMPT_BYTES = 1 << 20
@@ -44,7 +45,7 @@ def prompt_file(path: Path) -> str:
     if path.stat().st_size > MAX_PROMPT_BYTES:
         raise UserError(f"--protocol-source: {path}: larger than {MAX_PROMPT_BYTES} bytes; not a prompt file")
     try:
-        return path.read_text(encoding="utf-8")
+        return read_regular(path, MAX_PROMPT_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"--protocol-source: {path}: cannot be read ({exc})") from None
 

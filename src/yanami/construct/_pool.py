@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from yanami import _json
+from yanami._files import read_regular
 from yanami.errors import UserError
 
 PoolFormat = Literal["auto", "folder", "parquet", "webdataset"]
@@ -125,7 +127,7 @@ def _read_file(path: Path, max_bytes: int) -> tuple[bytes | None, str | None]:
         size = path.stat().st_size
         if size > max_bytes:
             return None, f"{size} bytes is over the limit of {max_bytes}"
-        return path.read_bytes(), None
+        return read_regular(path, max_bytes), None
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror})"
 
@@ -161,14 +163,12 @@ def _group_of(rel: Path) -> str:
 
 
 def _listed(pool: Path, groups_file: Path, max_bytes: int) -> Iterator[PoolEntry]:
-    for n, line in enumerate(groups_file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, line in _json.lines(groups_file.read_text(encoding="utf-8", errors="replace")):
         where = f"{groups_file}:{n}"
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not JSON ({exc.msg})") from None
+        except _json.ERRORS as exc:
+            raise UserError(f"{where}: {_json.problem(exc)}") from None
         if not isinstance(row, dict):
             raise UserError(f"{where}: expected an object with group and images")
         group, images, scenario = row.get("group"), row.get("images"), row.get("scenario")

@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from yanami import __version__
+from yanami import __version__, _json
+from yanami._files import read_regular
 from yanami.benchmarks._import import (
     WORKERS,
     OnRecord,
@@ -78,7 +79,7 @@ def class_map(src: Path, data: Path) -> tuple[dict[str, str], str]:
         if not path.is_file():
             continue
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            config = json.loads(read_regular(path).decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise fail(str(path), "", f"cannot be read as JSON ({exc})") from None
         if not isinstance(config, dict):
@@ -97,18 +98,14 @@ def class_map(src: Path, data: Path) -> tuple[dict[str, str], str]:
 def _lines(path: Path) -> Iterator[tuple[str, Any]]:
     """(``path:line``, the parsed object) for each non-blank line; a one-line error otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(str(path), "", f"cannot be read ({exc})") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for n, line in _json.lines(text):
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise fail(f"{path}:{n}", f"column {exc.colno}", f"not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise fail(f"{path}:{n}", "", "not an IMUG-Bench line (JSON nested too deeply)") from None
+        except _json.ERRORS as exc:
+            raise fail(f"{path}:{n}", "", f"not an IMUG-Bench line: {_json.problem(exc)}") from None
         if not isinstance(obj, dict):
             raise fail(f"{path}:{n}", "", "expected an object")
         yield f"{path}:{n}", obj

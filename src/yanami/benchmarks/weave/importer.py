@@ -22,7 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from yanami import __version__
+from yanami import __version__, _json
+from yanami._files import read_regular
 from yanami.benchmarks._import import (
     WORKERS,
     OnRecord,
@@ -68,11 +69,11 @@ def import_weave(
     """Import WEAVE's records; any bad record stops the import and nothing is written."""
     file = source_file(Path(src))
     try:
-        records = json.loads(file.read_bytes())
+        records = json.loads(read_regular(file))
     except json.JSONDecodeError as exc:
         raise fail(str(file), f"line {exc.lineno} column {exc.colno}", f"not JSON ({exc.msg})") from None
-    except RecursionError:
-        raise fail(str(file), "", "not a WEAVE file (JSON nested too deeply)") from None
+    except _json.ERRORS as exc:  # nested too deeply, a number too long to read
+        raise fail(str(file), "", f"not a WEAVE file: {_json.problem(exc)}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(str(file), "", f"cannot be read ({exc})") from None
     if not isinstance(records, list):
