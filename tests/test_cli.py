@@ -121,3 +121,10 @@ def test_help_names_arguments_plainly_and_shows_choices(cli) -> None:
     assert "RUN..." in cli("score", "--help").out
     assert "<html|md|latex>" in cli("report", "--help").out
     assert "<bench|train|tiny>" in cli("build", "--help").out
+
+
+def test_an_error_never_sends_a_control_sequence_to_the_terminal(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """A path (or a server's message) holding escape sequences is printed with them written out."""
+    r = cli("validate", tmp_path / "no\x1b]0;pwned\x07such\x1b[2J\x9b31m")
+    assert r.code == 2 and "\\x1b]0;pwned\\x07such\\x1b[2J\\x9b31m" in r.err
+    assert not any(ch in r.err for ch in "\x1b\x07\x9b") and len(r.err.strip().splitlines()) == 1

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from yanami import __version__
-from yanami.errors import UserError
+from yanami.errors import UserError, printable
 from yanami.run_format import History, Layout
 from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
@@ -790,11 +790,12 @@ def eval_(
         markup=False,
     )
     scored = scorer_for([out_dir]).score([out_dir], None)
-    out.print(markdown(scored.main).rstrip("\n"), markup=False)
+    out.print(markdown(scored.main, escaped=False).rstrip("\n"), markup=False)
     valid, expected = scored.coverage
     if summary.first_error:
         err.print(
-            f"warning: {summary.statuses.get('error', 0)} item(s) ended in error, the first: {summary.first_error} "
+            f"warning: {summary.statuses.get('error', 0)} item(s) ended in error, the first: "
+            f"{printable(summary.first_error or '')} "
             "(they are not scored; --retry-errors asks again)",
             markup=False,
         )
@@ -1078,5 +1079,5 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {printable(str(exc))}", markup=False)
         sys.exit(exc.exit_code)

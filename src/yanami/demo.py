@@ -77,10 +77,12 @@ class Demo:
 
         how = "built and validated" if self.built else "already built by this yanami (kept)"
         runs, scores = self.loaded.runs, self.loaded.scores
-        out = [f"{self.bench}: {self.dialogues} dialogues, {how}", markdown(summary_table(scores)).rstrip("\n")]
+        out = [f"{self.bench}: {self.dialogues} dialogues, {how}"]
+        out.append(markdown(summary_table(scores), escaped=False).rstrip("\n"))  # for a terminal
         # Table 21 is over the runs `gap_selection` chooses, the same as the report's Table 21 and
         # Figure 6 (a); its notes say which runs, and which were left out and why.
-        out += ["\n" + markdown(t) for t in tables(runs, scores) if t.key in ("table3", "sc_effects", "table21")]
+        shown = [t for t in tables(runs, scores) if t.key in ("table3", "sc_effects", "table21")]
+        out += ["\n" + markdown(t, escaped=False) for t in shown]
         out += [
             f"Irreducibility audit: {label} fails {share:.1f} % of target turns."
             for label, share in irreducibility(runs, scores)

@@ -256,3 +256,23 @@ def test_report_checks_the_bench_before_pairing_samples(cli, runs, world_bench, 
     r = cli("report", swapped, "--out", tmp_path / "s.html")
     assert r.code == 2 and "SHA-256 differs" in r.err
     assert cli("report", moved, "--out", tmp_path / "t.html", "--samples", "0").code == 0  # no viewer, no bench
+
+
+def test_markdown_tables_show_hostile_text_as_text() -> None:
+    """A run's label or a config's name is data: rendered by a real Markdown renderer (markdown-it,
+    CommonMark with tables), it makes no element, no link and no extra column."""
+    from markdown_it import MarkdownIt
+
+    from yanami.scoring import Table
+    from yanami.scoring._tables import markdown
+
+    hostile = "<img src=x onerror=alert(1)>|*b* [l](http://x) `c` _u_ \\ #h"
+    page = (
+        MarkdownIt("commonmark")
+        .enable("table")
+        .render(markdown(Table("k", f"Table 2: {hostile}", ["Run", "Score"], [[hostile, 1.5]], [hostile])))
+    )
+    assert "<img" not in page and "<a " not in page and "<em>" not in page and "<code>" not in page
+    assert page.count("<td>") == 2 and page.count("<th>") == 2  # the pipe stayed inside its cell
+    shown = "&lt;img src=x onerror=alert(1)&gt;|*b* [l](http://x) `c` _u_ \\ #h"
+    assert page.count(shown) == 3  # title, cell and note each read as the text itself

@@ -356,7 +356,7 @@ class ProtocolScorer:
         loaded = load_family_runs(runs, self.rules, judge)
         table_list = family_tables(loaded, self.rules)
         coverage = (sum(r.coverage["valid"] for r in loaded), sum(r.coverage["expected"] for r in loaded))
-        summary = "\n".join(markdown(t) for t in table_list)
+        summary = "\n".join(markdown(t, escaped=False) for t in table_list)
         return Scored(table_list[0], table_list, [], family_json(loaded, self.rules), coverage, summary)
 
     def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:

@@ -75,7 +75,7 @@ class _Yanami:
         table_list = tables(loaded.runs, loaded.scores)
         available = [t.title.split(":")[0] for t in table_list if t.rows]
         summary = (
-            markdown(summary_table(loaded.scores))
+            markdown(summary_table(loaded.scores), escaped=False)
             + f"\nTables for these runs: {', '.join(available)}. Print them with --format md or --format latex; "
             "every score with --json; an HTML report (tables, Figure 6, samples) with `yanami report`."
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from yanami.errors import printable
 from yanami.scenarios import FACTS
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats
 from yanami.scoring._scores import (
@@ -336,16 +337,32 @@ def scaling_table(rows: list[tuple[str, str, float | None, str | float | None]],
     )
 
 
-def markdown(t: Table) -> str:
-    """A table in GitHub Markdown, its notes under it."""
+_MARKDOWN = {"&": "&amp;", "<": "&lt;", ">": "&gt;"} | {ch: "\\" + ch for ch in "\\`*_[]|#"}
+"""Every character of a text that Markdown could read as markup or as HTML (a run's label, a
+config's name), written so that it shows as itself."""
+
+
+def _markdown_escape(s: str) -> str:
+    return "".join(_MARKDOWN.get(ch, ch) for ch in s)
+
+
+def markdown(t: Table, *, escaped: bool = True) -> str:
+    """A table in GitHub Markdown, its notes under it; every text escaped (`_markdown_escape`).
+
+    ``escaped=False`` is the same layout for a terminal, which renders no Markdown: texts as they
+    are but for a cell's ``|``, control characters written out (`yanami.errors.printable`)."""
+
+    def text(s: str) -> str:
+        return _markdown_escape(s) if escaped else printable(s)
 
     def cell(c: str | float | int | None) -> str:
-        return _cell(c).replace("|", "\\|")
+        return text(_cell(c)) if escaped else text(_cell(c)).replace("|", "\\|")
 
-    lines = [f"**{t.title}**", "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
+    lines = [f"**{text(t.title)}**", "", "| " + " | ".join(map(text, t.header)) + " |"]
+    lines.append("|" + "---|" * len(t.header))
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
     if t.notes:
-        lines += ["", "  \n".join(t.notes)]
+        lines += ["", "  \n".join(map(text, t.notes))]
     return "\n".join(lines) + "\n"
 
 
