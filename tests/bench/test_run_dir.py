@@ -91,11 +91,11 @@ def test_a_second_eval_on_the_same_run_is_refused_while_the_first_runs(cli, worl
 
 
 def test_judge_takes_the_same_lock(world_bench, tmp_path) -> None:
-    from yanami.bench import RunLock
+    from yanami.bench import DirLock
 
     run = tmp_path / "run"
     evaluate(world_bench, "reference:stateless", run, limit=1)
-    with RunLock(run), pytest.raises(UserError, match=r"is in use by another yanami process \(pid \d+\)"):
+    with DirLock(run), pytest.raises(UserError, match=r"is in use by another yanami process \(pid \d+\)"):
         rejudge(run, "exact")
     assert rejudge(run, "exact").written == 0  # free again once released
 

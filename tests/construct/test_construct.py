@@ -431,3 +431,17 @@ def test_a_call_is_in_the_ledger_before_it_is_sent(tmp_path: Path) -> None:
     rows = again.db.execute("SELECT k, status, cost FROM calls ORDER BY rowid").fetchall()
     assert rows == [(0, "ok", 0.2), (1, "interrupted", 0.04)] and abs(again.spent - 0.24) < 1e-9
     again.close()
+
+
+def test_a_second_construct_on_the_same_out_stops_before_any_call(pool: Path, tmp_path: Path) -> None:
+    """Two identical runs at once would pay twice for every call: the store is locked, and the
+    second stops at once with one line, having asked nothing; then the same command runs."""
+    from yanami._lock import DirLock
+
+    out = tmp_path / "out"
+    store = store_path(out)
+    store.mkdir()  # as a first run has it the moment it begins
+    with DirLock(store), pytest.raises(UserError, match=r"is in use by another yanami process \(pid \d+\)"):
+        construct(pool, out, **STAND_INS, per_scenario=1)
+    assert sorted(p.name for p in store.iterdir()) == [".lock"] and not out.exists()  # nothing asked or written
+    assert construct(pool, out, **STAND_INS, per_scenario=1).accepted >= 1

@@ -389,3 +389,18 @@ def test_a_fifo_in_a_pool_is_an_unreadable_entry_not_a_hang(tmp_path: Path) -> N
     labels = {lab["source"]: lab for lab in read_jsonl(tmp_path / "o" / "labels.jsonl")}
     assert labels["g/pipe.png"]["status"] == "unreadable" and "not a regular file" in labels["g/pipe.png"]["reason"]
     assert labels["g/a.png"]["status"] != "unreadable"
+
+
+def test_a_second_prepare_on_the_same_out_stops_at_once(tmp_path: Path, cli) -> None:
+    """Two preparations into one --out would mix their files: OUT is locked while one writes it."""
+    from yanami._lock import DirLock
+
+    out = tmp_path / "o"
+    out.mkdir()
+    with DirLock(out):
+        r = cli("prepare", "world:1", "--out", out, "--filter", "stand-ins")
+    assert r.code == 2 and "is in use by another yanami process (pid" in r.err and r.err.count("\n") == 1
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing written
+    r = cli("prepare", "world:1", "--out", out, "--filter", "stand-ins")
+    assert r.code == 0, r.err
+    assert (out / "manifest.json").is_file()

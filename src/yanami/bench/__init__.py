@@ -1,5 +1,6 @@
 """The benchmark runner: items, requests in three layouts, GT-/Self-History, the results store."""
 
+from yanami._lock import DirLock
 from yanami.bench._format import (
     RUN_FORMAT,
     RUN_MANIFEST,
@@ -23,7 +24,6 @@ from yanami.bench._items import (
     item_seed,
     items_of,
 )
-from yanami.bench._lock import RunLock
 from yanami.bench._results import RESULTS, Results, RunRows, read_rows
 from yanami.bench._run import (
     Summary,
@@ -47,13 +47,13 @@ __all__ = [
     "RUN_VERSION",
     "STATUSES",
     "CheckResult",
+    "DirLock",
     "History",
     "Item",
     "JudgeInfo",
     "Layout",
     "Prediction",
     "Results",
-    "RunLock",
     "RunManifest",
     "RunRows",
     "Status",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from yanami._files import atomic_write
+from yanami._lock import LOCK, DirLock
 from yanami.bench._format import (
     RUN_MANIFEST,
     JudgeInfo,
@@ -41,7 +42,6 @@ from yanami.bench._items import (
     items_of,
     question_of,
 )
-from yanami.bench._lock import LOCK, RunLock
 from yanami.bench._results import Results
 from yanami.errors import UserError
 from yanami.families import family_of
@@ -197,7 +197,7 @@ def evaluate(
     ``workers`` processes parse images for the exact judge and the reference agents (``parser``:
     a parser the caller holds, as the demo shares one across its runs, in their place); ``concurrency`` (items in
     flight) defaults to `default_concurrency` of them. Neither ever changes a result. The run
-    directory is locked for the whole call (`RunLock`); a run made with ``limit`` is extended
+    directory is locked for the whole call (`DirLock`); a run made with ``limit`` is extended
     by a larger one (or none), see `select_dialogues`.
     """
     from yanami import __version__
@@ -285,7 +285,7 @@ def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
     return dataset, dataset.read_all()
 
 
-def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> tuple[RunManifest, RunLock]:
+def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> tuple[RunManifest, DirLock]:
     """Create the run directory, or resume the run there, holding its lock; returns the
     manifest in force (a resumed run's, updated when its bench moved or its limit grew)."""
     path = run / RUN_MANIFEST
@@ -294,7 +294,7 @@ def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -
     if not path.exists() and run.exists() and any(p.name != LOCK for p in run.iterdir()):
         raise UserError(f"{run}: exists, is not empty and holds no yanami run; choose another --out")
     run.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(run)
+    lock = DirLock(run)
     try:
         if path.exists():  # (read under the lock: another process may have just made the run)
             manifest = _resume(run, manifest, all_dialogues)
@@ -728,7 +728,7 @@ def rejudge(
     the_judge = judge_for_bench(judge, dataset, responses, protocol_source)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
-        held.enter_context(RunLock(run))
+        held.enter_context(DirLock(run))
         store = held.enter_context(Results(run))
         _record_judge(run, the_judge)
         done = {

@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from yanami import __version__
 from yanami._files import atomic_write
+from yanami._lock import LOCK, DirLock
 from yanami._seeds import derived, seeded
 from yanami.construct._plan import MIN_CAPABILITIES, Plan, PlanTurn, plan_dialogue, plan_problems, plan_schema
 from yanami.construct._prepare import GROUPS, MANIFEST, STAND_INS, Group, Label, PoolManifest
@@ -815,15 +816,18 @@ def _tasks(
     return tasks
 
 
-def _open_store(store: Path, out: Path, settings: dict[str, Any]) -> str:
-    """Create the store or check it holds this construction; the settings' digest."""
+def _open_store(store: Path, out: Path, settings: dict[str, Any], stack: contextlib.ExitStack) -> str:
+    """Create the store or check it holds this construction; the settings' digest. The store stays
+    locked until ``stack`` closes (`DirLock`): a second ``construct`` on it stops at once, before
+    any call."""
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if store.exists():
         mine = store / SETTINGS
         if not mine.is_file():
-            raise UserError(f"{store}: exists and is not a construction store; remove it or choose another --out")
-        if mine.read_text(encoding="utf-8") != text:
+            if any(p.name != LOCK for p in store.iterdir()):  # only its lock: a run killed as it began
+                raise UserError(f"{store}: exists and is not a construction store; remove it or choose another --out")
+        elif mine.read_text(encoding="utf-8") != text:
             old = json.loads(mine.read_text(encoding="utf-8"))
             diff = next((k for k in sorted(set(old) | set(settings)) if old.get(k) != settings.get(k)), "?")
             raise UserError(f"{store}: was started with another {diff!r} ({mine}); rerun it as it was, or "
@@ -838,8 +842,9 @@ def _open_store(store: Path, out: Path, settings: dict[str, Any]) -> str:
             ours = False
         if not ours:
             raise UserError(f"{out}: exists and is not this construction's output; choose another --out")
-    if not store.exists():
-        store.mkdir()
+    store.mkdir(exist_ok=True)
+    stack.enter_context(DirLock(store))
+    if not (store / SETTINGS).is_file():
         atomic_write(store / SETTINGS, text)
     return digest
 
@@ -927,7 +932,7 @@ def construct(
                 config = getattr(m, "config", None)
                 if specs[role] != STAND_INS and (config is None or config.prices is None):
                     raise UserError(f"--budget: {specs[role]} has no prices (add a prices table to the config file)")
-        digest = _open_store(store, out, settings)  # only once every option has been checked
+        digest = _open_store(store, out, settings, stack)  # only once every option has been checked
         ledger = _Ledger(store / LEDGER)
         stack.callback(ledger.close)
         c = _Constructor(pooldir=pooldir, store=store, models=models, templates=tp, bench=bench, rounds=rounds,

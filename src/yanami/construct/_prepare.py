@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from yanami._files import atomic_write
+from yanami._lock import LOCK, DirLock
 from yanami.construct._pool import DEFAULT_MAX_BYTES, PoolEntry, PoolFormat, pool_format, read_pool
 from yanami.errors import UserError
 from yanami.judges import ask_json, fence_code
@@ -400,7 +401,7 @@ def prepare(
             raise UserError(f"--filter {filter_spec}: the filter must answer (a chat_model that takes images)")
         if repair_model is not None and repair_model.generate is None:
             raise UserError(f"--repair {repair_spec}: the repair model must make images (an image_model)")
-        _open_out(out, settings)  # only once every option has been checked
+        stack.enter_context(_open_out(out, settings))  # only once every option has been checked
         settings["filter_model"] = filter_model.name
         settings["repair_model"] = repair_model.name if repair_model else None
         p = _Preparer(out, filter_model, repair_model, rounds, max_pixels)
@@ -408,25 +409,30 @@ def prepare(
                     on_progress)  # fmt: skip
 
 
-def _open_out(out: Path, settings: dict[str, Any]) -> None:
+def _open_out(out: Path, settings: dict[str, Any]) -> DirLock:
     """Create OUT, or check that it holds a preparation: a finished one (with its manifest) only
     of the same command; an unfinished one may continue with other settings (what it wrote is
-    recomputed, and its answers are cached per request)."""
+    recomputed, and its answers are cached per request). OUT stays locked while the preparation
+    writes it (`DirLock`): a second ``prepare`` on it stops at once."""
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     if out.exists():
         if not out.is_dir():
             raise UserError(f"{out}: exists and is not a folder")
+        if not (out / SETTINGS).is_file() and any(p.name != LOCK for p in out.iterdir()):
+            raise UserError(f"{out}: exists and is not a prepared pool; refusing to write into it")
+    elif not out.parent.is_dir():
+        raise UserError(f"{out}: the folder {out.parent} does not exist")
+    out.mkdir(exist_ok=True)
+    lock = DirLock(out)
+    try:  # checked again under the lock: another preparation may have written it meanwhile
         mine = out / SETTINGS
-        if not mine.is_file():
-            if any(out.iterdir()):
-                raise UserError(f"{out}: exists and is not a prepared pool; refusing to write into it")
-        elif (out / MANIFEST).is_file() and mine.read_text(encoding="utf-8") != text:
+        if mine.is_file() and (out / MANIFEST).is_file() and mine.read_text(encoding="utf-8") != text:
             raise UserError(f"{out}: was prepared with other settings ({mine}); choose another --out")
-    else:
-        if not out.parent.is_dir():
-            raise UserError(f"{out}: the folder {out.parent} does not exist")
-        out.mkdir()
-    atomic_write(out / SETTINGS, text)
+        atomic_write(out / SETTINGS, text)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def _run(

@@ -1,9 +1,11 @@
-"""One yanami process at a time in a run directory: an exclusive lock on ``RUN/.lock``.
+"""One yanami process at a time in a directory it writes: an exclusive lock on ``DIR/.lock``.
 
-`yanami eval` and `yanami judge` hold it for as long as they write to the run; a second
-process on the same run stops at once with one line naming the holder's process id.
-The operating system drops the lock when its holder ends, however it ends (``kill -9``
-included), so a stale lock never needs clearing. Readers (`score`, `report`) do not lock.
+`yanami eval` and `yanami judge` hold it on the run directory, `yanami prepare` on its
+``--out`` and `yanami construct` on its store (``OUT.construct/``), for as long as they write;
+a second process on the same directory stops at once with one line naming the holder's
+process id, before it writes or asks a model anything. The operating system drops the lock
+when its holder ends, however it ends (``kill -9`` included), so a stale lock never needs
+clearing. Readers (`score`, `report`) do not lock.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from pathlib import Path
 from yanami.errors import UserError
 
 LOCK = ".lock"
-"""The lock file in a run directory (it holds the process id of the last holder)."""
+"""The lock file in a locked directory (it holds the process id of the last holder)."""
 
 
-class RunLock:
-    """The lock on one run directory, held until `release` (or the end of a ``with`` block)."""
+class DirLock:
+    """The lock on one directory, held until `release` (or the end of a ``with`` block)."""
 
     def __init__(self, run: Path) -> None:
         self.run = run
@@ -41,7 +43,7 @@ class RunLock:
             fd, self._fd = self._fd, None
             os.close(fd)  # closing the descriptor drops the lock
 
-    def __enter__(self) -> RunLock:
+    def __enter__(self) -> DirLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -55,7 +57,7 @@ def _holder(fd: int) -> str:
 
 
 def _try_lock(fd: int) -> bool:
-    import fcntl  # POSIX, as is the rest of the runner (its parse workers use the forkserver)
+    import fcntl  # POSIX, as is the rest of yanami's process handling (the forkserver)
 
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
