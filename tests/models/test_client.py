@@ -3,10 +3,12 @@ only what passed validation; the model registry and the light contract."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,3 +238,36 @@ def test_only_a_reply_that_is_an_image_counts_as_an_image_made() -> None:
         model.generate(_request())
         usage = model.last_usage()
     assert usage is not None and usage.images_out == 1
+
+
+def test_a_key_quoted_in_a_successful_reply_is_kept_nowhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, world_bench: Path, cli: Any
+) -> None:
+    """A server that echoes the key, in clear, URL-encoded and inside base64 (any alignment, either
+    alphabet), in its answers: no file the eval and the report write holds any of those forms."""
+    import urllib.parse
+
+    key = "sk-live-0123456789+/abcdefghij"
+    monkeypatch.setenv("TEST_KEY", key)
+    said = [key, urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key)]  # what the server writes
+    leaks = list(said)  # what must not be found: each form, or the part of a base64 text only the key decides
+    for prefix in (b"", b"k", b"ke"):
+        said += [base64.b64encode(prefix + key.encode()).decode()]
+        said += [base64.urlsafe_b64encode(b"Bearer " + prefix + key.encode()).decode()]
+        leaks += [said[-2][len(prefix) + 1 : -4], said[-1][12:-4]]
+
+    def brain(path: str, body: dict) -> object:
+        return None if "/images/" in path else "A. " + " ".join(said)
+
+    with FakeServer(brain=brain) as srv:
+        config = tmp_path / "model.yaml"
+        config.write_text(f"kind: openai\nbase_url: {srv.url}/v1\nchat_model: c\nimage_model: i\n"
+                          "api_key_env: TEST_KEY\nbackoff_s: 0.01\nrequests_per_minute: 60000\n")  # fmt: skip
+        r = cli("eval", world_bench, "--model", config, "--out", tmp_path / "run", "--limit", "4")
+        assert r.code == 0, r.err
+    assert cli("report", tmp_path / "run", "--out", tmp_path / "report.html").code == 0
+    written = [p for p in [*tmp_path.rglob("*")] if p.is_file() and p != config]
+    assert any(p.name == "cache.sqlite" for p in written) and any(p.name == "results.sqlite" for p in written)
+    found = [(p.name, leak) for p in written for leak in leaks if leak.encode() in p.read_bytes()]
+    assert found == []
+    assert b"[redacted]" in (tmp_path / "run" / "results.sqlite").read_bytes()

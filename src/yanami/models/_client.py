@@ -20,6 +20,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -90,6 +91,21 @@ _SECRET_PATTERNS = re.compile(
     re.IGNORECASE,
 )
 REDACTED = "[redacted]"
+
+
+def secret_forms(secret: str) -> tuple[str, ...]:
+    """``secret`` as a server or a log may write it back: as it is, URL-encoded, and inside any
+    base64 text (standard or URL-safe alphabet, at each of the three byte offsets: the
+    characters only the secret's own bytes determine), so each form can be redacted."""
+    if len(secret) < 6:
+        return ()
+    raw = secret.encode()
+    forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode()
+        inner = encoded[-(-offset * 8 // 6) : (offset + len(raw)) * 8 // 6]
+        forms |= {inner, inner.translate(str.maketrans("+/", "-_"))}
+    return tuple(sorted(forms, key=len, reverse=True))
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -329,7 +345,7 @@ class Client:
         self.policy = RetryPolicy(config.max_retries, config.backoff_s)
         self.cache = cache
         key = config.api_key()
-        self.secrets = (key,) if key else ()
+        self.secrets = secret_forms(key) if key else ()
         self._local = threading.local()
 
     def last_usage(self) -> Usage | None:
@@ -402,6 +418,11 @@ class Client:
         validate(value)  # only a reply that is an image counts (and is charged) as an image made
         if kind in ("image", "image_only"):
             self._local.usage = Usage(tokens_in, tokens_out, 1, False, latency, served)
+        elif self.secrets and any(s.encode() in value for s in self.secrets):
+            # a reply that quotes the key (in any of its forms) keeps it nowhere: not in the cache,
+            # the run's results, a report, nor what the caller is given
+            for s in self.secrets:  # longest first
+                value = value.replace(s.encode(), REDACTED.encode())
         if self.cache is not None and value.strip():
             self.cache.put(key, kind, value)
         return value
