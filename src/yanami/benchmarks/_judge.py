@@ -31,7 +31,7 @@ from yanami.run_format import CheckResult, Verdict
 from yanami.schema import Dialogue, ImagePart, TextPart, Turn, TurnRef
 from yanami.store import Dataset
 
-FAMILY_PROMPT_VERSION = "v1"
+FAMILY_PROMPT_VERSION = "v2"
 
 
 FAMILY_RULES_VERSION = "2"
@@ -69,7 +69,7 @@ class ProtocolJudge(ABC):
         if source is not None:
             prompts = f"{source.family}-{SOURCE_MARK}-{source.digest[:12]}"
         self.version = f"{base}+{prompts}.{FAMILY_RULES_VERSION}"
-        """``...+families-v1.N``: yanami's own prompts; ``...+weave-source-<digest>.N``: the benchmark's."""
+        """``...+families-v2.N``: yanami's own prompts; ``...+weave-source-<digest>.N``: the benchmark's."""
         self.settings = vlm.settings if vlm is not None else None
 
     def _ask(

@@ -29,7 +29,7 @@ from yanami.benchmarks.imug.rules import (
     read_grid_code,
     resolved_answer,
 )
-from yanami.judges import input_image
+from yanami.judges import fence_code, input_image
 from yanami.models import InputImage, InputText, JudgeError
 from yanami.run_format import CheckResult
 from yanami.schema import CheckKind, Dialogue, TextPart, Turn
@@ -109,20 +109,28 @@ class ImugJudge(ProtocolJudge):
     def _resolve(self, d: Dialogue, turn: Turn, earlier: Earlier) -> tuple[str, str]:
         answer = turn.answer
         assert answer is not None
-        lines: list[str] = []
+        produced: list[tuple[int, str | None]] = []  # per turn: its marker, or the model's own text
         images: list[InputText | InputImage] = []
         for ref in sorted({r.turn for r in turn.references}):
             own_image, own_text = earlier(ref)
             if own_image is not None:
                 images += [InputText(f"Image {len(images) // 2 + 1} (turn {ref}):"), input_image(own_image)]
-                said = f"[image {len(images) // 2}]"
+            produced.append((ref, None if own_image is not None else own_text or ""))
+        # one fence for every text the model produced, from all of them: none can forge its closing tag
+        fence = fence_code("\n".join(t for _, t in produced if t is not None))
+        lines: list[str] = []
+        shown = 0
+        for ref, text in produced:
+            if text is None:
+                shown += 1
+                said = f"[image {shown}]"
             else:
-                said = own_text if own_text is not None else "(nothing: the model gave no output)"
+                said = f"<output-{fence}>{text}</output-{fence}>" if text else "(nothing: the model gave no output)"
             lines.append(f"Turn {ref}: asked: {request_text(d.turns[ref])} | produced: {said}")
         several = d.subdomain == "natural_growth"  # the public code's one multiple-answer task
         kind = "Several options may be correct." if several else "Exactly one option is correct."
         prompt = self.family_prompt("imug-dynamic").format(
-            context="\n".join(lines), turn=turn.index, question=request_text(turn), kind=kind
+            context="\n".join(lines), turn=turn.index, question=request_text(turn), kind=kind, fence=fence
         )
         out = self._ask(f"{d.id}/t{turn.index}/dynamic", [InputText(prompt), *images], _Letters)
         return resolved_answer(answer.letters, out.letters), out.reason
