@@ -222,3 +222,20 @@ def test_a_fifo_in_a_source_is_an_error_not_a_hang(tmp_path: Path) -> None:
     r = _import_in_a_process("weave", weave, "--out", tmp_path / "c")
     assert r.returncode == 2 and "cat.png" in r.stderr and "not a regular file" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "c").exists()
+
+
+def test_an_images_folder_that_links_outside_the_source_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """``data/images`` as a link to a folder elsewhere would let a sample name, and hard-link, any
+    picture there: one line, exit 2, nothing written."""
+    src = write_imug(tmp_path / "imug")
+    outside = tmp_path / "elsewhere"
+    (src / "data" / "images").rename(outside)
+    (src / "data" / "images").symlink_to(outside, target_is_directory=True)
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and "outside the source" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert not (tmp_path / "ds").exists()
+    inside = src / "data" / "pictures"  # a link that stays inside the source is followed
+    (src / "data" / "images").unlink()
+    outside.rename(inside)
+    (src / "data" / "images").symlink_to(inside, target_is_directory=True)
+    assert cli("import", "imug", src, "--out", tmp_path / "ds").code == 0

@@ -162,10 +162,14 @@ class SourceImages:
     problem reported is the same as without them.
     """
 
-    def __init__(self, root: Path, writer: DatasetWriter, *, link: bool = True) -> None:
+    def __init__(self, root: Path, writer: DatasetWriter, *, link: bool = True, within: Path | None = None) -> None:
         self.root = root
         self._root = os.path.realpath(root)
-        self._prefix = os.path.join(self._root, "")
+        # every file read lies inside ``within`` (the source's folder): an images folder that is a
+        # link to a folder elsewhere would let a record name, and hard-link, any picture there
+        self._prefix = os.path.join(os.path.realpath(within if within is not None else root), "")
+        if not os.path.join(self._root, "").startswith(self._prefix):
+            raise UserError(f"{root}: a link to {self._root}, outside the source {within}; refusing to read it")
         self.writer = writer
         self.link = link
         self._parts: dict[str, dict[str, Any]] = {}
@@ -250,12 +254,14 @@ def write_records(
     workers: int,
     on_record: OnRecord | None,
     finish: Callable[[], None] | None = None,
+    within: Path | None = None,
 ) -> Manifest:
     """The dataset of ``records``, each made a dialogue by ``build``; ``finish`` runs after the last
-    (checks of what the records left unused). Any error leaves nothing at ``out``."""
+    (checks of what the records left unused); every file read lies inside ``within`` (default:
+    ``images_root``). Any error leaves nothing at ``out``."""
     with (
         DatasetWriter(out, split="bench", generator=generator, overwrite=overwrite) as writer,
-        SourceImages(images_root, writer, link=link) as images,
+        SourceImages(images_root, writer, link=link, within=within) as images,
     ):
         images.start([files for _, files, _ in records], workers)
         for at, _, record in records:

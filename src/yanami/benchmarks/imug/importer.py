@@ -218,6 +218,7 @@ def import_imug(
         workers=workers,
         on_record=on_record,
         finish=finish,
+        within=data,
     )
 
 
