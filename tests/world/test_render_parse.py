@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -24,6 +26,32 @@ def test_rendering_is_deterministic_and_sized() -> None:
     assert a == b
     img = Image.open(io.BytesIO(a))
     assert img.size == (512, 384) and img.format == "PNG"
+
+
+def test_png_files_hold_exactly_the_rendered_pixels() -> None:
+    # The builder writes its own PNG (no row filter, zlib): a standard decoder must read back
+    # every pixel, each chunk's CRC must hold, and a second picture must not see the first's
+    # pixels through the reused scanline buffer.
+    for k, style in enumerate(STYLES):
+        scene = random_scene(random.Random(20 + k), n=2 + k)
+        data = render_png(scene, VIEWS[k % len(VIEWS)], style)
+        Image.open(io.BytesIO(data)).verify()  # chunk CRCs and structure
+        img = Image.open(io.BytesIO(data))
+        assert (img.format, img.mode, img.size) == ("PNG", "RGB", (512, 384))
+        assert np.array_equal(np.asarray(img), render_array(scene, VIEWS[k % len(VIEWS)], style))
+    small = render_png(random_scene(random.Random(5), n=1), VIEWS[0], "mint", 64, 48)
+    assert np.array_equal(
+        np.asarray(Image.open(io.BytesIO(small))),
+        render_array(random_scene(random.Random(5), n=1), VIEWS[0], "mint", 64, 48),
+    )
+    pos, names = 8, []
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        assert struct.unpack(">I", data[pos + 8 + n : pos + 12 + n])[0] == zlib.crc32(kind + body)
+        names.append(kind)
+        pos += 12 + n
+    assert names == [b"IHDR", b"IDAT", b"IEND"]
 
 
 def test_styles_and_views_change_the_image() -> None:
