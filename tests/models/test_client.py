@@ -271,3 +271,20 @@ def test_a_key_quoted_in_a_successful_reply_is_kept_nowhere(
     found = [(p.name, leak) for p in written for leak in leaks if leak.encode() in p.read_bytes()]
     assert found == []
     assert b"[redacted]" in (tmp_path / "run" / "results.sqlite").read_bytes()
+
+
+@pytest.mark.parametrize("codec", ["pybase64", "standard library"])
+def test_base64_is_strict_and_round_trips_with_either_codec(monkeypatch: pytest.MonkeyPatch, codec: str) -> None:
+    import os
+
+    from yanami.models import _client
+
+    if codec != "pybase64":
+        monkeypatch.setattr(_client, "_pybase64", None)  # the base install, without the `api` extra
+    data = os.urandom(3001)
+    text = _client.to_base64(data)
+    assert text == base64.b64encode(data).decode()
+    assert _client.from_base64(text) == data and _client.from_base64(text.encode()) == data
+    for bad in ["YQ=", "YQ==YQ==", "Y Q==", "=YQ=", "YQ==\n", "Y\u00e9Q=", "YQ==!"]:
+        with pytest.raises(ValueError):
+            _client.from_base64(bad)

@@ -999,11 +999,11 @@ def _drive(
                         fatal = fatal or exc
                         c.stop.set()
                         continue
+                    if not c.stop.is_set():
+                        submit()  # the freed slot first: its next request should not wait on the ledger
                     c.ledger.settle(t, status, stage, reason, record, line)
                     done += 1
                     on_progress("constructing", done, total)
-                    if not c.stop.is_set():
-                        submit()
         finally:
             c.stop.set()  # an interrupt: the workers stop at their next call
     return stopped, fatal

@@ -16,6 +16,7 @@ reply means, and what may be kept.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 import threading
@@ -136,9 +137,33 @@ def mime_of(data: bytes) -> str:
     return "application/octet-stream"
 
 
+try:  # the `api` extra's SIMD codec: 40x the standard library's on a picture, and the GIL is free sooner
+    import pybase64 as _pybase64
+except ImportError:  # pragma: no cover - the base install: the standard library's
+    _pybase64 = None  # type: ignore[assignment]
+
+
+def from_base64(text: str | bytes) -> bytes:
+    """Strict base64 (nothing outside the alphabet, padding only at the end); ValueError otherwise.
+
+    Not `base64.b64decode(validate=True)`, which runs a regular expression over the text before
+    it decodes: on a picture-sized reply that is a millisecond with the GIL held.
+    """
+    if _pybase64 is not None:
+        return _pybase64.b64decode(text, validate=True)
+    return binascii.a2b_base64(text, strict_mode=True)
+
+
+def to_base64(data: bytes) -> str:
+    """``data`` in standard base64, as text."""
+    if _pybase64 is not None:
+        return _pybase64.b64encode(data).decode("ascii")
+    return base64.b64encode(data).decode("ascii")
+
+
 def data_url(data: bytes) -> str:
     """An image as a base64 data URL."""
-    return f"data:{mime_of(data)};base64,{base64.b64encode(data).decode()}"
+    return f"data:{mime_of(data)};base64,{to_base64(data)}"
 
 
 _FRAGMENTS: OrderedDict[str, bytes] = OrderedDict()

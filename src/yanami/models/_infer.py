@@ -9,14 +9,21 @@ POST {base_url}/infer
 
 from __future__ import annotations
 
-import base64
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from yanami.models._client import Client, key_messages, policy_refusal, validate_image, validate_text
+from yanami.models._client import (
+    Client,
+    from_base64,
+    key_messages,
+    policy_refusal,
+    to_base64,
+    validate_image,
+    validate_text,
+)
 from yanami.models._config import ModelConfig
 from yanami.models._http import Fatal, Malformed, ResponseCache, Transient, parse_retry_after
 from yanami.models._protocol import InputText, Refused, Request
@@ -30,7 +37,7 @@ def infer_history(request: Request) -> list[dict[str, Any]]:
             "content": [
                 {"type": "text", "text": p.text}
                 if isinstance(p, InputText)
-                else {"type": "image", "image": base64.b64encode(p.data).decode()}
+                else {"type": "image", "image": to_base64(p.data)}
                 for p in m.parts
             ],
         }
@@ -122,7 +129,7 @@ class InferHTTPModel(Client):
             if not isinstance(image, str):
                 raise Malformed("the /infer reply has no image")
             try:
-                return base64.b64decode(image, validate=True)
+                return from_base64(image)
             except ValueError:
                 raise Malformed("the /infer image is not valid base64") from None
 

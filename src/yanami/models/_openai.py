@@ -13,7 +13,6 @@ when a dialogue's images ride along.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import urllib.request
@@ -24,6 +23,7 @@ from yanami.errors import UserError
 from yanami.models._client import (
     Client,
     chat_body,
+    from_base64,
     key_messages,
     mime_of,
     policy_refusal,
@@ -239,7 +239,7 @@ class OpenAIModel(Client):
                 if url:
                     return self._image_bytes(None, url)
         if isinstance(content, str) and (m := _DATA_URL.search(content)):
-            return base64.b64decode(m.group(1))
+            return self._image_bytes(m.group(1), None)
         if isinstance(content, str) and policy_refusal(content):
             raise Refused(content[:200])
         raise Malformed("the chat reply carries no image")
@@ -247,11 +247,11 @@ class OpenAIModel(Client):
     def _image_bytes(self, b64: str | None, url: str | None) -> bytes:
         if b64:
             try:
-                return base64.b64decode(b64, validate=True)
+                return from_base64(b64)
             except ValueError:
                 raise Malformed("the image is not valid base64") from None
         if url and (m := _DATA_URL.match(url)):
-            return base64.b64decode(m.group(1))
+            return self._image_bytes(m.group(1), None)
         if url and url.startswith(("http://", "https://")):
             with urllib.request.urlopen(url, timeout=self.config.timeout_s) as r:
                 data: bytes = r.read()

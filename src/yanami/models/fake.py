@@ -29,6 +29,8 @@ from typing import Any
 
 from PIL import Image
 
+from yanami.models._client import to_base64
+
 Brain = Callable[[str, dict[str, Any]], Any]
 """(path, request JSON) -> a reply: text for chat, PNG bytes for images; None for the default."""
 
@@ -411,7 +413,7 @@ class FakeServer:
                     reply = "I think it looks fine."
                 if isinstance(reply, bytes) or (reply is None and body.get("model", "").startswith("image")):
                     image = reply if isinstance(reply, bytes) else (last_image(body) or plain_png())
-                    content = f"Here it is: data:image/png;base64,{base64.b64encode(image).decode()}"
+                    content = f"Here it is: data:image/png;base64,{to_base64(image)}"
                 else:
                     content = reply if isinstance(reply, str) else default_text(body)
                 finish = "stop"
@@ -462,7 +464,7 @@ class FakeServer:
                     return self._send(200, json.dumps(out).encode())
                 # base64 needs no JSON escaping: the reply is laid out around it (a 500 KB picture is
                 # not walked character by character on every reply)
-                return self._send(200, b'{"created": 0, "data": [{"b64_json": "' + base64.b64encode(image) + b'"}]}')
+                return self._send(200, b'{"created": 0, "data": [{"b64_json": "' + to_base64(image).encode() + b'"}]}')
 
             def _infer(self, body: dict[str, Any], fault: str | None) -> None:
                 if fault == "refuse":
@@ -472,7 +474,7 @@ class FakeServer:
                 reply = self._reply(body)
                 if body.get("output_mode") == "image_only":
                     image = reply if isinstance(reply, bytes) else last_image(body) or plain_png()
-                    out: dict[str, Any] = {"response": {"image": base64.b64encode(image).decode()}}
+                    out: dict[str, Any] = {"response": {"image": to_base64(image)}}
                 else:
                     out = {"response": {"text": reply if isinstance(reply, str) else "A"}}
                 return self._send(200, json.dumps(out).encode())
