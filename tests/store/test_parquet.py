@@ -231,3 +231,26 @@ def test_empty_dataset_round_trip(tmp_path: Path) -> None:
     export_parquet(tmp_path / "ds", tmp_path / "pq")
     import_parquet(tmp_path / "pq", tmp_path / "back")
     assert snapshot(tmp_path / "back") == snapshot(tmp_path / "ds")
+
+
+def test_export_import_and_build_refuse_an_output_another_process_writes(
+    built: Path, tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    # The lock is the one a writer holds (flock: a second descriptor conflicts, in this process too).
+    from yanami._lock import OutputLock
+
+    export_parquet(built, tmp_path / "pq")
+    for name, args in (
+        ("pq2", ("export", built, "--out")),
+        ("back", ("import", tmp_path / "pq", "--out")),
+        ("ds", ("build", "--preset", "tiny", "--out")),
+    ):
+        with OutputLock(tmp_path / name):
+            (tmp_path / f".{name}.tmp-123-abcdef01").mkdir()  # the holder's work: not the refused one's to remove
+            r = cli(*args, tmp_path / name)
+            assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+            assert f"{tmp_path / name} is in use by another yanami process (pid {os.getpid()})" in r.err
+            assert (tmp_path / f".{name}.tmp-123-abcdef01").is_dir() and not (tmp_path / name).exists()
+        r = cli(*args, tmp_path / name)  # free again: the work left behind is a killed writer's now
+        assert r.code == 0, r.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "ds", "pq", "pq2"]  # no lock, no work left

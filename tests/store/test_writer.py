@@ -131,7 +131,35 @@ def test_a_killed_writer_leaves_the_old_state(tmp_path: Path) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert snapshot(tmp_path / "ds") == before
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "ds"]
-    assert leftovers and all(p.startswith(".ds.tmp-") for p in leftovers)
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name != "ds")
+    assert leftovers[0] == ".ds.lock" and [p[:8] for p in leftovers[1:]] == [".ds.tmp-"]  # its lock died with it
     write_synthetic(tmp_path / "ds", 1, seed=1, overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["ds"]
+
+
+def test_a_second_writer_of_the_same_output_stops_at_once(tmp_path: Path) -> None:
+    """Two processes writing one --out: the second gets one line naming the first, and nothing
+    of the first's work is touched; once the first is done the name is free again."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from yanami.store import DatasetWriter, Generator
+        w = DatasetWriter({str(tmp_path / "ds")!r}, split="bench", generator=Generator(name="t"))
+        print("holding", flush=True)
+        sys.stdin.read()
+        w.commit()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        assert proc.stdout.readline().strip() == "holding"
+        work = [p for p in tmp_path.iterdir() if p.name.startswith(".ds.tmp-")]
+        with pytest.raises(UserError, match=rf"in use by another yanami process \(pid {proc.pid}\)"):
+            DatasetWriter(tmp_path / "ds", split="bench", generator=Generator(name="t"))
+        assert len(work) == 1 and work[0].is_dir()  # the holder's work is not taken for a stale one
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+    write_synthetic(tmp_path / "other", 1, seed=1)  # a writer of another name was never in the way

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from yanami._lock import OutputLock, work_prefix
 from yanami.errors import UserError
 from yanami.schema import Dialogue
 from yanami.store._images import ImageProblem, sha256_hex
@@ -128,15 +129,16 @@ def export_parquet(
         shards=[(rel, _count_lines(path)) for rel, path in zip(m.shards, ds.shard_paths(), strict=True)],
     )
     schema = _schema(pa, meta)
-    work = parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    work.mkdir()
-    try:
-        names = _write_shards(pa, pq, ds, work, schema, m.split, shard_bytes, on_dialogue)
-        (work / "README.md").write_text(_card(m.split, len(names)), encoding="utf-8")
-        move_into_place(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    with OutputLock(out):  # one export per --out; what a killed one left is removed
+        work = parent / f"{work_prefix(out)}{uuid.uuid4().hex[:8]}"
+        work.mkdir()
+        try:
+            names = _write_shards(pa, pq, ds, work, schema, m.split, shard_bytes, on_dialogue)
+            (work / "README.md").write_text(_card(m.split, len(names)), encoding="utf-8")
+            move_into_place(work, out)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
     return [out / n for n in names]
 
 

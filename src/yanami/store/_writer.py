@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from yanami._files import atomic_write
+from yanami._lock import OutputLock, work_prefix
 from yanami.errors import UserError
 from yanami.families import Family, family_of
 from yanami.schema import Dialogue, ImagePart, ImageSource
@@ -81,9 +82,13 @@ class DatasetWriter:
         parent = self.path.absolute().parent
         if not parent.is_dir():
             raise UserError(f"{parent}: no such directory (yanami creates --out, not the folders above it)")
-        _remove_stale_work(parent, self.path.name)
-        self.work = parent / f".{self.path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.work.mkdir()
+        self._lock = OutputLock(self.path)  # one writer per --out; what a killed one left is removed
+        try:
+            self.work = parent / f"{work_prefix(self.path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            self.work.mkdir()
+        except BaseException:
+            self._lock.release()
+            raise
         (self.work / DIALOGUES_DIR).mkdir()
         (self.work / IMAGES_DIR).mkdir()
         self._ids: set[str] = set()
@@ -268,6 +273,7 @@ class DatasetWriter:
         _check_target(self.path, self.overwrite)
         move_into_place(self.work, self.path)
         self._done = True
+        self._lock.release()
         return manifest
 
     def abort(self) -> None:
@@ -275,6 +281,7 @@ class DatasetWriter:
         self._close_shard()
         shutil.rmtree(self.work, ignore_errors=True)
         self._done = True
+        self._lock.release()
 
     def __enter__(self) -> DatasetWriter:
         return self
@@ -321,29 +328,6 @@ def _check_target(path: Path, overwrite: bool) -> None:
         raise UserError(f"{path}: exists and is not a directory; refusing to replace it")
     if any(path.iterdir()) and not is_dataset_dir(path):
         raise UserError(f"{path}: exists and is not a yanami dataset; refusing to replace it")
-
-
-def _remove_stale_work(parent: Path, name: str) -> None:
-    """Remove work directories left by writers to the same path that were killed."""
-    for p in parent.glob(f".{name}.tmp-*"):
-        try:
-            pid = int(p.name.rsplit("-", 2)[-2])
-        except ValueError:
-            continue
-        if not _alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _RENAME_EXCHANGE = 2
