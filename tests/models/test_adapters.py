@@ -254,3 +254,77 @@ def test_a_reasoning_models_thoughts_are_not_its_answer() -> None:
         assert _openai(srv).answer(question) == "C"
         with pytest.raises(Exception, match="cut off at 64 tokens, raise max_tokens"):
             _openai(srv, max_tokens=64, max_retries=0).answer(question)
+
+
+# A whole request within timeout_s, and a reply within its cap (issue 24, deliverable 2) ---------
+
+
+@pytest.mark.parametrize("fault", ["trickle", "trickle-head", "endless"])
+@pytest.mark.parametrize("adapter", ["openai", "infer"])
+def test_a_server_that_never_finishes_is_cut_off_at_timeout_s(fault: str, adapter: str) -> None:
+    """A byte every 0.1 s (in the headers or the body) or a body without end never trips a
+    per-read timeout: the whole attempt still ends at ``timeout_s``, is retried as a timeout,
+    and the item gets its answer from the next attempt."""
+    import time
+
+    path = "/chat" if adapter == "openai" else "/infer"
+    with FakeServer(faults=[(path, fault)], hang_s=6.0) as srv:
+        model = _openai(srv, timeout_s=0.6) if adapter == "openai" else _infer(srv, timeout_s=0.6)
+        start = time.monotonic()
+        assert model.answer(_request()) == "A"
+        took = time.monotonic() - start
+        assert srv.count(path) == 2
+    assert took < 2.5, f"{fault}: {took:.1f} s for a 0.6 s deadline and one retry"
+
+
+def test_the_deadline_is_the_last_error_when_retries_run_out() -> None:
+    with (
+        FakeServer(faults=[("/chat", "trickle")] * 3, hang_s=4.0) as srv,
+        pytest.raises(Transient, match=r"no complete reply within 0.4 s \(timeout_s\)"),
+    ):
+        _openai(srv, timeout_s=0.4, max_retries=1).answer(_request())
+
+
+@pytest.mark.parametrize("adapter", ["openai", "infer"])
+def test_a_reply_over_its_cap_is_an_error_never_stored(tmp_path: Path, adapter: str) -> None:
+    """A 4 MB chat reply to a request limited to 512 tokens (cap 64 KiB + 64 B a token) is
+    `Malformed`, not retried, and the response cache keeps nothing."""
+    from yanami.models._bounds import text_reply_cap
+
+    path = "/chat" if adapter == "openai" else "/infer"
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with FakeServer(faults=[(path, "oversized")]) as srv:
+        model = _openai(srv) if adapter == "openai" else _infer(srv)
+        model.cache = cache
+        with pytest.raises(Malformed, match=f"over {text_reply_cap(512):,} bytes"):
+            model.answer(_request())
+        assert srv.count(path) == 1
+        assert model.answer(_request()) == "A"  # the next reply is within the cap, and kept
+    rows = cache._conn().execute("SELECT length(value) FROM responses").fetchall()
+    cache.close()
+    assert rows == [(1,)]
+
+
+def test_an_image_reply_over_max_image_bytes_is_an_error() -> None:
+    import numpy as np
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)).save(buf, "PNG")
+    noise = buf.getvalue()  # about 37 KB, 49 KB in base64
+
+    with FakeServer(brain=lambda path, body: noise) as srv:
+        assert _openai(srv, max_image_bytes=60_000).generate(_request(1)) == noise
+        with pytest.raises(Malformed, match="over 40,000 bytes"):
+            _openai(srv, max_image_bytes=40_000).generate(_request(1))
+        with pytest.raises(Malformed, match="over 40,000 bytes"):
+            _openai(srv, max_image_bytes=40_000, image_api="chat").generate(_request(1))
+        assert srv.count("/") == 3
+
+
+def test_the_sdk_transport_carries_the_bounds() -> None:
+    """The bounds ride on the SDK's connection pool; a stack laid out otherwise would lose them."""
+    from yanami.models._bounds import is_bounded
+
+    with FakeServer() as srv:
+        model = _openai(srv)
+        assert is_bounded(model.client._client._transport)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from yanami.models._bounds import bounded
 from yanami.models._http import (
     Fatal,
     Malformed,
@@ -390,21 +391,29 @@ class Client:
         """A failure of one attempt as what the runner needs (override per client library)."""
         return exc
 
-    def call(self, fn: Callable[[], Any]) -> Any:
-        """``fn()`` within the endpoint's limits, retried on transient failures, errors redacted."""
+    def call(self, fn: Callable[[], Any], max_bytes: int) -> Any:
+        """``fn()`` within the endpoint's limits, retried on transient failures, errors redacted.
+
+        Each attempt has ``timeout_s`` from its first byte sent to its last byte read, and may read
+        at most ``max_bytes`` (`bounded`): a server that trickles or never stops is a timeout, a
+        reply over the cap is `Malformed` (an error, never stored)."""
 
         def attempt() -> Any:
-            try:
-                return fn()
-            except Exception as exc:
-                out = self._redacted(
-                    exc if isinstance(exc, Fatal | Refused | Malformed | Transient) else self.translate(exc)
-                )
-                if isinstance(out, Fatal):
-                    self.endpoint.stop(str(out))
-                if out is exc:
-                    raise
-                raise out from None
+            with bounded(self.config.timeout_s, max_bytes) as bounds:
+                try:
+                    return fn()
+                except Exception as exc:
+                    failed: Exception = exc
+            if bounds.over:
+                failed = Malformed(f"the reply is over {bounds.max_bytes:,} bytes (the cap for this request)")
+            elif bounds.expired:
+                failed = Transient(f"no complete reply within {bounds.seconds:g} s (timeout_s)")
+            elif not isinstance(failed, Fatal | Refused | Malformed | Transient):
+                failed = self.translate(failed)
+            out = self._redacted(failed)
+            if isinstance(out, Fatal):
+                self.endpoint.stop(str(out))
+            raise out from None
 
         return call_with_retries(attempt, self.policy, self.endpoint)
 

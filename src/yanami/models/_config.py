@@ -10,7 +10,8 @@ image_api: images                 # images (generations / edits) or chat (images
 layout: yes-first                 # the input layout this model wants
 temperature: 0.0
 max_tokens: 8192                  # optional: what every request gets (default: what each asks, 512 for answers)
-timeout_s: 120
+timeout_s: 120                    # the most one request may take, connecting to the last byte
+max_image_bytes: 50000000         # the most an image reply may take on the wire (base64 included)
 max_concurrency: 8                # requests in flight to this endpoint, at most
 requests_per_minute: 600          # per endpoint
 max_retries: 5                    # on 429, 5xx, timeouts and connection errors
@@ -46,7 +47,15 @@ class Prices(BaseModel):
     """Per image made."""
 
 
-TRANSPORT = ("base_url", "timeout_s", "max_concurrency", "requests_per_minute", "max_retries", "backoff_s")
+TRANSPORT = (
+    "base_url",
+    "timeout_s",
+    "max_image_bytes",
+    "max_concurrency",
+    "requests_per_minute",
+    "max_retries",
+    "backoff_s",
+)
 """Settings of how a model is reached, not what it answers: a resumed run may change them (a
 server restarted on another port, a higher rate)."""
 
@@ -103,6 +112,12 @@ class ModelConfig(BaseModel):
         return self.max_tokens if self.max_tokens is not None else asked
 
     timeout_s: float = Field(120.0, gt=0)
+    """The most one request may take, from connecting to the reply's last byte (not a per-read
+    timeout: a server that trickles a byte at a time is cut off here too); then it is retried."""
+    max_image_bytes: int = Field(50_000_000, ge=1024)
+    """The most bytes a reply that carries an image may take on the wire (base64 and JSON
+    included); a larger one is cut off and recorded as an error. A text reply's cap comes from
+    its token limit (`yanami.models._bounds.text_reply_cap`)."""
     max_concurrency: int = Field(8, ge=1)
     requests_per_minute: float = Field(600.0, gt=0)
     max_retries: int = Field(5, ge=0)

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from yanami.models._bounds import open_url, text_reply_cap
 from yanami.models._client import (
     Client,
     from_base64,
@@ -58,7 +59,7 @@ class InferHTTPModel(Client):
         self.answer = self._answer if config.answers else None
         self.generate = self._generate if config.generates else None
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, body: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.secrets:
@@ -67,12 +68,11 @@ class InferHTTPModel(Client):
         def attempt() -> dict[str, Any]:
             req = urllib.request.Request(self.url, data=data, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=self.config.timeout_s) as r:
-                    raw = r.read()
+                raw = open_url(req, self.config.timeout_s)[1]
             except urllib.error.HTTPError as exc:
                 if exc.code == 429 or exc.code >= 500:
                     raise Transient(f"HTTP {exc.code}", parse_retry_after(exc.headers.get("Retry-After"))) from None
-                detail = exc.read()[:300].decode("utf-8", "replace")
+                detail = exc.read(300).decode("utf-8", "replace")
                 if exc.code in (401, 403):
                     raise Fatal(f"{self.url}: HTTP {exc.code} ({detail}); the server refused this client") from None
                 if policy_refusal(detail):
@@ -90,13 +90,13 @@ class InferHTTPModel(Client):
                 raise Malformed("the /infer reply is not a JSON object")
             return out
 
-        result: dict[str, Any] = self.call(attempt)
+        result: dict[str, Any] = self.call(attempt, max_bytes)
         return result
 
     def _infer(self, request: Request, mode: str) -> dict[str, Any]:
-        out = self._post(
-            {"history": infer_history(request), "output_mode": mode, "temperature": self.config.temperature}
-        )
+        c = self.config
+        cap = text_reply_cap(c.tokens(request.max_tokens)) if mode == "text_only" else c.max_image_bytes
+        out = self._post({"history": infer_history(request), "output_mode": mode, "temperature": c.temperature}, cap)
         if "error" in out:
             message = str(out["error"])
             if policy_refusal(message):

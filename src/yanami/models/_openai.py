@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 from yanami.errors import UserError
+from yanami.models._bounds import bounded, bounded_transport, open_url, text_reply_cap
 from yanami.models._client import (
     Client,
     chat_body,
@@ -64,12 +64,15 @@ class OpenAIModel(Client):
         super().__init__(config, cache)
         # A plain-HTTP server (a local vLLM) needs no TLS context, which costs 0.1 s to build.
         plain = config.base_url.startswith("http://")
+        transport = bounded_transport(
+            openai.DefaultHttpxClient, verify=not plain, keepalive=max(100, config.max_concurrency)
+        )
         self.client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key() or "unused",
             timeout=config.timeout_s,
             max_retries=0,
-            http_client=openai.DefaultHttpxClient(verify=False) if plain else None,
+            http_client=openai.DefaultHttpxClient(transport=transport),
         )
         self.answer = self._answer if config.chat_model else None
         self.generate = self._generate if config.image_model else None
@@ -81,7 +84,8 @@ class OpenAIModel(Client):
         import openai
 
         try:
-            self.client.get("/models", cast_to=bytes, options={"max_retries": 0})
+            with bounded(self.config.timeout_s, text_reply_cap(0)):
+                self.client.get("/models", cast_to=bytes, options={"max_retries": 0})
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise UserError(
                 f"{self.config.base_url}: the server cannot be reached ({exc}); check base_url and that it is up"
@@ -136,7 +140,8 @@ class OpenAIModel(Client):
             schema = {"name": "reply", "schema": dict(request.json_schema)}
             params["response_format"] = {"type": "json_schema", "json_schema": schema}
         raw = chat_body(request, params)
-        reply = self.call(lambda: json.loads(self.client.post("/chat/completions", content=raw, cast_to=bytes)))
+        cap = text_reply_cap(max_tokens) if max_tokens is not None else self.config.max_image_bytes
+        reply = self.call(lambda: json.loads(self.client.post("/chat/completions", content=raw, cast_to=bytes)), cap)
         self._tokens(reply)
         if isinstance(reply, dict) and isinstance(reply.get("model"), str):
             self.note_served(reply["model"])
@@ -213,7 +218,7 @@ class OpenAIModel(Client):
             return json.loads(self.client.post("/images/generations", body=params, cast_to=bytes))
 
         def make() -> bytes:
-            reply = self.call(post)
+            reply = self.call(post, c.max_image_bytes)
             self._tokens(reply)
             served = reply.get("model") if isinstance(reply, dict) else None
             self.note_served(served if isinstance(served, str) else c.image_model or "")  # images replies rarely say
@@ -253,7 +258,5 @@ class OpenAIModel(Client):
         if url and (m := _DATA_URL.match(url)):
             return self._image_bytes(m.group(1), None)
         if url and url.startswith(("http://", "https://")):
-            with urllib.request.urlopen(url, timeout=self.config.timeout_s) as r:
-                data: bytes = r.read()
-                return data
+            return self.call(lambda: open_url(url, self.config.timeout_s)[1], self.config.max_image_bytes)
         raise Malformed("the response holds no image")

@@ -9,7 +9,9 @@ in order by the requests whose path contains the given fragment:
     FakeServer(faults=[("/chat", "429"), ("/chat", "500"), ("/infer", "hang"), ("/images", "malformed"),
                        ("/chat", "refuse"), ("/chat", "wrong-json"), ("/chat", "401"), ("/chat", "echo-key")])
 
-(``401``/``403`` and ``echo-key``, a 400, quote the request's Authorization header back.)
+(``401``/``403`` and ``echo-key``, a 400, quote the request's Authorization header back;
+``trickle``, ``trickle-head`` and ``endless`` never finish a reply, for ``hang_s``;
+``oversized`` sends a whole chat reply of ``oversized_bytes``.)
 
 ``FakeServer(brain=grading_judge)`` makes the scripted judge grade DSU answers to lettered
 options by the rule the DSU prompt states (`dsu_verdict`) instead of accepting every answer.
@@ -242,6 +244,7 @@ class FakeServer:
         image_sizes: tuple[str, ...] | None = None,
         image_urls: bool = False,
         reasoning: str | None = None,
+        oversized_bytes: int = 4_000_000,
     ) -> None:
         """``record=False`` keeps each request's path only, not its body (a long benchmark run
         would otherwise hold every image it was sent). ``image_sizes``: the only sizes its images
@@ -253,6 +256,7 @@ class FakeServer:
         ``reasoning_content`` beside the answer, and its tokens count against ``max_tokens``
         first (a limit it uses up ends the reply with no content, ``finish_reason: length``)."""
         self.latency_s = latency_s
+        self.oversized_bytes = oversized_bytes
         self.image_sizes = image_sizes
         self.image_urls = image_urls
         self.reasoning = reasoning
@@ -380,6 +384,14 @@ class FakeServer:
                 if fault == "hang":
                     time.sleep(server.hang_s)
                     return self._send(504, b'{"error": "too late"}')
+                if fault in ("trickle", "trickle-head", "endless"):
+                    return self._drip(fault)
+                if fault == "oversized":  # a whole, well-formed reply far longer than any token limit allows
+                    text = "word " * (server.oversized_bytes // 5)
+                    out = {"id": "fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": text}}]}  # fmt: skip
+                    return self._send(200, json.dumps(out).encode())
                 if fault == "429":
                     return self._send(429, b'{"error": {"message": "slow down"}}', {"Retry-After": "0.05"})
                 if fault == "500":
@@ -398,6 +410,38 @@ class FakeServer:
                 if "/images/" in self.path:
                     return self._images(body, fault)
                 return self._send(404, b'{"error": {"message": "no such endpoint"}}')
+
+            def _drip(self, fault: str) -> None:
+                """A server that never finishes its reply, for at most ``hang_s``: ``trickle-head`` sends
+                its status line and headers a byte every 0.1 s, ``trickle`` its body a byte every
+                0.1 s after whole headers, ``endless`` a chunked body that never ends (a chunk every
+                10 ms). No per-read timeout fires on any of them."""
+                self._finished()
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                body = b'{"choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "A"}}]}'
+                if fault == "trickle":
+                    head += b"Content-Length: %d\r\n\r\n" % len(body)
+                    drip, every = body, 0.1
+                elif fault == "endless":
+                    head += b"Transfer-Encoding: chunked\r\n\r\n"
+                    drip, every = b"", 0.01
+                else:
+                    drip, every = head + b"Content-Length: %d\r\n\r\n" % len(body) + body, 0.1
+                    head = b""
+                end = time.monotonic() + server.hang_s
+                try:
+                    self.wfile.write(head)
+                    self.wfile.flush()
+                    k = 0
+                    while time.monotonic() < end:
+                        piece = drip[k : k + 1] if drip else b"2\r\n  \r\n"
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        k += 1
+                        time.sleep(every)
+                except OSError:  # the client gave up: what the fault is for
+                    pass
+                self.close_connection = True
 
             def _body(self, raw: bytes) -> dict[str, Any]:
                 ctype = self.headers.get("Content-Type", "")
