@@ -445,3 +445,59 @@ def test_a_second_construct_on_the_same_out_stops_before_any_call(pool: Path, tm
         construct(pool, out, **STAND_INS, per_scenario=1)
     assert sorted(p.name for p in store.iterdir()) == [".lock"] and not out.exists()  # nothing asked or written
     assert construct(pool, out, **STAND_INS, per_scenario=1).accepted >= 1
+
+
+def test_a_key_every_model_echoes_is_kept_nowhere_prepare_and_construct_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filter, author, image model and verifier all quote the API key (in clear, URL-encoded and
+    inside base64) in the reasons, critiques and plans they return: no file that ``prepare``
+    and ``construct`` write (labels, caches, ledger, dialogues, provenance) holds any form."""
+    import base64
+    import urllib.parse
+
+    key = "sk-proj-9876543210+/ZYXWVUTSRQ"
+    monkeypatch.setenv("POOL_KEY", key)
+    forms = [key, urllib.parse.quote(key, safe=""), base64.b64encode(b"x" + key.encode()).decode()]
+    leaks = [key, forms[1], forms[2][2:-4]]
+    said = " ".join(forms)
+    stand_ins = StandIns()
+
+    def echo(value: Any) -> Any:  # the key beside every reason, critique and note a model writes
+        if isinstance(value, dict):
+            return {k: (f"{v} {said}" if k in ("reason", "critique", "note") and isinstance(v, str) else echo(v))
+                    for k, v in value.items()}  # fmt: skip
+        if isinstance(value, list):
+            return [echo(v) for v in value]
+        return value
+
+    def brain(path: str, body: dict[str, Any]) -> Any:
+        reply = stand_ins.brain(path, body)
+        if isinstance(reply, str):
+            try:
+                return json.dumps(echo(json.loads(reply)))
+            except ValueError:
+                return f"{reply} {said}"
+        return reply
+
+    with FakeServer(brain=brain) as server:
+        models = configs(tmp_path, server.url, prices=True)
+        for path in models.values():
+            Path(path).write_text(Path(path).read_text() + "api_key_env: POOL_KEY\n")
+        filter_config = config(tmp_path / "filter.yaml", server.url, chat_model="filter-vlm", api_key_env="POOL_KEY")
+        pool = tmp_path / "pool"
+        prepare(Path("world:1@3"), pool, filter_spec=filter_config)
+        s = construct(pool, tmp_path / "bench", **models, per_scenario=1)
+        assert s.accepted >= 1
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".yaml"]
+    assert any(p.name.endswith(".sqlite") for p in written) and any(p.suffix == ".jsonl" for p in written)
+    found = sorted(
+        {
+            (p.relative_to(tmp_path).as_posix(), leak)
+            for p in written
+            for leak in leaks
+            if leak.encode() in p.read_bytes()
+        }
+    )
+    assert found == []
+    assert any(b"[redacted]" in p.read_bytes() for p in written)
