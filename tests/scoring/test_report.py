@@ -276,3 +276,20 @@ def test_markdown_tables_show_hostile_text_as_text() -> None:
     assert page.count("<td>") == 2 and page.count("<th>") == 2  # the pipe stayed inside its cell
     shown = "&lt;img src=x onerror=alert(1)&gt;|*b* [l](http://x) `c` _u_ \\ #h"
     assert page.count(shown) == 3  # title, cell and note each read as the text itself
+
+
+def test_latex_tables_show_hostile_text_as_text() -> None:
+    """A label that holds LaTeX commands, specials, a blank line and an escape sequence is text in
+    the tabular: no command, no math, no comment, no column or paragraph break of its own."""
+    from yanami.scoring import Table
+    from yanami.scoring._tables import latex
+
+    hostile = "\\input{/etc/passwd} $x^2$ 100% a_b #1 & ~ {}\n\n\\end{tabular}\x1b[31m"
+    tex = latex(Table("k", f"Table 2: {hostile}", ["Run", "Score"], [[hostile, 1.5]], [hostile]))
+    assert "\\input{" not in tex and "\x1b" not in tex
+    row = next(line for line in tex.splitlines() if "1.5" in line)
+    assert row.count(" & ") == 1 and row.endswith(" \\\\")  # the & in the label did not make a column
+    body = tex.split("\\midrule", 1)[1]
+    assert "\n\n" not in tex and tex.count("\\end{tabular}") == 1
+    assert "\\textbackslash{}input\\{/etc/passwd\\}" in body and "\\$x\\textasciicircum{}2\\$" in body
+    assert "100\\%" in body and "a\\_b" in body and "\\#1" in body

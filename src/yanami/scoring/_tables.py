@@ -383,7 +383,9 @@ _LATEX = {
 
 
 def _latex_escape(s: str) -> str:
-    return "".join(_LATEX.get(ch, ch) for ch in s)
+    """``s`` as LaTeX text: each special character escaped, and a control character (a newline
+    included: a blank line would end the paragraph inside a tabular) as a space."""
+    return "".join(_LATEX.get(ch, " " if ch < " " or ch == "\x7f" else ch) for ch in s)
 
 
 def latex(t: Table) -> str:
