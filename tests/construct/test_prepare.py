@@ -404,3 +404,34 @@ def test_a_second_prepare_on_the_same_out_stops_at_once(tmp_path: Path, cli) -> 
     r = cli("prepare", "world:1", "--out", out, "--filter", "stand-ins")
     assert r.code == 0, r.err
     assert (out / "manifest.json").is_file()
+
+
+KILLED_AS_IT_RENAMES = """
+import os, signal, sys
+
+real, killed_at = os.replace, sys.argv[1]
+
+def replace(src, dst):
+    if str(dst).endswith(killed_at):  # the temporary file is written, not yet in place
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst)
+
+os.replace = replace
+sys.argv = ["yanami", *sys.argv[2:]]
+from yanami.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("killed_at", ["labels.jsonl", ".png"])
+def test_a_killed_prepare_leaves_no_temporary_file_after_the_next_run(tmp_path: Path, cli, killed_at: str) -> None:
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-c", KILLED_AS_IT_RENAMES, killed_at, "prepare", "world:1", "--out", str(out)]
+    r = subprocess.run([*cmd, "--filter", "stand-ins"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == -9, r.stderr
+    assert [p.name for p in out.rglob(".*.tmp")] != []  # what the kill left
+
+    r = cli("prepare", "world:1", "--out", out, "--filter", "stand-ins")
+    assert r.code == 0, r.err
+    assert sorted(str(p.relative_to(out)) for p in out.rglob(".*")) == [".lock"]  # the lock file stays, by design
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())

@@ -14,8 +14,15 @@ caller's (`yanami.construct.prepare`), so every reader yields the same kind of e
   groups (else each row is one), a ``scenario`` column routes them.
 - **webdataset**: a ``.tar`` file, or a folder of them. A member ``KEY.png`` (``.jpg``,
   ``.jpeg``, ``.webp``) is an image of sample KEY; the sample is the group unless its
-  ``KEY.json`` names ``"group"`` (and optionally ``"scenario"``). Members are read, never
-  extracted.
+  ``KEY.json`` names ``"group"`` (and optionally ``"scenario"``). A sample's members are
+  consecutive, as WebDataset writes them. Members are read, never extracted.
+
+Nothing is read whole, and nothing larger than ``max_bytes`` (a file, a tar member, a Parquet
+cell) is read at all: its size is known first (a file's size, a member's header, a Parquet
+page header), and over the limit it is an entry without bytes that says why. A tar is read a
+sample at a time, a Parquet file a row group at a time and a few rows per batch, so what a
+small compressed pool that decompresses to gigabytes costs is bounded by `HELD` x ``max_bytes``
+(a sample's images, a Parquet page), not by the pool.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal, cast
 
 from yanami import _json
-from yanami._files import read_regular
+from yanami._files import open_regular, read_regular
 from yanami.errors import UserError
 
 PoolFormat = Literal["auto", "folder", "parquet", "webdataset"]
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-"""A pool file larger than this is refused unread."""
+"""A pool file (an image file, a tar member, a Parquet cell) larger than this is refused unread."""
+HELD = 4
+"""What a reader holds at once, in units of the file limit: a WebDataset sample's images, a
+Parquet page (a column's run of cells, decompressed). Beyond it, what it would hold is refused unread."""
 GROUPS_FILE = "groups.jsonl"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
@@ -43,7 +53,8 @@ class PoolEntry:
     """One image of a pool, as read."""
 
     source: str
-    """Where it came from: a path relative to the pool, ``FILE#row=N[:k]`` or ``TAR:MEMBER``."""
+    """Where it came from: a path relative to the pool, ``FILE#row=N[:k]`` (``FILE#rows=N-M``: a
+    refused row group) or ``TAR:MEMBER``."""
     group: str
     data: bytes | None
     """The file's bytes; None when they could not be read (``problem`` says why)."""
@@ -203,98 +214,349 @@ def _parquet(
         raise UserError("reading a Parquet pool needs the hf extra: pip install 'yanami[hf]'") from None
     name = _rel(path, pool)
     try:
-        f = pq.ParquetFile(path)
-        columns = f.schema_arrow.names
-    except Exception as exc:  # pyarrow raises many types for a file that is not Parquet
-        yield PoolEntry(name, name, None, f"not a readable Parquet file ({exc})")
+        fd = open_regular(path)
+    except OSError as exc:
+        yield PoolEntry(name, name, None, f"cannot be read ({exc.strerror})")
         return
-    image = image_column or next((c for c in _IMAGE_COLUMNS if c in columns), None)
-    if image is None or image not in columns:
-        raise UserError(f"{path}: no image column {image_column or '(image, images, img)'}; columns: {columns}")
-    group = group_column or ("group" if "group" in columns else None)
-    if group is not None and group not in columns:
-        raise UserError(f"{path}: no group column {group!r}; columns: {columns}")
-    wanted = [c for c in (image, group, "scenario" if "scenario" in columns else None) if c]
-    row = 0
-    try:
-        for batch in f.iter_batches(batch_size=64, columns=wanted):
-            for rec in batch.to_pylist():
-                where = f"{name}#row={row}"
-                gname = str(rec[group]) if group and rec.get(group) is not None else where
-                scenario = rec.get("scenario") if isinstance(rec.get("scenario"), str) else None
-                value = rec[image]
-                items = value if isinstance(value, list) else [value]
-                for k, item in enumerate(items):
-                    source = f"{where}:{k}" if isinstance(value, list) else where
-                    data, problem = _cell_bytes(item, max_bytes)
-                    yield PoolEntry(source, gname, data, problem, scenario)
-                row += 1
-    except Exception as exc:  # a truncated or corrupt file fails mid-way: what was read stands
-        yield PoolEntry(f"{name}#row={row}", f"{name}#row={row}", None, f"the Parquet file breaks off here ({exc})")
+    with open(fd, "rb") as heads:
+        try:
+            # pages stream through a small buffer: the file's compressed bytes are never all read at once
+            f = pq.ParquetFile(path, buffer_size=1 << 20)
+            columns = f.schema_arrow.names
+        except Exception as exc:  # pyarrow raises many types for a file that is not Parquet
+            yield PoolEntry(name, name, None, f"not a readable Parquet file ({exc})")
+            return
+        image = image_column or next((c for c in _IMAGE_COLUMNS if c in columns), None)
+        if image is None or image not in columns:
+            raise UserError(f"{path}: no image column {image_column or '(image, images, img)'}; columns: {columns}")
+        group = group_column or ("group" if "group" in columns else None)
+        if group is not None and group not in columns:
+            raise UserError(f"{path}: no group column {group!r}; columns: {columns}")
+        reader = _ParquetReader(f, heads, name, image, group, "scenario" in columns, max_bytes)
+        try:
+            for i in range(f.num_row_groups):
+                yield from reader.row_group(i)
+        except Exception as exc:  # a truncated or corrupt file fails mid-way: what was read stands
+            where = f"{name}#row={reader.row}"
+            yield PoolEntry(where, where, None, f"the Parquet file breaks off here ({exc})")
+
+
+@dataclass
+class _ParquetReader:
+    """One Parquet file's entries, a row group at a time, a few cells at a time."""
+
+    f: Any
+    """The `pyarrow.parquet.ParquetFile`."""
+    heads: BinaryIO
+    """The same file, for reading page headers."""
+    name: str
+    image: str
+    group: str | None
+    scenario: bool
+    """Whether there is a ``scenario`` column."""
+    max_bytes: int
+    row: int = 0
+    """The next row of the file."""
+
+    def row_group(self, i: int) -> Iterator[PoolEntry]:
+        """The entries of row group ``i``; its images refused unread (an unreadable entry per row)
+        where a page of theirs would decompress to more than the limits allow (`_pages_over`)."""
+        meta = self.f.metadata.row_group(i)
+        side = [c for c in (self.group, "scenario" if self.scenario else None) if c]
+        problem = _pages_over(self.heads, meta, [self.image], self.max_bytes)
+        if (side_problem := _pages_over(self.heads, meta, side, self.max_bytes)) is not None:
+            where = f"{self.name}#rows={self.row}-{self.row + meta.num_rows - 1}"
+            yield PoolEntry(where, where, None, problem or side_problem)  # not even the groups can be read
+            self.row += meta.num_rows
+            return
+        if problem is None:
+            # as many rows per batch as hold about max_bytes on average: a few cells, not the file
+            size = max(1, min(64, self.max_bytes * meta.num_rows // max(1, meta.total_byte_size)))
+            columns = [self.image, *side]
+        else:
+            size, columns = 1024, side
+        if not columns:  # refused, and nothing else to read: each row is its own group
+            for _ in range(meta.num_rows):
+                where = f"{self.name}#row={self.row}"
+                yield PoolEntry(where, where, None, problem)
+                self.row += 1
+            return
+        for batch in self.f.iter_batches(batch_size=size, row_groups=[i], columns=columns, use_threads=False):
+            cells = batch.column(self.image) if problem is None else None
+            groups = batch.column(self.group).to_pylist() if self.group else [None] * batch.num_rows
+            scenarios = batch.column("scenario").to_pylist() if self.scenario else [None] * batch.num_rows
+            for r in range(batch.num_rows):
+                where = f"{self.name}#row={self.row}"
+                gname = str(groups[r]) if groups[r] is not None else where
+                scenario = scenarios[r] if isinstance(scenarios[r], str) else None
+                if cells is None:
+                    yield PoolEntry(where, gname, None, problem, scenario)
+                elif _is_list(cells.type):
+                    value = cells[r]
+                    items = list(value.values) if value.is_valid and value.values is not None else []
+                    for k, item in enumerate(items):
+                        yield PoolEntry(f"{where}:{k}", gname, *_cell_bytes(item, self.max_bytes), scenario)
+                else:
+                    yield PoolEntry(where, gname, *_cell_bytes(cells[r], self.max_bytes), scenario)
+                self.row += 1
+
+
+def _is_list(kind: Any) -> bool:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
 
 
 def _cell_bytes(item: Any, max_bytes: int) -> tuple[bytes | None, str | None]:
-    if isinstance(item, dict):
-        item = item.get("bytes")
-    if item is None:
+    """The bytes of one image cell (a pyarrow scalar: bytes or a ``{"bytes": …}`` struct), copied
+    out only when they are within ``max_bytes``."""
+    import pyarrow as pa
+
+    kind = item.type
+    if pa.types.is_struct(kind):
+        item = item["bytes"] if item.is_valid and kind.get_field_index("bytes") >= 0 else None
+    if item is None or not item.is_valid:
         return None, "the image cell is empty"
-    if not isinstance(item, bytes):
-        return None, f"the image cell holds {type(item).__name__}, not bytes"
-    if len(item) > max_bytes:
-        return None, f"{len(item)} bytes is over the limit of {max_bytes}"
-    return item, None
+    kind = item.type
+    t = pa.types
+    if not (t.is_binary(kind) or t.is_large_binary(kind) or t.is_binary_view(kind) or t.is_fixed_size_binary(kind)):
+        return None, f"the image cell holds {kind}, not bytes"
+    buf = item.as_buffer()  # the cell where it lies, not a copy
+    if buf.size > max_bytes:
+        return None, f"{buf.size} bytes is over the limit of {max_bytes}"
+    return bytes(buf.to_pybytes()), None
+
+
+def _pages_over(heads: BinaryIO, meta: Any, columns: list[str], max_bytes: int) -> str | None:
+    """Why the row group ``meta`` may not be read, from the page headers of ``columns`` (before
+    any page is read), else None: a page that decompresses to more than `HELD` x ``max_bytes``,
+    or to more than ``max_bytes`` per value it holds (so one of its cells is over the limit).
+
+    The reader holds a column's dictionary page and one data page at a time (and about three
+    times a page's size while it decodes one): bounding every page bounds what it holds, whatever
+    the row group's size or what the column chunk's own summary claims.
+    """
+    for j in range(meta.num_columns):
+        chunk = meta.column(j)
+        path = chunk.path_in_schema
+        if not any(path == c or path.startswith(c + ".") for c in columns):
+            continue
+        start = chunk.data_page_offset
+        if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+            start = chunk.dictionary_page_offset
+        end, pos = start + chunk.total_compressed_size, start
+        while pos < end:
+            heads.seek(pos)
+            try:
+                unpacked, packed, values = _page_sizes(heads)
+            except ValueError as exc:
+                return f"a page header of column {path} cannot be read ({exc}); not read"
+            if unpacked > max(1, values) * (max_bytes + _VALUE_SLACK) + _PAGE_SLACK:
+                return (
+                    f"a page of column {path} decompresses to {unpacked} bytes for {values} value(s): "
+                    f"a cell over the limit of {max_bytes}; not read"
+                )
+            if unpacked > HELD * max_bytes:
+                return (
+                    f"a page of column {path} decompresses to {unpacked} bytes, over the limit of "
+                    f"{HELD * max_bytes} ({HELD} x {max_bytes}); not read"
+                )
+            pos = heads.tell() + packed
+    return None
+
+
+_VALUE_SLACK, _PAGE_SLACK = 8, 1024
+"""Bytes a page may spend besides its values: per value (its length, its levels), and per page."""
+_HEADER_BYTES = 1 << 20
+"""A Parquet page header or a tar's extended header longer than this is refused (real ones are small)."""
+
+
+class _Compact:
+    """Just enough of Thrift's compact protocol to read a Parquet page header's sizes."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.left = _HEADER_BYTES
+
+    def take(self, n: int) -> bytes:
+        self.left -= n
+        data = self.f.read(n) if self.left >= 0 else b""
+        if len(data) != n:
+            raise ValueError("it breaks off" if self.left >= 0 else f"over {_HEADER_BYTES} bytes")
+        return data
+
+    def varint(self) -> int:
+        out = shift = 0
+        while shift < 70:
+            b = self.take(1)[0]
+            out |= (b & 0x7F) << shift
+            if b < 0x80:
+                return out
+            shift += 7
+        raise ValueError("a varint that does not end")
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def fields(self) -> Iterator[tuple[int, int]]:
+        """``(field id, type)`` of each field of a struct; the caller reads or skips its value."""
+        last = 0
+        while head := self.take(1)[0]:
+            last = last + (head >> 4) if head >> 4 else self.zigzag()
+            yield last, head & 0x0F
+
+    def skip(self, kind: int, depth: int = 0, element: bool = False) -> None:
+        if depth > 16:
+            raise ValueError("nested too deeply")
+        if kind in (1, 2):  # a boolean: in the field's type, or a byte of its own in a collection
+            self.take(1 if element else 0)
+        elif kind == 3:
+            self.take(1)
+        elif kind in (4, 5, 6):
+            self.varint()
+        elif kind == 7:
+            self.take(8)
+        elif kind == 8:
+            self.take(self.varint())
+        elif kind in (9, 10):
+            head = self.take(1)[0]
+            n = head >> 4 if head >> 4 != 15 else self.varint()
+            for _ in range(n):
+                self.skip(head & 0x0F, depth + 1, element=True)
+        elif kind == 11:
+            n = self.varint()
+            kinds = self.take(1)[0] if n else 0
+            for _ in range(n):
+                self.skip(kinds >> 4, depth + 1, element=True)
+                self.skip(kinds & 0x0F, depth + 1, element=True)
+        elif kind == 12:
+            for _, inner in self.fields():
+                self.skip(inner, depth + 1)
+        else:
+            raise ValueError(f"an unknown field type {kind}")
+
+
+def _page_sizes(f: BinaryIO) -> tuple[int, int, int]:
+    """``(uncompressed, compressed, values)`` of the page whose header starts at ``f``'s position,
+    leaving ``f`` at the page's data. A PageHeader holds 2: uncompressed_page_size,
+    3: compressed_page_size, and its kind's header (5: data, 7: dictionary, 8: data v2) whose
+    field 1 is num_values."""
+    reader = _Compact(f)
+    sizes: dict[int, int] = {}
+    values = 0
+    for field_id, kind in reader.fields():
+        if field_id in (2, 3) and kind == 5:
+            sizes[field_id] = reader.zigzag()
+        elif field_id in (5, 7, 8) and kind == 12:
+            for inner, inner_kind in reader.fields():
+                if inner == 1 and inner_kind == 5:
+                    values = reader.zigzag()
+                else:
+                    reader.skip(inner_kind, 1)
+        else:
+            reader.skip(kind)
+    if sizes.keys() != {2, 3} or min(sizes.values()) < 0:
+        raise ValueError("no page sizes")
+    return sizes[2], sizes[3], values
 
 
 # webdataset -----------------------------------------------------------------------------------
 
+META_BYTES = 1 << 20
+"""A sample's ``.json`` side file larger than this is not read."""
+_EXTENDED = (
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+)
+
+
+class _Bounded(tarfile.TarInfo):
+    """A tar header whose extended headers (a long name, pax records) are refused over
+    `_HEADER_BYTES` instead of read whole: a compressed tar could make one gigabytes long."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED and self.size > _HEADER_BYTES:
+            raise tarfile.ReadError(f"an extended header of {self.size} bytes")
+        return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+
+@dataclass
+class _Sample:
+    """The members of one WebDataset sample read so far (its images wait for its ``.json``)."""
+
+    key: str
+    images: list[tuple[str, bytes | None, str | None]]
+    meta: dict[str, Any] | None = None
+    held: int = 0
+    """Bytes of its images read so far."""
+
+    def entries(self) -> Iterator[PoolEntry]:
+        meta = self.meta or {}
+        named = meta.get("group")
+        group = named if isinstance(named, str) and named else self.key
+        scenario = meta.get("scenario") if isinstance(meta.get("scenario"), str) else None
+        for source, data, problem in self.images:
+            yield PoolEntry(source, group, data, problem, scenario)
+
 
 def _webdataset(path: Path, pool: Path, max_bytes: int) -> Iterator[PoolEntry]:
+    """The entries of one tar, a sample at a time: a sample's members are consecutive (as WebDataset
+    writes them), so what is held is one sample's images, at most `HELD` x ``max_bytes``."""
     name = _rel(path, pool)
-    samples: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
+    sample: _Sample | None = None
     try:
-        with tarfile.open(path, mode="r:*") as tar:
-            for member in tar:
-                if not member.isfile():
-                    continue
+        with open(open_regular(path), "rb") as raw, tarfile.open(fileobj=raw, mode="r:*", tarinfo=_Bounded) as tar:
+            while (member := tar.next()) is not None:
+                cast(Any, tar).members.clear()  # headers read are not needed again: a long tar stays small
                 base = member.name.rsplit("/", 1)[-1]
-                if base.startswith("."):
+                if not member.isfile() or base.startswith("."):
                     continue
-                prefix = member.name[: len(member.name) - len(base)]
                 key, dot, ext = base.partition(".")
-                key = prefix + key
+                key = member.name[: len(member.name) - len(base)] + key
                 ext = "." + ext.lower() if dot else ""
-                if key not in samples:
-                    samples[key] = {"images": [], "meta": None}
-                    order.append(key)
-                source = f"{name}:{member.name}"
+                if sample is None or sample.key != key:
+                    if sample is not None:
+                        yield from sample.entries()
+                    sample = _Sample(key, [])
                 if ext.endswith(IMAGE_SUFFIXES):
-                    if member.size > max_bytes:
-                        samples[key]["images"].append((source, None, f"{member.size} bytes is over the limit"))
-                        continue
-                    fh = tar.extractfile(member)
-                    data = fh.read() if fh is not None else None
-                    samples[key]["images"].append((source, data, None if data is not None else "unreadable"))
-                elif ext == ".json" and member.size <= 1 << 20:
-                    fh = tar.extractfile(member)
-                    try:
-                        meta = json.loads(fh.read()) if fh is not None else None
-                    except ValueError:
-                        meta = None
-                    samples[key]["meta"] = meta if isinstance(meta, dict) else None
-    except (tarfile.TarError, OSError, EOFError) as exc:
+                    sample.images.append(_member(tar, member, f"{name}:{member.name}", sample, max_bytes))
+                elif ext == ".json" and member.size <= META_BYTES:
+                    sample.meta = _meta(tar, member)
+    except (tarfile.TarError, OSError, EOFError, RecursionError) as exc:
         # what was read before the break stands; the break itself is one recorded rejection
-        yield from _samples(samples, order)
+        if sample is not None:
+            yield from sample.entries()
         yield PoolEntry(name, name, None, f"not a readable tar file ({exc})")
         return
-    yield from _samples(samples, order)
+    if sample is not None:
+        yield from sample.entries()
 
 
-def _samples(samples: dict[str, dict[str, Any]], order: list[str]) -> Iterator[PoolEntry]:
-    for key in order:
-        meta = samples[key]["meta"] or {}
-        named = meta.get("group")
-        group = named if isinstance(named, str) and named else key
-        scenario = meta.get("scenario") if isinstance(meta.get("scenario"), str) else None
-        for source, data, problem in samples[key]["images"]:
-            yield PoolEntry(source, group, data, problem, scenario)
+def _member(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, source: str, sample: _Sample, max_bytes: int
+) -> tuple[str, bytes | None, str | None]:
+    """An image member's bytes, read only when its size (from its header) is within the limits."""
+    if member.size > max_bytes:
+        return source, None, f"{member.size} bytes is over the limit of {max_bytes}"
+    if sample.held + member.size > HELD * max_bytes:
+        return source, None, f"the sample's images together are over {HELD * max_bytes} bytes ({HELD} x the limit)"
+    fh = tar.extractfile(member)
+    if fh is None:
+        return source, None, "unreadable"
+    data = fh.read(member.size)
+    sample.held += len(data)
+    return source, data, None
+
+
+def _meta(tar: tarfile.TarFile, member: tarfile.TarInfo) -> dict[str, Any] | None:
+    """A sample's ``.json`` side file as an object, or None when it is not one."""
+    fh = tar.extractfile(member)
+    try:
+        meta = json.loads(fh.read(META_BYTES)) if fh is not None else None
+    except _json.ERRORS:
+        return None
+    return meta if isinstance(meta, dict) else None

@@ -413,7 +413,8 @@ def _open_out(out: Path, settings: dict[str, Any]) -> DirLock:
     """Create OUT, or check that it holds a preparation: a finished one (with its manifest) only
     of the same command; an unfinished one may continue with other settings (what it wrote is
     recomputed, and its answers are cached per request). OUT stays locked while the preparation
-    writes it (`DirLock`): a second ``prepare`` on it stops at once."""
+    writes it (`DirLock`): a second ``prepare`` on it stops at once; the temporary files a killed
+    one left are removed as the lock is taken."""
     text = json.dumps(settings, indent=2, sort_keys=True) + "\n"
     if out.exists():
         if not out.is_dir():
@@ -425,6 +426,7 @@ def _open_out(out: Path, settings: dict[str, Any]) -> DirLock:
     out.mkdir(exist_ok=True)
     lock = DirLock(out)
     try:  # checked again under the lock: another preparation may have written it meanwhile
+        _remove_leftovers(out)
         mine = out / SETTINGS
         if mine.is_file() and (out / MANIFEST).is_file() and mine.read_text(encoding="utf-8") != text:
             raise UserError(f"{out}: was prepared with other settings ({mine}); choose another --out")
@@ -433,6 +435,14 @@ def _open_out(out: Path, settings: dict[str, Any]) -> DirLock:
         lock.release()
         raise
     return lock
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Remove the temporary files a killed preparation left in OUT (`atomic_write`'s hidden
+    ``.NAME.….tmp``, beside a file it wrote or an image it stored): OUT is locked, so no other
+    process is writing one."""
+    for stale in [*out.glob(".*.tmp"), *out.glob("images/*/.*.tmp")]:
+        stale.unlink(missing_ok=True)
 
 
 def _run(
