@@ -182,19 +182,41 @@ def validate(
     max_pixels: Annotated[
         int, typer.Option(help="Refuse images with more pixels than this.", metavar="N")
     ] = 40_000_000,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="Also parse every picture of a world bench and compare it with the scene its turn's hidden state "
+            "says it shows.",
+        ),
+    ] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes that parse pictures (--deep); never changes a result.", metavar="N")
+    ] = 1,
 ) -> None:
     """Check a dataset directory and list every problem.
 
     Each problem is one line, path:line: field: message (the first 50, then a count).
-    Exit 0 if the dataset is valid, 1 if it has problems, 2 if DIR is no dataset.
+    --deep also re-parses every picture of a world bench against its turn's hidden state, a
+    problem line for each that differs (a picture changed and re-hashed consistently passes
+    the plain check). Exit 0 if the dataset is valid, 1 if it has problems, 2 if DIR is no dataset.
     """
-    from yanami.store import Dataset, open_dataset_dir, validate_dataset
+    from yanami.store import Dataset, Problem, open_dataset_dir, validate_dataset
 
     _, raw, _ = open_dataset_dir(directory)
     counts = raw.get("counts") if isinstance(raw, dict) else None
     total = counts.get("dialogues") if isinstance(counts, dict) else None
     with progress("dialogues", total if isinstance(total, int) else None) as advance:
         problems = validate_dataset(directory, max_pixels=max_pixels, on_dialogue=advance)
+    reparsed = None
+    if deep and problems:
+        err.print("--deep: the pictures were not re-parsed (the dataset has the problems below)", markup=False)
+    elif deep:
+        from yanami.world import Parser, reparse_bench
+
+        with Parser(workers) as parser, progress("re-parsing pictures", None) as advance:
+            reparsed = reparse_bench(Dataset(directory, max_pixels=max_pixels), parser, on_image=advance)
+        problems = [Problem(d.shard, d.line, d.field, d.message) for d in reparsed.disagreements]
     if problems:
         for p in problems[:MAX_PROBLEMS_SHOWN]:
             out.print(str(p), markup=False)
@@ -207,6 +229,11 @@ def validate(
     ds = Dataset(directory, max_pixels=max_pixels)
     c = ds.manifest.counts
     out.print(f"{directory}: valid ({c.dialogues} dialogues, {c.turns} turns, {c.images} images)", markup=False)
+    if reparsed is not None and reparsed.world:
+        out.print(f"--deep: {reparsed.pictures} pictures re-parsed, each shows its hidden state", markup=False)
+    elif reparsed is not None:
+        out.print("--deep: nothing to re-parse (no dialogue made by the world holds a scene its pictures show)",
+                  markup=False)  # fmt: skip
     judges = supported_judges(ds)
     out.print(f"judges: {judges}", markup=False)
 
@@ -402,6 +429,9 @@ def audit(
         int, typer.Option(min=1, help="Realizations of each turn's free choices to draw.", metavar="N")
     ] = 16,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes that parse pictures; never changes a result.", metavar="N")
+    ] = 1,
 ) -> None:
     """Prove a world bench's checks decidable and its target turns irreducible.
 
@@ -409,16 +439,20 @@ def audit(
     are drawn again DRAWS times; every check must hold on each realization. The stateless
     reading (the request applied to the latest image alone) must fail some check. Under
     Self-History, rollouts that make their own free choices must pass every check as the
-    judge rebases it on their own earlier images. Exit 1 if any check is undecidable.
+    judge rebases it on their own earlier images. Every picture is parsed and compared with
+    the scene its turn's hidden state says it shows (as `validate --deep`). Exit 1 if any
+    check is undecidable or any picture differs.
     """
     from yanami.store import Dataset
-    from yanami.world import audit_bench, audit_text
+    from yanami.world import Parser, audit_bench, audit_text, reparse_bench
 
     ds = Dataset(bench)
     with progress("auditing", len(ds)) as advance:
         result = audit_bench(ds, draws, on_dialogue=advance)
     if not result.figures["dialogues"]:
         raise UserError(f"{bench}: no world dialogues to audit (yanami audit replays dialogues made by yanami build)")
+    with Parser(workers) as parser, progress("re-parsing pictures", None) as advance:
+        result.add_pictures(reparse_bench(ds, parser, on_image=advance))
     if result.others:
         err.print(f"warning: {result.others} dialogue(s) not made by the world were skipped", markup=False)
     if as_json:
@@ -427,7 +461,7 @@ def audit(
         out.print(audit_text(str(bench), result), markup=False)
     for line in result.problems(MAX_PROBLEMS_SHOWN):
         out.print(line, markup=False)
-    if result.report.undecidable or result.report.self_undecidable:
+    if result.failed:
         raise typer.Exit(1)
 
 

@@ -113,10 +113,39 @@ def test_a_dependency_on_a_later_turn_is_refused(tmp_path: Path, cli: Callable[.
 def test_a_grid_for_a_turn_that_does_not_exist_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
     src = write_imug(tmp_path / "imug")
     grid = src / "data" / "grid_gt" / "Geometric_Coloring__cubes_coloring__1.jsonl"
-    grid.write_text(grid.read_text() + json.dumps({"turn": 9, "grid": [["0"]]}) + "\n")
+    grid.write_text(grid.read_text() + json.dumps({"turn": 9, "grid": IMUG_GRID}) + "\n")
     r = cli("import", "imug", src, "--out", tmp_path / "ds")
     assert r.code == 2 and not (tmp_path / "ds").exists()
     assert f"{grid}:2: turn: sample Geometric_Coloring/cubes_coloring/1 has no turn 9" in r.err
+
+
+@pytest.mark.parametrize(
+    ("grid", "expected"),
+    [
+        ([], "grid: empty; a 3 x 3 grid of cells 0, 1, g, r expected"),
+        ([[]], "grid: empty; a 3 x 3 grid of cells 0, 1, g, r expected"),
+        ([["1", "0", "0"], ["0", "r"], ["0", "0", "g"]], "grid: ragged (rows of 3, 2, 3 cells); a 3 x 3 grid"),
+        ([["1", "0"], ["0", "r"]], "grid: 2 x 2; a 3 x 3 grid of cells 0, 1, g, r expected"),
+        ([["1", "0", "0", "0"]] * 3, "grid: 3 x 4; a 3 x 3 grid"),
+        ([["1", "0", "0"]] * 4, "grid: 4 x 3; a 3 x 3 grid"),
+        ([["1", "0", "0"], ["0", ["r"], "0"], ["0", "0", "g"]], "grid[1]: not a row of cells 0, 1, g, r"),
+        ([["1", "0", "0"], "0r0", ["0", "0", "g"]], "grid[1]: not a row of cells 0, 1, g, r"),
+        ([["1", "0", "0"], ["0", "b", "0"], ["0", "0", "g"]], "grid[1]: not a row of cells 0, 1, g, r"),
+        ({"rows": 3}, "grid: expected list, got a dict"),
+    ],
+    ids=["empty", "one empty row", "ragged", "2 x 2", "3 x 4", "4 x 3", "a cell that is a list", "a row that is text",
+         "an unknown cell", "not a list"],
+)  # fmt: skip
+def test_a_grid_that_is_not_3_by_3_is_refused_in_one_line(
+    tmp_path: Path, cli: Callable[..., Any], grid: Any, expected: str
+) -> None:
+    src = write_imug(tmp_path / "imug")
+    path = src / "data" / "grid_gt" / "Geometric_Coloring__cubes_coloring__1.jsonl"
+    path.write_text(json.dumps({"turn": 2, "grid": grid}) + "\n")
+    r = cli("import", "imug", src, "--out", tmp_path / "ds")
+    assert r.code == 2 and not (tmp_path / "ds").exists()
+    assert f"{path}:1: {expected}" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
 
 
 def test_classes_come_from_the_sources_own_config(tmp_path: Path, cli: Callable[..., Any]) -> None:

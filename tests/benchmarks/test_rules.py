@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
 
 from yanami.benchmarks.imug.rules import (
+    drawn,
     grid_points,
     imug_image_score,
     mcq_code,
@@ -18,6 +20,7 @@ from yanami.benchmarks.imug.rules import (
     resolved_answer,
 )
 from yanami.benchmarks.weave.rules import weave_metric_means, weave_score, weave_score_code
+from yanami.models.fake import plain_png
 
 
 def test_weave_pools_each_metric_then_weighs() -> None:
@@ -153,3 +156,60 @@ def test_the_grid_is_read_from_the_picture_and_scored_like_the_public_code() -> 
     Image.new("RGB", (100, 100), "white").save(blank, format="PNG")
     assert read_grid(blank.getvalue()) is None and grid_points(None, TRUTH, 4) == [0, 0, 0, 0]
     assert grid_points(TRUTH, TRUTH, 5) == [5, 5, 5, 5, 0]
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def no_grid_pictures() -> dict[str, bytes]:
+    """Pictures that show no grid: what a model may return instead of one."""
+    rng = np.random.default_rng(5)
+    h, w = 240, 320
+    plain = {"white": (255, 255, 255), "black": (0, 0, 0), "grey": (120, 130, 140), "teal": (93, 173, 167)}
+    out = {colour: _png(np.full((h, w, 3), rgb)) for colour, rgb in plain.items()}
+    out["the fake server's picture"] = plain_png()
+    out["colour noise"] = _png(rng.integers(0, 256, (h, w, 3)))
+    out["grey noise"] = _png(np.repeat(rng.integers(0, 256, (h, w, 1)), 3, axis=-1))
+    for share in (0.02, 0.2, 0.5, 0.8):  # specks, from a few to most of the picture
+        specks = np.full((h, w, 3), 255)
+        specks[rng.random((h, w)) < share] = (200, 20, 20)
+        out[f"specks {share:.0%}"] = _png(specks)
+    ramp = np.linspace(0, 255, w)[None, :, None] * np.ones((h, 1, 3))
+    out["gradient"] = _png(ramp * (1, 0.6, 0.3))
+    sky = np.linspace(90, 230, h)[:, None, None] * np.ones((1, w, 1)) * (0.6, 0.8, 1.0)
+    photo = Image.fromarray(sky.astype(np.uint8))
+    draw = ImageDraw.Draw(photo)
+    for _ in range(12):  # hills and trees, blurred, with the grain of a photograph
+        x, y, r = int(rng.integers(0, w)), int(rng.integers(h // 3, h)), int(rng.integers(15, 80))
+        draw.ellipse((x - r, y - r, x + r, y + r), fill=tuple(int(v) for v in rng.integers(0, 200, 3)))
+    smooth = np.asarray(photo.filter(ImageFilter.GaussianBlur(3)), dtype=np.int32)
+    out["painting"] = _png(smooth)
+    out["photograph"] = _png(np.clip(smooth + rng.integers(-20, 20, smooth.shape), 0, 255))
+    return out
+
+
+@pytest.mark.parametrize("name", list(no_grid_pictures()))
+def test_a_picture_without_a_grid_earns_no_point_under_either_reading(name: str) -> None:
+    picture = no_grid_pictures()[name]
+    assert read_grid(picture) is None and read_grid_code(picture) is None
+    assert drawn(np.asarray(Image.open(io.BytesIO(picture)).convert("RGB"), dtype=np.int16)) is False
+    assert grid_points(read_grid(picture), TRUTH, 4) == grid_points(read_grid_code(picture), TRUTH, 4) == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "paper, fmt", [("white", "PNG"), ((235, 235, 228), "PNG"), ("white", "JPEG"), ((250, 240, 220), "JPEG")]
+)
+def test_a_drawn_grid_is_still_read_on_any_plain_paper(paper: object, fmt: str) -> None:
+    """The test for a drawing takes nothing from a grid: on light paper, in JPEG, with the paper
+    showing only between the cubes, both readings read what they read before."""
+    for cells in (TRUTH, [["1", "g", "1"], ["1", "g", "r"], ["0", "r", "1"]]):
+        img = Image.open(io.BytesIO(drawn_grid(cells, style="cubes")))
+        page = Image.new("RGB", img.size, paper)  # type: ignore[arg-type]
+        page.paste(img, mask=Image.eval(img.convert("L"), lambda v: 255 if v < 250 else 0))
+        buf = io.BytesIO()
+        page.save(buf, format=fmt, quality=90)
+        assert read_grid(buf.getvalue()) == cells
+        assert read_grid_code(buf.getvalue()) == cells

@@ -25,6 +25,7 @@ from yanami.world._parse import Parse, ParsedObject, Parser, parse_cached, parse
 from yanami.world._place import VIEWS, random_scene, valid
 from yanami.world._predicates import evaluate, select
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
+from yanami.world._reparse import Disagreement, Reparsed, reparse_bench
 from yanami.world._scenarios import compose_dialogue
 from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
 from yanami.world._selfhistory import Scenes, rebase_checks, view_of
@@ -51,11 +52,13 @@ __all__ = [
     "Battery",
     "Camera",
     "ConstraintState",
+    "Disagreement",
     "Parse",
     "ParsedObject",
     "Parser",
     "QuestionIntent",
     "ReferenceAgent",
+    "Reparsed",
     "Scene",
     "Scenes",
     "Shortcuts",
@@ -87,6 +90,7 @@ __all__ = [
     "render",
     "render_array",
     "render_png",
+    "reparse_bench",
     "select",
     "shown_before",
     "turn_intent",

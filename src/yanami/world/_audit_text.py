@@ -10,6 +10,7 @@ from typing import Any
 from yanami.schema import Dialogue
 from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._free import AUDIT_DRAWS
+from yanami.world._reparse import Reparsed
 from yanami.world._shortcuts import Battery, Shortcuts
 
 SHORTCUT_LIMIT = 0.35
@@ -25,11 +26,28 @@ class AuditResult:
     battery: Battery
     others: int
     """Dialogues skipped: not made by the world."""
+    pictures: Reparsed | None = None
+    """Every picture read again against its turn's hidden state (`add_pictures`)."""
+
+    def add_pictures(self, reparsed: Reparsed) -> None:
+        """Record the pictures read again (`yanami.world.reparse_bench`) and their figures."""
+        self.pictures = reparsed
+        self.figures["pictures_reparsed"] = reparsed.pictures
+        self.figures["pictures_differing"] = len(reparsed.images)
+        self.figures["differing_images"] = reparsed.images
+
+    @property
+    def failed(self) -> bool:
+        """Whether the audit fails: an undecidable check, or a picture that is not what its hidden state says."""
+        differing = self.pictures is not None and self.pictures.disagreements
+        return bool(self.report.undecidable or self.report.self_undecidable or differing)
 
     def problems(self, limit: int) -> list[str]:
         """Every finding to list, a line each, at most ``limit`` of each kind."""
         r = self.report
+        differing = self.pictures.disagreements if self.pictures is not None else []
         return [
+            *(f"picture differs: {d}" for d in differing[:limit]),
             *(
                 f"undecidable {u.dialogue} t{u.turn} {u.check}: {u.text} (fails {u.failed})"
                 for u in r.undecidable[:limit]
@@ -96,7 +114,17 @@ def audit_text(bench: str, result: AuditResult) -> str:
         " a rollout's own choices (the judge leaves them out: never failed);"
         f" {figures['self_history_rollouts_cut_short']} rollouts cut short (their own choices left the words"
         " naming no single object)"
+        f"{_picture_line(result.pictures)}"
     )
+
+
+def _picture_line(pictures: Reparsed | None) -> str:
+    """The pictures read again against their hidden state (nothing where they were not)."""
+    if pictures is None:
+        return ""
+    differing = len(pictures.images)
+    verdict = f"{differing} differ{'s' * (differing == 1)} from it (listed below)" if differing else "each shows it"
+    return f"\npictures parsed against their turn's hidden state: {pictures.pictures}; {verdict}"
 
 
 def _floor_lines(floors: dict[str, dict[str, float]]) -> str:

@@ -56,6 +56,8 @@ UNASSIGNED = "Unassigned"
 """Where IMUG-Bench's summary files a domain its class config does not list."""
 DYNAMIC = "<DYNAMIC>"
 GRID_CELLS = frozenset({"0", "1", "r", "g"})
+GRID_SIZE = 3
+"""A grid's rows and columns: the cube grids of Geometric Coloring are 3 x 3."""
 _LETTERS = re.compile(r"[A-G]")
 
 Key = tuple[str, str, str]
@@ -166,12 +168,27 @@ def _side_files(data: Path) -> tuple[_Side, _Side, _Side]:
                 raise fail(str(path), "", "a grid file is named DOMAIN__SUBDOMAIN__SAMPLE.jsonl")
             key = (parts[0], parts[1], parts[2])
             for at, obj in _lines(path):
-                grid = expect(obj.get("grid"), list, at, "grid")
-                for row in grid:
-                    if not isinstance(row, list) or any(c not in GRID_CELLS for c in row):
-                        raise fail(at, "grid", f"rows of cells {', '.join(sorted(GRID_CELLS))} expected")
+                grid = _grid(obj.get("grid"), at)
                 grids.add(key, expect(obj.get("turn"), int, at, "turn"), at, grid)
     return dynamic, image_refs, grids
+
+
+def _grid(value: Any, at: str) -> list[list[str]]:
+    """A grid file's ``grid``: `GRID_SIZE` rows of `GRID_SIZE` cells, each one of `GRID_CELLS`, as
+    its picture is read (`rules.read_grid`) and scored (IMUG-Bench's ``score_logic`` reads 3 x 3)."""
+    grid = expect(value, list, at, "grid")
+    want = f"a {GRID_SIZE} x {GRID_SIZE} grid of cells {', '.join(sorted(GRID_CELLS))} expected"
+    for r, row in enumerate(grid):
+        if not isinstance(row, list) or any(not isinstance(c, str) or c not in GRID_CELLS for c in row):
+            raise fail(at, f"grid[{r}]", f"not a row of cells {', '.join(sorted(GRID_CELLS))}")
+    lengths = [len(row) for row in grid]
+    if not any(lengths):
+        raise fail(at, "grid", f"empty; {want}")
+    if len(set(lengths)) > 1:
+        raise fail(at, "grid", f"ragged (rows of {', '.join(map(str, lengths))} cells); {want}")
+    if (len(grid), lengths[0]) != (GRID_SIZE, GRID_SIZE):
+        raise fail(at, "grid", f"{len(grid)} x {lengths[0]}; {want}")
+    return grid
 
 
 def import_imug(

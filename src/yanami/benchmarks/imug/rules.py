@@ -4,10 +4,11 @@ image points and Geometric Coloring's grids (``ccccEsion/IMUG-Bench``, ``scripts
 A text turn is a multiple-choice answer, score = max(0, (correct - incorrect) / |expected|) x
 format weight, reported x 100; an image turn is graded on its evaluation points, 0-5 each,
 reported as their mean x 20. Geometric Coloring's cube grids are read from the picture, not
-judged (`read_grid`, `read_grid_code`, `grid_points`). The public code reads option letters
-with ``\\b([A-G])\\b``, which finds nothing in a contiguous answer such as ``BC`` (in the reply or
-in a stored answer); its paper counts such letters with full format weight. `mcq_paper`
-follows the paper and is the headline; `mcq_code` reproduces the code, and the report shows both.
+judged (`read_grid`, `read_grid_code`, `grid_points`), and only from a drawing (`drawn`). The
+public code reads option letters with ``\\b([A-G])\\b``, which finds nothing in a contiguous
+answer such as ``BC`` (in the reply or in a stored answer); its paper counts such letters with
+full format weight. `mcq_paper` follows the paper and is the headline; `mcq_code` reproduces the
+code, and the report shows both.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from yanami._regions import enclosed, regions
+from yanami._regions import enclosed, regions, runs
 from yanami.judges import choice_score
 
 IMUG_TEXT_SCALE = 100
@@ -99,7 +100,8 @@ def is_grid_task(domain: str | None, subdomain: str | None) -> bool:
 
 def read_grid(png: bytes, size: int = 3) -> list[list[str]] | None:
     """The ``size`` x ``size`` grid a picture shows: ``0`` empty, ``1`` filled, ``r`` red, ``g``
-    green; None where no grid is found.
+    green; None where no grid is found: where the picture shows no drawing (`drawn`) or has no
+    ink.
 
     The grid is the bounding box of everything darker or more saturated than the background;
     it is cut into equal cells and each cell's middle is read: filled when more than 6 % of it
@@ -114,6 +116,9 @@ def read_grid(png: bytes, size: int = 3) -> list[list[str]] | None:
         rgb = img.convert("RGB")
         hsv = np.asarray(rgb.convert("HSV"), dtype=np.float32)
         gray = np.asarray(rgb.convert("L"), dtype=np.float32)
+        shown = drawn(np.asarray(rgb, dtype=np.int16))
+    if not shown:
+        return None
     h, s, v = hsv[..., 0] * 180 / 255, hsv[..., 1], hsv[..., 2]
     ink = (gray < 160) | (s >= 70)
     ys, xs = np.nonzero(ink)
@@ -146,6 +151,61 @@ def read_grid(png: bytes, size: int = 3) -> list[list[str]] | None:
     return rows
 
 
+PAPER_SHARE = 0.1
+"""The least share of a picture its paper (its commonest colour) covers."""
+PAPER_TOLERANCE = 16
+"""How far, in any of R, G and B, a pixel of the paper may be from the paper's colour."""
+MARK = 48
+"""How far, in any of R, G and B, a mark stands off the paper."""
+
+
+def drawn(rgb: np.ndarray) -> bool:
+    """Whether a picture (H x W x 3) shows a drawing, as a grid of cubes is: marks on a plain
+    paper. The paper is the commonest colour (in steps of 32 per channel; then the median of
+    its pixels), the pixels within `PAPER_TOLERANCE` of it; a drawing has
+
+    - paper: at least `PAPER_SHARE` of the picture (noise and a photograph have none);
+    - in one piece: at least half of its pixels have paper on all four sides (noise of two
+      colours leaves it in specks);
+    - marks: at least 16 pixels `MARK` or more off the paper (a blank or single-coloured
+      picture has none);
+    - with edges: where the paper ends the picture changes by 16 or more from one pixel to the
+      next, on average (a gradient, a sky, fades out of it);
+    - strokes and areas, not specks: at least half of the marks lie in 8-connected regions of
+      32 pixels or more.
+    """
+    h, w = rgb.shape[:2]
+    if h < 3 or w < 3:
+        return False
+    q = rgb // 32
+    key = q[..., 0] * 64 + q[..., 1] * 8 + q[..., 2]
+    common = int(np.argmax(np.bincount(key.ravel(), minlength=512)))
+    colour = np.median(rgb[key == common], axis=0)
+    off = np.abs(rgb - colour).max(axis=-1)
+    paper = off <= PAPER_TOLERANCE
+    if paper.mean() < PAPER_SHARE:
+        return False
+    marks = off >= MARK
+    if np.count_nonzero(marks) < 16:
+        return False
+    jumps = []
+    inner = paper[1:-1, 1:-1].copy()
+    centre = paper[1:-1, 1:-1]
+    for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        side = (slice(1 + dy, h - 1 + dy), slice(1 + dx, w - 1 + dx))
+        inner &= paper[side]
+        edge = centre & ~paper[side]  # a paper pixel whose neighbour on this side is not paper
+        jumps.append(np.abs(rgb[1:-1, 1:-1][edge] - rgb[side][edge]).max(axis=-1))
+    if np.count_nonzero(inner) < 0.5 * np.count_nonzero(centre):
+        return False
+    edges = np.concatenate(jumps)
+    if len(edges) and edges.mean() < 16:
+        return False
+    _, c0, c1, labels = runs(marks)
+    sizes = np.bincount(labels, weights=c1 - c0)
+    return bool(sizes[sizes >= 32].sum() >= 0.5 * sizes.sum())
+
+
 # IMUG-Bench's grid analyzer (``score_grid.py``, ``GridCVAnalyzer``), step by step without OpenCV --
 
 
@@ -160,11 +220,15 @@ def read_grid_code(png: bytes) -> list[list[str]] | None:
     It reads what the analyzer reads, including where a person would not: a grid whose empty
     cells are outlined reads them filled where the outlines survive the erosion, a cube in a
     1-pixel outline may read empty, a thin coloured stripe over a cube colours the whole cell.
-    `read_grid` is yanami's own reading (the headline)."""
+    One step is yanami's: a picture that shows no drawing (`drawn`: blank, noise, a photograph)
+    reads None, where the analyzer reads a grid of empty cells and gives it the point for a grid
+    found. `read_grid` is yanami's own reading (the headline)."""
     from PIL import Image
 
     with Image.open(io.BytesIO(png)) as img:
         rgb = np.asarray(img.convert("RGB"), dtype=np.int32)
+    if not drawn(rgb):
+        return None
     r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
     gray = (r * 4899 + g * 9617 + b * 1868 + 8192) >> 14  # OpenCV's BGR2GRAY, in its fixed point
     marked = gray - _gaussian15(gray) <= -10
