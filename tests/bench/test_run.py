@@ -232,7 +232,7 @@ def test_a_bench_image_is_read_once_while_it_is_kept(world_bench, monkeypatch) -
 
     monkeypatch.setattr(Dataset, "image_bytes", counting)
     monkeypatch.setattr(_run, "_IMAGES_KEPT", 2)
-    runner = _run._Runner(dataset, {}, None, None, None, None, {})  # type: ignore[arg-type]
+    runner = _run._Runner(dataset, None, None, None, None, {})  # type: ignore[arg-type]
     with ThreadPoolExecutor(8) as pool:
         shown = list(pool.map(runner.bench_image, [parts[0]] * 8))
     assert reads == [parts[0].sha256] and all(s is shown[0] for s in shown)

@@ -107,6 +107,90 @@ def build_request(
     return Request(item=item.id, messages=messages, seed=item_seed(item.id), size=size)
 
 
+class Conversation:
+    """The requests of one dialogue's chain, built as the chain runs (`build_request`'s requests,
+    the same ones): each earlier turn's messages are resolved (its images read, the model's own
+    outputs put in under Self-History) once, for every later request that shows them, so the cost
+    of a request does not grow with the turn beyond copying its history (in the yes-first layout;
+    the others number every image of the history, or draw them all into one picture, anew).
+
+    A turn is resolved when the first request that shows it is built: its earlier items have run
+    by then (a chain asks its items in order), so what the callbacks give for it no longer changes.
+    ``fallbacks`` counts the history parts where the dataset stood in for the model's own output
+    (the callbacks advance it); `request` gives, with each request, how many its history holds.
+    """
+
+    def __init__(
+        self,
+        d: Dialogue,
+        layout: Layout,
+        image_bytes: ImageBytes,
+        own_reply: OwnReply | None = None,
+        fallbacks: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.d, self.layout, self.image_bytes, self.own_reply, self.fallbacks = (
+            d,
+            layout,
+            image_bytes,
+            own_reply,
+            fallbacks,
+        )
+        self.questions = {q.id: q for q in d.questions}
+        self._users: dict[int, InputMessage] = {}
+        self._messages: list[InputMessage] = []
+        """The history so far: the user and the assistant message of each resolved turn."""
+        self._fell = [0]
+        """Fallbacks in the history of the first k resolved turns, at k."""
+
+    def question(self, item: Item) -> Question:
+        """The question an item asks."""
+        return self.questions[item.question or ""]
+
+    def request(self, item: Item) -> tuple[Request, int]:
+        """The request for an item, and the fallbacks in the history it shows."""
+        if self.layout != "yes-first":
+            before = self.fallbacks()
+            request = build_request(self.d, item, self.layout, self.image_bytes, self.own_reply)
+            return request, self.fallbacks() - before
+        last = item.turn if item.kind == "question" else item.turn - 1
+        while len(self._fell) <= last + 1:
+            self._resolve_turn(len(self._fell) - 1)
+        if item.kind in ("turn", "reply"):
+            tail = self._user(item.turn)
+            target = next((p for p in self.d.turns[item.turn].assistant.parts if isinstance(p, ImagePart)), None)
+            # a turn with no reference image (IMUG-Bench) is drawn in a square frame
+            size = output_frame(target.width, target.height) if target is not None else output_frame(1, 1)
+        else:
+            tail = InputMessage("user", (InputText(question_prompt(self.question(item))),))
+            size = (512, 512)
+        messages = (*self._messages[: 2 * (last + 1)], tail)
+        return Request(item=item.id, messages=messages, seed=item_seed(item.id), size=size), self._fell[last + 1]
+
+    def _user(self, turn: int) -> InputMessage:
+        message = self._users.get(turn)
+        if message is None:
+            t = self.d.turns[turn]
+            parts = [_resolve(p, turn, "user", j, self.image_bytes) for j, p in enumerate(t.user.parts)]
+            if turn == 0 and self.d.system_prompt:  # the first message of every request
+                parts.insert(0, TextPart(text=self.d.system_prompt))
+            message = self._users[turn] = _message("user", parts)
+        return message
+
+    def _resolve_turn(self, turn: int) -> None:
+        t = self.d.turns[turn]
+        before = self.fallbacks()
+        own = self.own_reply(turn) if self.own_reply is not None else None
+        if own is None:
+            own = [_resolve(p, turn, "assistant", j, self.image_bytes) for j, p in enumerate(t.assistant.parts)]
+        self._messages += (self._user(turn), _message("assistant", own or [TextPart(text=NO_REPLY)]))
+        self._users.pop(turn, None)
+        self._fell.append(self._fell[-1] + self.fallbacks() - before)
+
+
+def _message(role: str, parts: list[TextPart | InputImage]) -> InputMessage:
+    return InputMessage(role, tuple(InputText(p.text) if isinstance(p, TextPart) else p for p in parts))  # type: ignore[arg-type]
+
+
 def _resolve(p: TextPart | ImagePart, turn: int, side: str, j: int, image_bytes: ImageBytes) -> TextPart | InputImage:
     if isinstance(p, TextPart):
         return p

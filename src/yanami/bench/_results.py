@@ -99,6 +99,21 @@ def _load_checks(text: str | None) -> list[CheckResult] | None:
     ]
 
 
+def _items_of(dialogue: str) -> tuple[str, str]:
+    """The range of item ids (``<dialogue>/...``) of one dialogue: ``/`` is followed by ``0``,
+    and a dialogue id holds no ``/``."""
+    return f"{dialogue}/", f"{dialogue}0"
+
+
+def _verdict(r: sqlite3.Row) -> Verdict:
+    row = dict(r)
+    row["checks"] = _load_checks(row["checks"])
+    row["aligned"] = None if row["aligned"] is None else json.loads(row["aligned"])
+    row["reason"] = row["reason"] or ""
+    row["scores"] = None if row["scores"] is None else json.loads(row["scores"])
+    return Verdict.model_validate(row)
+
+
 class RunRows(NamedTuple):
     """A run as read: its predictions and one judge's verdicts (by item), and its manifest."""
 
@@ -142,6 +157,13 @@ class Results:
         """Items whose prediction is an error."""
         return {r["item"] for r in self._db.execute("SELECT item FROM predictions WHERE status = 'error'")}
 
+    def count_done(self, dialogue: str | None = None, *, errors: bool = True) -> int:
+        """How many items have a prediction (of one dialogue; not counting errors unless ``errors``)."""
+        where, args = ("WHERE item >= ? AND item < ?", _items_of(dialogue)) if dialogue is not None else ("", ())
+        if not errors:
+            where = f"{where} AND status != 'error'" if where else "WHERE status != 'error'"
+        return int(self._db.execute(f"SELECT count(*) FROM predictions {where}", args).fetchone()[0])
+
     def image_path(self, sha: str) -> Path:
         """Where an output image lives."""
         return self.run / OUTPUTS / sha[:2] / sha
@@ -181,20 +203,29 @@ class Results:
         rows = self._db.execute(f"SELECT {', '.join(_PREDICTION_COLUMNS)} FROM predictions ORDER BY item")
         return {r["item"]: Prediction.model_validate(dict(r)) for r in rows}
 
+    def predictions_of(self, dialogue: str) -> dict[str, Prediction]:
+        """The predictions of one dialogue's items, by item (read through the primary key)."""
+        rows = self._db.execute(
+            f"SELECT {', '.join(_PREDICTION_COLUMNS)} FROM predictions WHERE item >= ? AND item < ? ORDER BY item",
+            _items_of(dialogue),
+        )
+        return {r["item"]: Prediction.model_validate(dict(r)) for r in rows}
+
     def verdicts(self, judge: str) -> dict[str, Verdict]:
         """Every verdict of one judge, by item."""
         rows = self._db.execute(
             f"SELECT {', '.join(_VERDICT_COLUMNS)} FROM verdicts WHERE judge = ? ORDER BY item", (judge,)
         )
-        out: dict[str, Verdict] = {}
-        for r in rows:
-            row = dict(r)
-            row["checks"] = _load_checks(row["checks"])
-            row["aligned"] = None if row["aligned"] is None else json.loads(row["aligned"])
-            row["reason"] = row["reason"] or ""
-            row["scores"] = None if row["scores"] is None else json.loads(row["scores"])
-            out[r["item"]] = Verdict.model_validate(row)
-        return out
+        return {r["item"]: _verdict(r) for r in rows}
+
+    def verdicts_of(self, dialogue: str, judge: str) -> dict[str, Verdict]:
+        """One judge's verdicts on one dialogue's items, by item."""
+        rows = self._db.execute(
+            f"SELECT {', '.join(_VERDICT_COLUMNS)} FROM verdicts WHERE item >= ? AND item < ? AND judge = ? "
+            "ORDER BY item",
+            (*_items_of(dialogue), judge),
+        )
+        return {r["item"]: _verdict(r) for r in rows}
 
     def judges(self) -> dict[str, int]:
         """The judges with verdicts in the store, with how many each."""

@@ -15,7 +15,7 @@ import contextlib
 import json
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +35,14 @@ from yanami.bench._format import (
     read_manifest,
 )
 from yanami.bench._items import (
+    Conversation,
     Item,
-    build_request,
     generation_turns,
     item_seed,
     items_of,
-    question_of,
 )
 from yanami.bench._results import Results
+from yanami.bench._select import Selection, select_dialogues
 from yanami.errors import UserError
 from yanami.families import family_of
 from yanami.judges import Judge, JudgeError, judge_for_bench, judge_settings
@@ -89,27 +89,6 @@ class Summary:
     """The first of them, for the user to see."""
 
 
-def select_dialogues(dialogues: list[Dialogue], limit: int | None) -> list[Dialogue]:
-    """The first ``limit`` dialogues taken round-robin over scenarios (all, in bench order, when None).
-
-    The selection is prefix-stable: the dialogues of a smaller limit are the first ones of
-    a larger limit's, which is what lets a run be extended with a larger ``--limit``.
-    """
-    if limit is None:
-        return dialogues
-    by: dict[str, list[Dialogue]] = {}
-    for d in dialogues:
-        by.setdefault(d.group, []).append(d)
-    out: list[Dialogue] = []
-    k = 0
-    while len(out) < min(limit, len(dialogues)):
-        for group in by.values():
-            if k < len(group) and len(out) < limit:
-                out.append(group[k])
-        k += 1
-    return out
-
-
 def bench_items(dialogues: list[Dialogue], history: History, answers: bool, generates: bool) -> list[list[Item]]:
     """The items of a run, one chain per dialogue: its target turns in order, then its questions.
 
@@ -118,14 +97,15 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
     cannot copy an answer it was shown. Under Self-History a turn needs the model's own earlier
     images; a WEAVE or IMUG-Bench dialogue's grading refers to the model's own earlier outputs.
     """
-    chains: list[list[Item]] = []
-    for d in dialogues:
-        if history == "self" and len(generation_turns(d)) < family_of(d.family).self_history_min_turns:
-            continue  # YANAMI's Self-History is reported on dialogues with more than one generation turn
-        items = items_of(d, turns=generates, questions=answers)
-        if items:
-            chains.append(items)
-    return chains
+    chains = [chain_of(d, history, answers, generates) for d in dialogues]
+    return [c for c in chains if c]
+
+
+def chain_of(d: Dialogue, history: History, answers: bool, generates: bool) -> list[Item]:
+    """One dialogue's chain of items (see `bench_items`); empty where the run skips it."""
+    if history == "self" and len(generation_turns(d)) < family_of(d.family).self_history_min_turns:
+        return []  # YANAMI's Self-History is reported on dialogues with more than one generation turn
+    return items_of(d, turns=generates, questions=answers)
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -138,17 +118,21 @@ def default_concurrency(workers: int) -> int:
     return 2 * workers if workers > 1 else 1
 
 
-def index_dialogues(dataset: Dataset, dialogues: list[Dialogue]) -> dict[str, Dialogue]:
+def index_dialogues(dataset: Dataset, dialogues: Iterable[Dialogue]) -> dict[str, Dialogue]:
     """The bench's dialogues by id; a `UserError` naming the first id two dialogues share, and where."""
     by_id: dict[str, Dialogue] = {}
     for d in dialogues:
         if d.id in by_id:
-            raise UserError(
-                f"{dataset.root}: the dialogue id {d.id!r} is used more than once ({_places(dataset, d.id)}); "
-                "ids must be unique (run `yanami validate`)"
-            )
+            raise _duplicate(dataset, d.id)
         by_id[d.id] = d
     return by_id
+
+
+def _duplicate(dataset: Dataset, dialogue_id: str) -> UserError:
+    return UserError(
+        f"{dataset.root}: the dialogue id {dialogue_id!r} is used more than once ({_places(dataset, dialogue_id)}); "
+        "ids must be unique (run `yanami validate`)"
+    )
 
 
 def _places(dataset: Dataset, dialogue_id: str) -> str:
@@ -211,10 +195,9 @@ def evaluate(
         concurrency = default_concurrency(workers)
     if concurrency < 1:
         raise UserError(f"--concurrency {concurrency}: must be at least 1")
-    dataset, all_dialogues = loaded or _load(bench)
-    index_dialogues(dataset, all_dialogues)
-    dialogues = select_dialogues(all_dialogues, limit)
-    by_id = {d.id: d for d in dialogues}
+    # The bench's manifest alone first: every configuration problem (the model, its server, the
+    # strategy, the layout, the judge) is found before a dialogue is read.
+    dataset = loaded[0] if loaded is not None else Dataset(bench)
     responses = ResponseCache(Path(cache) if cache else Path(out) / "cache.sqlite")
     # the parser starts its processes with the first parse, within the run below, and ends them there
     own_parser = Parser(workers) if parser is None else None
@@ -229,21 +212,38 @@ def evaluate(
     if spec.kind != "none":
         picker = load_model(spec.picker, responses) if spec.picker else None
         the_model = StrategyModel(the_model, spec, picker)
-    privileged = reads_bench(the_model)
-    if privileged:
-        the_model.bind_bench(dataset.root)  # type: ignore[attr-defined]
     family = dataset.manifest.family
     why = family_of(family).gt_history
     if why and history == History.GT:
         raise UserError(f"{dataset.root}: {why}, so GT-History is not defined; use --history self (docs/benchmarks.md)")
-    the_judge = judge_for_bench(judge, dataset, responses, protocol_source, parser or own_parser)
     config = getattr(the_model, "config", None)
     if layout is None:
         layout = Layout(config.layout) if config is not None else Layout.YES_FIRST
     if layout not in getattr(the_model, "layouts", (layout,)):
         raise UserError(f"--layout {layout}: {the_model.name} takes {' or '.join(the_model.layouts)} only")  # type: ignore[attr-defined]
     answers, generates = the_model.answer is not None, the_model.generate is not None
-    chains = bench_items(dialogues, history, answers, generates)
+    run = Path(out)
+    chosen: list[Selection] = []
+
+    def selection() -> Selection:
+        """The run's dialogues, read from the bench when first needed (the judge may ask first)."""
+        if not chosen:
+            chosen.append(
+                Selection(
+                    dataset,
+                    limit,
+                    lambda d: len(chain_of(d, history, answers, generates)),
+                    also=_previous_limit(run),
+                    loaded=loaded[1] if loaded is not None else None,
+                    on_duplicate=lambda i: _duplicate(dataset, i),
+                )
+            )
+        return chosen[0]
+
+    the_judge = judge_for_bench(judge, _RunBench(dataset, selection), responses, protocol_source, parser or own_parser)
+    privileged = reads_bench(the_model)
+    if privileged:
+        the_model.bind_bench(dataset.root)  # type: ignore[attr-defined]
     manifest = RunManifest(
         family=family,
         strategy=spec.name,
@@ -261,31 +261,55 @@ def evaluate(
         judge=JudgeInfo(name=the_judge.name, version=the_judge.version),
         judge_settings=judge_settings(the_judge),
         limit=limit,
-        items=sum(len(c) for c in chains),
+        items=selection().items,
         yanami_version=__version__,
     )
-    run = Path(out)
     try:
-        manifest, lock = _open_run(run, manifest, all_dialogues)
+        manifest, lock = _open_run(run, manifest, selection())
     except BaseException:
         responses.close()
         raise
     try:
         with Results(run) as store, own_parser or contextlib.nullcontext():
             return _execute(
-                store, dataset, by_id, chains, the_model, the_judge, manifest, concurrency, retry_errors, on_progress
+                store,
+                selection(),
+                lambda d: chain_of(d, history, answers, generates),
+                the_model,
+                the_judge,
+                manifest,
+                concurrency,
+                retry_errors,
+                on_progress,
             )
     finally:
         responses.close()
         lock.release()
 
 
-def _load(bench: str | Path) -> tuple[Dataset, list[Dialogue]]:
-    dataset = Dataset(bench)
-    return dataset, dataset.read_all()
+class _RunBench(Dataset):
+    """The bench as a run's judge sees it: iterating it gives the run's dialogues (so the exact
+    judge's check that it can grade them reads those, not the whole bench)."""
+
+    def __init__(self, dataset: Dataset, selection: Callable[[], Selection]) -> None:
+        self.__dict__.update(dataset.__dict__)
+        self._selection = selection
+
+    def __iter__(self) -> Iterator[Dialogue]:
+        return iter(self._selection())
 
 
-def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> tuple[RunManifest, DirLock]:
+def _previous_limit(run: Path) -> int | None:
+    """The limit of the run being resumed at ``run`` (None: no run there, or one without a limit)."""
+    if not (run / RUN_MANIFEST).is_file():
+        return None
+    try:
+        return read_manifest(run).limit
+    except UserError:
+        return None  # _open_run says what is wrong with it
+
+
+def _open_run(run: Path, manifest: RunManifest, selection: Selection) -> tuple[RunManifest, DirLock]:
     """Create the run directory, or resume the run there, holding its lock; returns the
     manifest in force (a resumed run's, updated when its bench moved or its limit grew)."""
     path = run / RUN_MANIFEST
@@ -297,7 +321,7 @@ def _open_run(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -
     lock = DirLock(run)
     try:
         if path.exists():  # (read under the lock: another process may have just made the run)
-            manifest = _resume(run, manifest, all_dialogues)
+            manifest = _resume(run, manifest, selection)
         else:
             _write_json_atomic(path, manifest.model_dump(mode="json"))
     except BaseException:
@@ -325,7 +349,7 @@ def _differences(key: str, theirs: Any, mine: Any) -> list[str]:
     return [f"{key}={theirs!r}, not {mine!r}"]
 
 
-def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> RunManifest:
+def _resume(run: Path, manifest: RunManifest, selection: Selection) -> RunManifest:
     """The manifest of the run being resumed with ``manifest``'s settings, or a `UserError`."""
     path = run / RUN_MANIFEST
     try:
@@ -349,15 +373,21 @@ def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> 
             f"{path}: this run was made with {'; '.join(differences)}; resume it with the same settings or choose "
             "another --out"
         )
-    if not same_limit:
-        before = _round_robin(all_dialogues, old.limit)
-        after = _round_robin(all_dialogues, manifest.limit)
-        if len(after) < len(before):
+    if not same_limit and manifest.limit is not None:  # (no limit: every dialogue, so all of the run's)
+        if old.limit is None:
+            smaller = manifest.limit < len(selection.dataset)
+            before_ids, after_ids = [], []
+        else:
+            # what was read covers both limits (`Selection`'s ``also``)
+            before_ids = [d.id for d in select_dialogues(selection.pool, old.limit)]
+            after_ids = [d.id for d in select_dialogues(selection.pool, manifest.limit)]
+            smaller = len(after_ids) < len(before_ids)
+        if smaller:
             raise UserError(
                 f"{path}: this run was made with limit={old.limit!r}; --limit {manifest.limit} would drop some of "
                 f"its dialogues: resume it with --limit {old.limit} or more (or none), or choose another --out"
             )
-        if [d.id for d in after[: len(before)]] != [d.id for d in before]:
+        if after_ids[: len(before_ids)] != before_ids:
             raise UserError(
                 f"{path}: the dialogues of limit={old.limit!r} are not the first of --limit {manifest.limit}; "
                 "resume it with the same settings or choose another --out"
@@ -367,16 +397,34 @@ def _resume(run: Path, manifest: RunManifest, all_dialogues: list[Dialogue]) -> 
     return manifest
 
 
-def _round_robin(dialogues: list[Dialogue], limit: int | None) -> list[Dialogue]:
-    """`select_dialogues` in its round-robin order also for no limit (for comparing selections)."""
-    return select_dialogues(dialogues, len(dialogues) if limit is None else limit)
+@dataclass
+class _Chain:
+    """One dialogue's items still to run, and its rows from an earlier call."""
+
+    dialogue: Dialogue
+    todo: list[Item]
+    past: dict[str, Prediction]
+    """The dialogue's stored predictions (the model's own earlier outputs, under Self-History)."""
+    unjudged: list[Prediction]
+    """Stored ok predictions this judge has not graded: judged now, without asking the model again."""
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """An earlier prediction, graded now."""
+
+    prediction: Prediction
+    verdict: Verdict | None
+
+
+_Result = tuple[Prediction, Verdict | None] | _Judged | BaseException | None
+"""What a worker reports: an item run, an earlier one judged, its failure, or (None) that it stopped."""
 
 
 def _execute(
     store: Results,
-    dataset: Dataset,
-    by_id: dict[str, Dialogue],
-    chains: list[list[Item]],
+    selection: Selection,
+    chain_of: Callable[[Dialogue], list[Item]],
     model: Model,
     judge: Judge,
     manifest: RunManifest,
@@ -384,63 +432,109 @@ def _execute(
     retry_errors: bool,
     on_progress: Callable[[int, int], None] | None,
 ) -> Summary:
-    total = sum(len(c) for c in chains)
-    finished = store.done() - (store.failed() if retry_errors else set())
-    predictions = store.predictions()
-    judged = {k for k, v in store.verdicts(judge.name).items() if v.status == "ok" and v.judge_version == judge.version}
-    # Items predicted before a kill but not yet judged are judged now, without asking the model again.
-    for item_id, p in predictions.items():
-        if item_id in finished and p.status == "ok" and item_id not in judged:
-            d = by_id.get(p.dialogue)
-            if d is not None:
-                history = _stored_history(d, p, predictions) if manifest.history == "self" else None
-                store.write(p, _judge(judge, d, p, store, own=history, earlier=_stored_outputs(d, predictions, store)))
-    todo = [[i for i in c if i.id not in finished] for c in chains]
-    todo = [c for c in todo if c]
-    summary = Summary(store.run, total, total - sum(len(c) for c in todo))
+    """Run the selection's chains, ``concurrency`` items in flight: the dialogues are read as the
+    workers take them, and only those in flight (with their stored rows) are held."""
+    total = manifest.items
+    if selection.chosen is None:
+        skipped = store.count_done(errors=not retry_errors)
+    else:
+        skipped = sum(store.count_done(p.id, errors=not retry_errors) for p in selection.chosen if p.items)
+    summary = Summary(store.run, total, skipped)
     if on_progress:
-        on_progress(summary.skipped, total)
-    results: queue.Queue[tuple[Prediction, Verdict | None] | BaseException] = queue.Queue()
-    runner = _Runner(dataset, by_id, model, judge, manifest, store, predictions)
+        on_progress(skipped, total)
+    reader = Results(store.run)  # the workers' own connection: they read past rows while this thread writes
+    selfh = manifest.history == "self"
 
-    def work(chain: list[Item]) -> None:
+    def chains() -> Iterator[_Chain]:
+        for d in selection:
+            items = chain_of(d)
+            if not items:
+                continue
+            past = reader.predictions_of(d.id)
+            finished = {k for k, p in past.items() if not (retry_errors and p.status == "error")}
+            judged = {
+                k
+                for k, v in reader.verdicts_of(d.id, judge.name).items()
+                if v.status == "ok" and v.judge_version == judge.version
+            }
+            unjudged = [p for k, p in past.items() if k in finished and p.status == "ok" and k not in judged]
+            todo = [i for i in items if i.id not in finished]
+            if todo or unjudged:
+                yield _Chain(d, todo, past, unjudged)
+
+    results: queue.Queue[_Result] = queue.Queue()
+    earlier: dict[str, Prediction] = {}  # the stored rows of the dialogues in flight
+    runner = _Runner(selection.dataset, model, judge, manifest, store, earlier)
+    source, taking, stop = chains(), threading.Lock(), threading.Event()
+
+    def work() -> None:
         try:
-            own: dict[int, str | None] = {}
-            texts: dict[int, str | None] = {}
-            for item in chain:
-                results.put(runner.run_item(item, own, texts))
-        except BaseException as exc:  # a bug: stop the run, keep what is written
+            while not stop.is_set():
+                with taking:  # one worker reads the bench at a time
+                    chain = next(source, None)
+                if chain is None:
+                    break
+                d = chain.dialogue
+                earlier.update(chain.past)
+                try:
+                    for p in chain.unjudged:
+                        history = _stored_history(d, p, chain.past) if selfh else None
+                        outputs = _stored_outputs(d, chain.past, store)
+                        results.put(_Judged(p, _judge(judge, d, p, store, own=history, earlier=outputs)))
+                    chat = runner.chat(d)
+                    for item in chain.todo:
+                        if stop.is_set():
+                            break  # the rest of the chain is asked when the run resumes
+                        results.put(runner.run_item(item, chat))
+                finally:
+                    for k in chain.past:
+                        earlier.pop(k, None)
+        except BaseException as exc:  # a bug, or a bench that cannot be read: stop the run, keep what is written
             results.put(exc)
-
-    done = summary.skipped
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        stop = threading.Event()
-        futures = [pool.submit(_unless(stop, work), c) for c in todo]
-        pending = sum(len(c) for c in todo)
-        try:
-            while pending:
-                batch = _ready(results)  # what finished meanwhile, recorded in one transaction
-                store.write_items([got for got in batch if not isinstance(got, BaseException)])
-                for got in batch:
-                    if isinstance(got, BaseException):
-                        raise got
-                    prediction, verdict = got[0], got[1]
-                    if verdict is not None and verdict.status == "error":
-                        summary.judge_errors += 1
-                        summary.first_judge_error = summary.first_judge_error or f"{verdict.item}: {verdict.reason}"
-                    summary.written += 1
-                    summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
-                    if prediction.status == "error" and summary.first_error is None:
-                        summary.first_error = f"{prediction.item}: {prediction.error}"
-                    pending -= 1
-                    done += 1
-                if on_progress:
-                    on_progress(done, total)
         finally:
-            stop.set()
-            for f in futures:
-                f.cancel()
+            results.put(None)
+
+    done = skipped
+    threads = [threading.Thread(target=work, name=f"yanami-eval-{k}", daemon=True) for k in range(concurrency)]
+    try:
+        for t in threads:
+            t.start()
+        running = len(threads)
+        while running:
+            batch = _ready(results)  # what finished meanwhile, recorded in one transaction
+            store.write_items([row for got in batch if (row := _row(got)) is not None])
+            for got in batch:
+                if got is None:
+                    running -= 1
+                    continue
+                if isinstance(got, BaseException):
+                    raise got
+                if isinstance(got, _Judged):
+                    continue
+                prediction, verdict = got
+                if verdict is not None and verdict.status == "error":
+                    summary.judge_errors += 1
+                    summary.first_judge_error = summary.first_judge_error or f"{verdict.item}: {verdict.reason}"
+                summary.written += 1
+                summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
+                if prediction.status == "error" and summary.first_error is None:
+                    summary.first_error = f"{prediction.item}: {prediction.error}"
+                done += 1
+            if on_progress:
+                on_progress(done, total)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()  # a chain in progress finishes its item; what it reports now is not written
+        reader.close()
     return summary
+
+
+def _row(got: _Result) -> tuple[Prediction, Verdict | None] | None:
+    """The rows a worker's report writes (None: it writes none)."""
+    if got is None or isinstance(got, BaseException):
+        return None
+    return (got.prediction, got.verdict) if isinstance(got, _Judged) else got
 
 
 _T = TypeVar("_T")
@@ -455,14 +549,6 @@ def _ready(results: queue.Queue[_T]) -> list[_T]:
     return batch
 
 
-def _unless(stop: threading.Event, fn: Callable[[list[Item]], None]) -> Callable[[list[Item]], None]:
-    def run(chain: list[Item]) -> None:
-        if not stop.is_set():
-            fn(chain)
-
-    return run
-
-
 _IMAGES_KEPT = 512
 """Bench images kept in memory (with their encoded form), the least recently shown dropped first."""
 
@@ -473,14 +559,13 @@ class _Runner:
     def __init__(
         self,
         dataset: Dataset,
-        by_id: dict[str, Dialogue],
         model: Model,
         judge: Judge,
         manifest: RunManifest,
         store: Results,
         earlier: dict[str, Prediction],
     ) -> None:
-        self.dataset, self.by_id, self.model, self.judge = dataset, by_id, model, judge
+        self.dataset, self.model, self.judge = dataset, model, judge
         self.manifest, self.store, self.earlier = manifest, store, earlier
         self._images: dict[str, InputImage] = {}
         self._lock = threading.Lock()
@@ -497,51 +582,16 @@ class _Runner:
             self._images[part.sha256] = image
         return image
 
-    def run_item(
-        self, item: Item, own: dict[int, str | None], texts: dict[int, str | None] | None = None
-    ) -> tuple[Prediction, Verdict | None]:
-        """Run one item; ``own`` maps this dialogue's earlier target turns to the model's image, and
-        ``texts`` its earlier text turns to the model's reply (Self-History, and the references of
-        WEAVE's and IMUG-Bench's grading)."""
-        d = self.by_id[item.dialogue]
-        targets = set(generation_turns(d))
-        fallbacks = 0
-        selfh = self.manifest.history == "self"
-        texts = {} if texts is None else texts
+    def chat(self, d: Dialogue) -> _Chat:
+        """The state of one dialogue's chain, for `run_item`."""
+        return _Chat(self, d)
 
-        def own_image(t: int) -> str | None:
-            return own.get(t) if t in own else self._earlier_image(d, t)
-
-        def own_text(t: int) -> str | None:
-            return texts.get(t) if t in texts else self._earlier_text(d, t)
-
-        def own_reply(t: int) -> list[TextPart | InputImage] | None:
-            """What the model said at turn ``t`` where the image rule below does not reach."""
-            nonlocal fallbacks
-            turn = d.turns[t]
-            if turn.answer is not None:
-                said = own_text(t)
-                if said is None:
-                    fallbacks += 1  # the dataset's answer (or nothing) stands in
-                return None if said is None else [TextPart(text=said)]
-            if turn.checks and not turn.assistant.images():  # an image turn with no reference image
-                sha = own_image(t)
-                if sha is None:
-                    fallbacks += 1
-                    return None
-                return [_input_image(self.store.image(sha), sha)]
-            return None
-
-        def image_bytes(turn: int, side: str, j: int, part: ImagePart) -> bytes | InputImage:
-            nonlocal fallbacks
-            if selfh and side == "assistant" and turn in targets:
-                sha = own.get(turn) if turn in own else self._earlier_image(d, turn)
-                if sha is not None:
-                    return self.store.image(sha)
-                fallbacks += 1  # the model gave no image there: the history keeps the ground truth
-            return self.bench_image(part)
-
-        request = build_request(d, item, self.manifest.layout, image_bytes, own_reply if selfh else None)
+    def run_item(self, item: Item, chat: _Chat) -> tuple[Prediction, Verdict | None]:
+        """Run one item of the chain whose state is ``chat`` (`chat`): the model's own earlier
+        outputs there (Self-History, and the references of WEAVE's and IMUG-Bench's grading), and
+        its history, resolved once for every request of the chain."""
+        d = chat.d
+        request, fallbacks = chat.conversation.request(item)
         text = image = error = None
         data: bytes | None = None
         status: Status = "ok"
@@ -573,10 +623,10 @@ class _Runner:
         if status == "ok" and data:
             image = self.store.put_image(data)
         if item.kind == "turn":
-            own[item.turn] = image
+            chat.own[item.turn] = image
         elif item.kind == "reply":
-            texts[item.turn] = text if status == "ok" else None
-        q = question_of(d, item) if item.kind == "question" else None
+            chat.texts[item.turn] = text if status == "ok" else None
+        q = chat.conversation.question(item) if item.kind == "question" else None
         prediction = Prediction(
             item=item.id,
             dialogue=d.id,
@@ -593,12 +643,12 @@ class _Runner:
             calls=self.model.calls(item.id) if isinstance(self.model, StrategyModel) else 1,
         )
         history = None
-        if selfh and item.kind == "turn":
-            history = _own_history(d, item.turn, lambda t: own.get(t) if t in own else self._earlier_image(d, t))
+        if chat.selfh and item.kind == "turn":
+            history = _own_history(d, item.turn, chat.own_image, chat.targets)
 
         def earlier(t: int) -> tuple[bytes | None, str | None]:
-            sha = own_image(t)
-            return (self.store.image(sha) if sha else None), own_text(t)
+            sha = chat.own_image(t)
+            return (self.store.image(sha) if sha else None), chat.own_text(t)
 
         verdict = _judge(
             self.judge, d, prediction, self.store, image_data=data if image else None, own=history, earlier=earlier
@@ -612,6 +662,52 @@ class _Runner:
     def _earlier_text(self, d: Dialogue, turn: int) -> str | None:
         p = self.earlier.get(f"{d.id}/t{turn}")
         return p.text if p is not None and p.status == "ok" else None
+
+
+class _Chat:
+    """One dialogue's chain as it runs: the model's own outputs so far (``own``: target turn -> its
+    image; ``texts``: text turn -> its reply), and its `Conversation`."""
+
+    def __init__(self, runner: _Runner, d: Dialogue) -> None:
+        self.runner, self.d = runner, d
+        self.own: dict[int, str | None] = {}
+        self.texts: dict[int, str | None] = {}
+        self.targets = generation_turns(d)
+        self._targets = set(self.targets)
+        self.selfh = runner.manifest.history == "self"
+        self.fallbacks = 0
+        own_reply = self.own_reply if self.selfh else None
+        self.conversation = Conversation(d, runner.manifest.layout, self.image_bytes, own_reply, lambda: self.fallbacks)
+
+    def own_image(self, t: int) -> str | None:
+        return self.own.get(t) if t in self.own else self.runner._earlier_image(self.d, t)
+
+    def own_text(self, t: int) -> str | None:
+        return self.texts.get(t) if t in self.texts else self.runner._earlier_text(self.d, t)
+
+    def own_reply(self, t: int) -> list[TextPart | InputImage] | None:
+        """What the model said at turn ``t`` where the image rule below does not reach."""
+        turn = self.d.turns[t]
+        if turn.answer is not None:
+            said = self.own_text(t)
+            if said is None:
+                self.fallbacks += 1  # the dataset's answer (or nothing) stands in
+            return None if said is None else [TextPart(text=said)]
+        if turn.checks and not turn.assistant.images():  # an image turn with no reference image
+            sha = self.own_image(t)
+            if sha is None:
+                self.fallbacks += 1
+                return None
+            return [_input_image(self.runner.store.image(sha), sha)]
+        return None
+
+    def image_bytes(self, turn: int, side: str, j: int, part: ImagePart) -> bytes | InputImage:
+        if self.selfh and side == "assistant" and turn in self._targets:
+            sha = self.own_image(turn)
+            if sha is not None:
+                return self.runner.store.image(sha)
+            self.fallbacks += 1  # the model gave no image there: the history keeps the ground truth
+        return self.runner.bench_image(part)
 
 
 def _input_image(data: bytes, sha: str) -> InputImage:
@@ -631,11 +727,16 @@ def _stored_outputs(d: Dialogue, predictions: dict[str, Prediction], store: Resu
     return earlier
 
 
-def _own_history(d: Dialogue, turn: int, image_of: Callable[[int], str | None]) -> dict[int, str]:
-    """The model's own images (sha256) of a dialogue's target turns before ``turn``, by turn."""
+def _own_history(
+    d: Dialogue, turn: int, image_of: Callable[[int], str | None], targets: list[int] | None = None
+) -> dict[int, str]:
+    """The model's own images (sha256) of a dialogue's target turns before ``turn``, by turn
+    (``targets``: its `generation_turns`, where the caller knows them)."""
     out: dict[int, str] = {}
-    for t in generation_turns(d):
-        sha = image_of(t) if t < turn else None
+    for t in generation_turns(d) if targets is None else targets:
+        if t >= turn:
+            break
+        sha = image_of(t)
         if sha is not None:
             out[t] = sha
     return out

@@ -264,6 +264,8 @@ def _samples(
         if wanted.get(d.group, 0) > 0 and any(d.id in r.dialogues for r in runs):
             chosen.append(d)
             wanted[d.group] -= 1
+            if not any(wanted.values()):
+                break  # the viewer is full: the rest of the bench is not read
     stores = []
     for r in runs:
         store = Results(r.path)

@@ -16,7 +16,7 @@ from yanami.store._images import (
 from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicate, find_leakage, phash
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest
 from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
-from yanami.store._reader import Dataset, open_dataset_dir
+from yanami.store._reader import Dataset, Location, open_dataset_dir
 from yanami.store._sources import Imported, import_source
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
 from yanami.store._validate import Problem, validate_dataset
@@ -40,6 +40,7 @@ __all__ = [
     "ImageProblem",
     "Imported",
     "LeakageReport",
+    "Location",
     "Manifest",
     "NearDuplicate",
     "Problem",

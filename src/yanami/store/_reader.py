@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from PIL import Image
 from pydantic import ValidationError
@@ -57,6 +57,16 @@ def open_dataset_dir(path: str | Path) -> tuple[Path, dict[str, object] | None, 
     return root, raw, None
 
 
+class Location(NamedTuple):
+    """Where a dialogue is in a dataset: its shard, the byte offset and number of its line."""
+
+    shard: str
+    """The shard's path relative to the dataset (``dialogues/00000.jsonl``)."""
+    offset: int
+    line: int
+    """1-based."""
+
+
 class Dataset:
     """A dataset directory opened for reading.
 
@@ -79,6 +89,8 @@ class Dataset:
             loc = ".".join(map(str, first["loc"])) or "-"
             raise UserError(f"{self.root / MANIFEST}: {loc}: {first['msg']} (run `yanami validate`)") from None
         self.max_pixels = max_pixels
+        self._verified: dict[str, tuple[int, int, int]] = {}
+        """Shards whose checksum this object checked, with their (inode, size, mtime) then."""
         self.shard_paths()  # a missing, linked or escaping shard is refused now, not half-way through
 
     def __len__(self) -> int:
@@ -122,6 +134,32 @@ class Dataset:
 
         The line text is exactly what the shard holds, without its newline.
         """
+        for where, line, dialogue in self._lines():
+            yield where.shard, where.line, line, dialogue
+
+    def located(self) -> Iterator[tuple[Location, Dialogue]]:
+        """Each dialogue with its `Location`, from which `read_at` reads it again alone."""
+        for where, _, dialogue in self._lines():
+            yield where, dialogue
+
+    def read_at(self, where: Location) -> Dialogue:
+        """The dialogue at a `Location` that `located` gave, read alone (one line, not its shard).
+
+        The shard's checksum was checked when `located` read it; it must not have changed since
+        (same size and modification time), or this is a one-line `UserError`.
+        """
+        seen = self._verified.get(where.shard)
+        path = self.root / where.shard
+        with _open_shard(self.root, where.shard) as f:
+            if seen is None or _identity(f) != seen:
+                raise UserError(
+                    f"{path}: changed while it was being read (the dataset changed after it was written; "
+                    "run `yanami validate`)"
+                )
+            f.seek(where.offset)
+            return self._dialogue(path, where.line, f.readline())[1]
+
+    def _lines(self) -> Iterator[tuple[Location, str, Dialogue]]:
         for shard in self.shard_paths():
             rel = shard.relative_to(self.root).as_posix()
             with _open_shard(self.root, rel) as f:
@@ -133,23 +171,30 @@ class Dataset:
                         f"{shard}: its bytes do not match its checksum in {MANIFEST} "
                         "(the dataset changed after it was written; run `yanami validate`)"
                     )
+                self._verified[rel] = _identity(f)
                 f.seek(0)
+                offset = 0
                 for lineno, raw in enumerate(f, 1):
+                    start, offset = offset, offset + len(raw)
                     if not raw.strip():
                         continue
-                    try:
-                        line = raw.decode("utf-8").removesuffix("\n")
-                    except UnicodeDecodeError as exc:
-                        raise UserError(
-                            f"{shard}:{lineno}: not UTF-8 (byte {exc.start + 1} of the line; run `yanami validate`)"
-                        ) from None
-                    try:
-                        dialogue = Dialogue.model_validate_json(line)
-                    except ValidationError as exc:
-                        raise UserError(
-                            f"{shard}:{lineno}: invalid dialogue ({exc.error_count()} problems; run `yanami validate`)"
-                        ) from None
-                    yield rel, lineno, line, dialogue
+                    line, dialogue = self._dialogue(shard, lineno, raw)
+                    yield Location(rel, start, lineno), line, dialogue
+
+    @staticmethod
+    def _dialogue(shard: Path, lineno: int, raw: bytes) -> tuple[str, Dialogue]:
+        try:
+            line = raw.decode("utf-8").removesuffix("\n")
+        except UnicodeDecodeError as exc:
+            raise UserError(
+                f"{shard}:{lineno}: not UTF-8 (byte {exc.start + 1} of the line; run `yanami validate`)"
+            ) from None
+        try:
+            return line, Dialogue.model_validate_json(line)
+        except ValidationError as exc:
+            raise UserError(
+                f"{shard}:{lineno}: invalid dialogue ({exc.error_count()} problems; run `yanami validate`)"
+            ) from None
 
     def image_path(self, part: ImagePart) -> Path:
         """Where the file of an image part lives (inside ``images/`` by construction)."""
@@ -216,3 +261,8 @@ def _open_shard(root: Path, rel: str) -> BinaryIO:
     except OSError as exc:
         raise UserError(f"{root / rel}: cannot be read ({exc.strerror}; run `yanami validate`)") from None
     return open(fd, "rb")
+
+
+def _identity(f: BinaryIO) -> tuple[int, int, int]:
+    st = os.fstat(f.fileno())
+    return st.st_ino, st.st_size, st.st_mtime_ns
