@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from yanami import __version__
 from yanami.errors import UserError, printable
+from yanami.review import review_app  # light: its commands load the web stack when they run
 from yanami.run_format import History, Layout
 from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
@@ -1096,6 +1097,9 @@ def serve_fake(
                 pass
         except KeyboardInterrupt:
             err.print("stopped", markup=False)
+
+
+app.add_typer(review_app, name="review")
 
 
 def _whole_short_help() -> None:

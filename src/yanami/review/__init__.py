@@ -1,0 +1,53 @@
+"""The human-review web app (the paper's stage d): three annotators verify each dialogue.
+
+Importing this package loads only the command line (`review_app`); the web stack, the database
+layer and the agreement statistics (the ``review`` extra) load when a command or name needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from yanami.review._cli import review_app
+
+if TYPE_CHECKING:
+    from yanami.review._agreement import agreement
+    from yanami.review._app import create_app
+    from yanami.review._db import Conflict, Decision, ReviewDB, ReviewError, Role, Verdict
+    from yanami.review._export import Exported, export_approved
+
+_LAZY = {
+    "agreement": "yanami.review._agreement",
+    "create_app": "yanami.review._app",
+    "Conflict": "yanami.review._db",
+    "Decision": "yanami.review._db",
+    "ReviewDB": "yanami.review._db",
+    "ReviewError": "yanami.review._db",
+    "Role": "yanami.review._db",
+    "Verdict": "yanami.review._db",
+    "Exported": "yanami.review._export",
+    "export_approved": "yanami.review._export",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "Conflict",
+    "Decision",
+    "Exported",
+    "ReviewDB",
+    "ReviewError",
+    "Role",
+    "Verdict",
+    "agreement",
+    "create_app",
+    "export_approved",
+    "review_app",
+]

@@ -1,0 +1,405 @@
+"""The review web app: server-rendered pages (autoescaped Jinja2), no CDN, no front-end build.
+
+Security model: every page and image needs a session; a session starts by spending a one-time
+sign-in token (POST, so a link preview cannot spend it) and lives in an HttpOnly, SameSite=Strict
+cookie; every POST carries the session's CSRF token (and a foreign ``Origin`` is refused);
+roles and assignments are checked here on the server; an edit names the version it was made on
+and a stale one is answered 409 with both texts; images are served by content hash only, and
+an annotator only gets images of their own dialogues.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.datastructures import FormData
+
+from yanami.review._agreement import agreement, fmt
+from yanami.review._db import (
+    DECISION_LABELS,
+    Conflict,
+    Decision,
+    ReviewDB,
+    ReviewError,
+    Role,
+    Session,
+    Unavailable,
+    Verdict,
+    disagreement,
+)
+
+COOKIE = "yanami_review"
+MAX_BODY = 1_000_000
+"""The largest request body accepted, in bytes (a text field is further limited to `MAX_TEXT`)."""
+STATIC = Path(__file__).parent / "static"
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+_MEDIA = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("yanami.review", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+    )
+    env.globals["DECISION_LABELS"] = {d.value: label for d, label in DECISION_LABELS.items()}
+    env.filters["fmt"] = fmt
+    return env
+
+
+def _diff(before: str, after: str) -> list[tuple[str, str]]:
+    """A word diff: (op, text) with op ``=``, ``-`` or ``+``, for the templates to mark up."""
+    a, b = before.split(" "), after.split(" ")
+    out: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.append(("=", " ".join(a[i1:i2])))
+        else:
+            if i2 > i1:
+                out.append(("-", " ".join(a[i1:i2])))
+            if j2 > j1:
+                out.append(("+", " ".join(b[j1:j2])))
+    return out
+
+
+def _letter(i: int) -> str:
+    return "ABCDEFG"[i]
+
+
+def _view(data: dict[str, Any]) -> dict[str, Any]:
+    """What the dialogue page shows: turns with the image each assistant image edits beside it."""
+    turns = []
+    last_image: str | None = None
+    for t in data["turns"]:
+        sides = {}
+        for side in ("user", "assistant"):
+            parts = []
+            for j, p in enumerate(t[side]["parts"]):
+                if p["type"] == "text":
+                    parts.append(
+                        {"type": "text", "text": p["text"], "path": f"turns.{t['index']}.{side}.parts.{j}.text"}
+                    )
+                else:
+                    parts.append({**p, "before": last_image if side == "assistant" else None})
+                    last_image = p["sha256"]
+            sides[side] = parts
+        turns.append(
+            {
+                "index": t["index"],
+                "user": sides["user"],
+                "assistant": sides["assistant"],
+                "capabilities": t.get("capabilities", []),
+                "checks": [{**c, "path": f"turns.{t['index']}.checks.{k}.text"} for k, c in enumerate(t["checks"])],
+                "state": json.dumps(t.get("hidden", {}).get("state"), indent=1, ensure_ascii=False),
+                "intent": json.dumps(t.get("hidden", {}).get("intent"), indent=1, ensure_ascii=False),
+            }
+        )
+    questions = [
+        {
+            **q,
+            "path": f"questions.{k}",
+            "options": [(_letter(i), c) for i, c in enumerate(q.get("choices", []))],
+        }
+        for k, q in enumerate(data.get("questions", []))
+    ]
+    return {"turns": turns, "questions": questions}
+
+
+def create_app(db: ReviewDB) -> FastAPI:
+    """The review app over an open database."""
+    env = _env()
+    app = FastAPI(title="yanami review", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def page(
+        request: Request, name: str, status: int = 200, session: Session | None = None, **ctx: Any
+    ) -> HTMLResponse:
+        html = env.get_template(name).render(session=session, **ctx)
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+    def error(request: Request, status: int, message: str) -> Response:
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse({"error": message}, status_code=status)
+        return page(request, "error.html", status, message=message)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            response: Response = error(request, 413, f"request body over {MAX_BODY} bytes")
+        else:
+            try:
+                response = await call_next(request)
+            except Unavailable as exc:  # raised while a response streams
+                response = error(request, 503, str(exc))
+        for k, v in _HEADERS.items():
+            response.headers.setdefault(k, v)
+        return response
+
+    @app.exception_handler(ReviewError)
+    async def _review_error(request: Request, exc: ReviewError) -> Response:
+        return error(request, exc.status, str(exc))
+
+    @app.exception_handler(404)
+    async def _not_found(request: Request, exc: Exception) -> Response:
+        return error(request, 404, f"{request.url.path}: no such page")
+
+    @app.exception_handler(405)
+    async def _bad_method(request: Request, exc: Exception) -> Response:
+        return error(request, 405, f"{request.method} {request.url.path}: method not allowed")
+
+    def session_of(request: Request) -> Session:
+        cookie = request.cookies.get(COOKIE)
+        session = db.session(cookie) if cookie else None
+        if session is None:
+            raise ReviewError("sign in first: open the sign-in link an admin gave you", 401)
+        return session
+
+    async def changed(request: Request) -> tuple[Session, FormData]:
+        """The session and form of a POST that may change something: CSRF and origin checked."""
+        session = session_of(request)
+        origin = request.headers.get("origin")
+        if origin not in (None, "null") and urlsplit(origin).netloc != request.headers.get("host"):
+            raise ReviewError(f"request from another site ({origin}) refused", 403)
+        form = await request.form()
+        token = form.get("csrf")
+        if not isinstance(token, str) or not hmac.compare_digest(token, session.csrf):
+            raise ReviewError("missing or invalid CSRF token: reload the page and try again", 403)
+        return session, form
+
+    def text(form: FormData, name: str, *, required: bool = True) -> str:
+        value = form.get(name)
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str) or (required and value == ""):
+            raise ReviewError(f"form field {name!r}: missing", 422)
+        return value.replace("\r\n", "\n")
+
+    def may_review(session: Session, dialogue_id: str) -> None:
+        db.dialogue(dialogue_id)  # 404 first for an id that does not exist
+        if not db.is_assigned(session.user, dialogue_id):
+            raise ReviewError(f"dialogue {dialogue_id}: not assigned to you", 403)
+
+    def may_view(session: Session, dialogue_id: str) -> None:
+        if session.user.role is not Role.ADMIN:
+            may_review(session, dialogue_id)
+
+    def admin(session: Session) -> None:
+        if session.user.role is not Role.ADMIN:
+            raise ReviewError("admins only", 403)
+
+    # sign in ----------------------------------------------------------------------------
+
+    @app.get("/signin", response_class=HTMLResponse)
+    async def signin_form(request: Request, token: str = "") -> Response:
+        return page(request, "signin.html", token=token)
+
+    @app.post("/signin")
+    async def signin(request: Request) -> Response:
+        form = await request.form()
+        cookie, _ = db.redeem(text(form, "token"))
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return response
+
+    @app.post("/signout")
+    async def signout(request: Request) -> Response:
+        await changed(request)
+        db.sign_out(request.cookies.get(COOKIE, ""))
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    # annotator ----------------------------------------------------------------------------
+
+    @app.get("/", response_class=HTMLResponse)
+    async def queue(request: Request) -> Response:
+        session = session_of(request)
+        items = db.queue(session.user)
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for item in items:
+            groups.setdefault(item["group"], []).append(item)
+        done = sum(1 for i in items if i["decision"])
+        return page(request, "queue.html", session=session, groups=groups, done=done, total=len(items))
+
+    @app.get("/d/{dialogue_id}", response_class=HTMLResponse)
+    async def dialogue(request: Request, dialogue_id: str) -> Response:
+        session = session_of(request)
+        may_view(session, dialogue_id)
+        data, version = db.dialogue(dialogue_id)
+        verdicts = db.verdicts(dialogue_id)
+        mine = verdicts.get(session.user.name, {"decision": None, "comment": "", "checks": {}})
+        # blind review: the others' verdicts appear once one's own decision is in (admins see all)
+        others_visible = session.user.role is Role.ADMIN or mine["decision"] is not None
+        others = {n: v for n, v in verdicts.items() if n != session.user.name} if others_visible else {}
+        assigned = db.is_assigned(session.user, dialogue_id)
+        return page(
+            request,
+            "dialogue.html",
+            session=session,
+            d=data,
+            version=version,
+            view=_view(data),
+            mine=mine,
+            others=others,
+            others_visible=others_visible,
+            assigned=assigned,
+            edits=len(db.edits(dialogue_id)),
+            verdict_values=[v.value for v in Verdict],
+            decisions=[d.value for d in Decision],
+        )
+
+    @app.post("/d/{dialogue_id}/check")
+    async def check(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        may_review(session, dialogue_id)
+        verdict = text(form, "verdict")
+        if verdict not in {v.value for v in Verdict}:
+            raise ReviewError(f"verdict {verdict[:40]!r}: use pass, fail or fix", 422)
+        check_id = text(form, "check_id")
+        db.set_verdict(session.user, dialogue_id, check_id, Verdict(verdict), text(form, "comment", required=False))
+        return RedirectResponse(f"/d/{dialogue_id}#check-{check_id}", status_code=303)
+
+    @app.post("/d/{dialogue_id}/decision")
+    async def decision(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        may_review(session, dialogue_id)
+        value = text(form, "decision")
+        if value not in {d.value for d in Decision}:
+            raise ReviewError(f"decision {value[:40]!r}: use approve, refine or reject", 422)
+        db.decide(session.user, dialogue_id, Decision(value), text(form, "comment", required=False))
+        return RedirectResponse(f"/d/{dialogue_id}", status_code=303)
+
+    @app.post("/d/{dialogue_id}/edit")
+    async def edit(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        if session.user.role is not Role.ADMIN:
+            may_review(session, dialogue_id)
+        base = text(form, "base_version")
+        if not base.isdigit():
+            raise ReviewError(f"form field 'base_version': {base[:20]!r} is not a version number", 422)
+        path, value = text(form, "path"), text(form, "value", required=False)
+        try:
+            db.edit(session.user, dialogue_id, int(base), path, value)
+        except Conflict as c:
+            return page(
+                request,
+                "conflict.html",
+                409,
+                session=session,
+                c=c,
+                diff=_diff(c.current, c.yours),
+                dialogue_id=dialogue_id,
+            )
+        return RedirectResponse(f"/d/{dialogue_id}", status_code=303)
+
+    @app.get("/d/{dialogue_id}/history", response_class=HTMLResponse)
+    async def history(request: Request, dialogue_id: str) -> Response:
+        session = session_of(request)
+        may_view(session, dialogue_id)
+        edits = [(e, _diff(e.before, e.after)) for e in db.edits(dialogue_id)]
+        return page(request, "history.html", session=session, dialogue_id=dialogue_id, edits=edits)
+
+    @app.get("/image/{sha256}")
+    async def image(request: Request, sha256: str) -> Response:
+        session = session_of(request)
+        path, fmt_ = db.image(sha256, session.user)
+        if not path.is_file():
+            raise ReviewError(f"image {sha256}: its file is missing from the dataset", 404)
+        return FileResponse(
+            path,
+            media_type=_MEDIA.get(fmt_, "application/octet-stream"),
+            headers={"Cache-Control": "private, max-age=31536000, immutable"},
+        )
+
+    @app.get("/favicon.ico")
+    async def favicon() -> Response:
+        return Response(status_code=204)
+
+    @app.get("/static/{name}")
+    async def static(name: str) -> Response:
+        if name not in ("review.css", "review.js"):
+            raise ReviewError(f"/static/{name}: no such file", 404)
+        media = "text/css" if name.endswith(".css") else "text/javascript"
+        return FileResponse(STATIC / name, media_type=media)
+
+    # admin --------------------------------------------------------------------------------
+
+    @app.get("/admin", response_class=HTMLResponse)
+    async def admin_page(request: Request) -> Response:
+        session = session_of(request)
+        admin(session)
+        rows = db.table()
+        annotators = [u.name for u in db.users() if u.role is Role.ANNOTATOR]
+        progress = {
+            name: {
+                "assigned": sum(1 for r in rows if name in r["assigned"]),
+                "decided": sum(1 for r in rows if name in r["decisions"]),
+            }
+            for name in annotators
+        }
+        disputed = sorted(
+            (r for r in rows if len(r["decisions"]) >= 2 and disagreement(r) > 0),
+            key=lambda r: (-disagreement(r), r["id"]),
+        )
+        return page(
+            request,
+            "admin.html",
+            session=session,
+            progress=progress,
+            disputed=[(r, disagreement(r)) for r in disputed],
+            agreement=agreement(rows),
+            rows=rows,
+        )
+
+    @app.get("/admin/d/{dialogue_id}", response_class=HTMLResponse)
+    async def adjudication(request: Request, dialogue_id: str) -> Response:
+        session = session_of(request)
+        admin(session)
+        data, _ = db.dialogue(dialogue_id)
+        row = next(r for r in db.table() if r["id"] == dialogue_id)
+        verdicts = db.verdicts(dialogue_id)
+        checks = [c for t in data["turns"] for c in t["checks"]]
+        return page(
+            request,
+            "adjudicate.html",
+            session=session,
+            row=row,
+            verdicts=verdicts,
+            checks=checks,
+            decisions=[d.value for d in Decision],
+        )
+
+    @app.post("/admin/d/{dialogue_id}/adjudicate")
+    async def adjudicate(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        admin(session)
+        value = text(form, "decision")
+        if value not in {d.value for d in Decision}:
+            raise ReviewError(f"decision {value[:40]!r}: use approve, refine or reject", 422)
+        db.adjudicate(session.user, dialogue_id, Decision(value), text(form, "comment", required=False))
+        return RedirectResponse("/admin", status_code=303)
+
+    return app

@@ -1,0 +1,773 @@
+"""The review database: one SQLAlchemy Core code path for SQLite and PostgreSQL.
+
+Every table is created by a numbered migration; ``schema_version`` records which have run, and
+opening a database runs the ones it lacks (and refuses a database a newer yanami wrote). Each
+dialogue is stored as the JSON line of its dataset plus a current version of it that annotators
+edit: an edit names the version it was made on, and it applies only if that is still the current
+one (one ``UPDATE … WHERE version = ?``), so a stale save is refused, never applied over another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import ValidationError
+from sqlalchemy.engine import Connection, Engine
+
+from yanami.errors import UserError
+
+DEFAULT_DB = "review.sqlite"
+"""The database ``--db`` names when it is not given: a SQLite file in the working directory."""
+MAX_TEXT = 20_000
+"""The longest text an edit or a comment may hold, in characters."""
+SESSION_S = 12 * 3600
+"""How long a sign-in lasts."""
+
+
+class Role(StrEnum):
+    """What a user may do: review their assignments, or also assign, adjudicate and export."""
+
+    ANNOTATOR = "annotator"
+    ADMIN = "admin"
+
+
+class Verdict(StrEnum):
+    """An annotator's verdict on one check."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    FIX = "fix"
+    """The check is wrong as written; the comment says how (or an edit corrects it)."""
+
+
+class Decision(StrEnum):
+    """An annotator's decision on a whole dialogue (the paper's stage d)."""
+
+    APPROVE = "approve"
+    REFINE = "refine"
+    """Needs image refinement."""
+    REJECT = "reject"
+
+
+DECISION_LABELS = {Decision.APPROVE: "approve", Decision.REFINE: "needs image refinement", Decision.REJECT: "reject"}
+
+
+class ReviewError(UserError):
+    """A request the review store refuses; ``status`` is the HTTP status the server answers with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Unavailable(ReviewError):
+    """The database cannot be reached, is locked, or is gone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 503)
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    name: str
+    role: Role
+
+
+@dataclass(frozen=True)
+class Session:
+    user: User
+    csrf: str
+    """The token every change this session makes must carry."""
+
+
+@dataclass
+class Conflict(Exception):
+    """A save made on a version that is no longer the current one."""
+
+    dialogue: str
+    path: str
+    base_version: int
+    current_version: int
+    yours: str
+    """The text the stale save wanted to write."""
+    current: str
+    """The text there now."""
+    by: str
+    """Who made the version that is current now."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    dialogue: str
+    version: int
+    """The dialogue's version this edit produced."""
+    user: str
+    at: str
+    path: str
+    before: str
+    after: str
+
+
+# -- schema and migrations ----------------------------------------------------------------
+
+meta = sa.MetaData()
+schema_version = sa.Table("schema_version", meta, sa.Column("version", sa.Integer, primary_key=True))
+_V1 = [
+    sa.Table(
+        "dataset",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("path", sa.Text, nullable=False),
+        sa.Column("manifest", sa.Text, nullable=False),
+        sa.Column("manifest_sha256", sa.String(64), nullable=False),
+    ),
+    sa.Table(
+        "dialogues",
+        meta,
+        sa.Column("id", sa.String(128), primary_key=True),
+        sa.Column("position", sa.Integer, nullable=False),
+        sa.Column("grp", sa.String(64), nullable=False),
+        sa.Column("original", sa.Text, nullable=False),
+        sa.Column("current", sa.Text, nullable=False),
+        sa.Column("version", sa.Integer, nullable=False),
+    ),
+    sa.Table(
+        "images",
+        meta,
+        sa.Column("sha256", sa.String(64), primary_key=True),
+        sa.Column("format", sa.String(8), nullable=False),
+        sa.Column("path", sa.Text, nullable=False),
+    ),
+    sa.Table(
+        "dialogue_images",
+        meta,
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("sha256", sa.String(64), sa.ForeignKey("images.sha256"), primary_key=True),
+    ),
+    sa.Table(
+        "users",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(64), nullable=False, unique=True),
+        sa.Column("role", sa.String(16), nullable=False),
+        sa.Column("token_sha256", sa.String(64), nullable=True, unique=True),
+    ),
+    sa.Table(
+        "sessions",
+        meta,
+        sa.Column("token_sha256", sa.String(64), primary_key=True),
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("csrf", sa.String(64), nullable=False),
+        sa.Column("expires", sa.Float, nullable=False),
+    ),
+    sa.Table(
+        "assignments",
+        meta,
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+    ),
+    sa.Table(
+        "check_verdicts",
+        meta,
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("check_id", sa.String(128), primary_key=True),
+        sa.Column("verdict", sa.String(8), nullable=False),
+        sa.Column("comment", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+    sa.Table(
+        "decisions",
+        meta,
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("decision", sa.String(8), nullable=False),
+        sa.Column("comment", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+    sa.Table(
+        "edits",
+        meta,
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("version", sa.Integer, primary_key=True),
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+        sa.Column("path", sa.String(128), nullable=False),
+        sa.Column("before", sa.Text, nullable=False),
+        sa.Column("after", sa.Text, nullable=False),
+    ),
+    sa.Table(
+        "adjudications",
+        meta,
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("decision", sa.String(8), nullable=False),
+        sa.Column("comment", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+]
+T = {t.name: t for t in _V1}
+
+
+def _v1(conn: Connection) -> None:
+    meta.create_all(conn, tables=_V1)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+"""Applied in order; migration k (from 1) brings a database to schema version k. Append, never edit:
+a later migration alters the tables with its own statements, not by changing the ones above."""
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def database_url(db: str) -> str:
+    """The SQLAlchemy URL for ``--db``: a URL as given (``postgresql://`` uses psycopg 3), a plain path as SQLite."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + db.split("://", 1)[1]
+    if "://" in db:
+        return db
+    return f"sqlite:///{Path(db).expanduser()}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# -- editing ------------------------------------------------------------------------------
+
+EDITABLE = re.compile(
+    r"turns\.\d+\.(?:user|assistant)\.parts\.\d+\.text"
+    r"|turns\.\d+\.checks\.\d+\.text"
+    r"|questions\.\d+\.(?:text|answer|choices\.\d+)"
+)
+"""The fields an annotator may edit: every text of a turn, question, option, answer and check."""
+
+
+def field_at(data: Any, path: str) -> str:
+    """The text at an editable ``path`` of a dialogue's JSON; ReviewError if there is none."""
+    if EDITABLE.fullmatch(path) is None:
+        raise ReviewError(f"field {path!r}: not an editable text", 422)
+    node = data
+    for key in path.split("."):
+        try:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ReviewError(f"field {path!r}: no such field in this dialogue", 422) from None
+    if not isinstance(node, str):
+        raise ReviewError(f"field {path!r}: not a text", 422)
+    return node
+
+
+def _set_field(data: Any, path: str, value: str) -> None:
+    field_at(data, path)
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = value
+
+
+def _checked_dialogue(dialogue_id: str, data: Any, path: str) -> None:
+    from yanami.schema import Dialogue
+    from yanami.store import dialogue_problems
+
+    try:
+        problems = dialogue_problems(Dialogue.model_validate(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ReviewError(f"field {path!r}: {first['msg']}", 422) from None
+    if problems:
+        loc, msg = problems[0]
+        raise ReviewError(f"dialogue {dialogue_id}: {'.'.join(map(str, loc))}: {msg}", 422)
+
+
+def check_text(text: str, what: str) -> str:
+    """``text`` if it is short enough to store; a 413 ReviewError naming ``what`` otherwise."""
+    if len(text) > MAX_TEXT:
+        raise ReviewError(f"{what}: {len(text)} characters, at most {MAX_TEXT}", 413)
+    return text
+
+
+# -- the store ----------------------------------------------------------------------------
+
+
+class ReviewDB:
+    """A review database opened by URL (``sqlite:///…``, ``postgresql://…``) or SQLite path."""
+
+    def __init__(self, db: str = DEFAULT_DB, *, create: bool = False, wait_s: float = 5.0) -> None:
+        """``wait_s``: how long a statement waits for a lock before the database counts as unavailable."""
+        self.url = database_url(db)
+        try:
+            url = sa.make_url(self.url)
+        except sa.exc.ArgumentError:
+            raise UserError(f"--db {db}: not a database URL or file path") from None
+        self.shown = url.render_as_string(hide_password=True)
+        if url.get_backend_name() == "sqlite":
+            path = Path(url.database or "")
+            if not create and not path.is_file():
+                raise UserError(f"{path}: no review database here (run `yanami review init DATASET --db {db}`)")
+            if create and not path.absolute().parent.is_dir():
+                raise UserError(f"{path.absolute().parent}: no such directory")
+            self.engine: Engine = sa.create_engine(url, connect_args={"timeout": wait_s})
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            try:
+                self.engine = sa.create_engine(
+                    url,
+                    pool_pre_ping=True,
+                    connect_args={
+                        "connect_timeout": max(1, round(wait_s)),
+                        "options": f"-c lock_timeout={round(wait_s * 1000)}",
+                    },
+                )
+            except ImportError as exc:
+                raise UserError(f"--db {self.shown}: no driver for it ({exc})") from None
+        with self.begin() as conn:
+            _migrate(conn, self.shown)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A transaction; a locked, gone or unreachable database is one `Unavailable` line."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.OperationalError as exc:
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else "unavailable"
+            raise Unavailable(f"database {self.shown}: {reason}") from None
+
+    # dataset ----------------------------------------------------------------------------
+
+    def load_dataset(self, path: str | Path) -> int:
+        """Copy a dataset's dialogues and image index in; returns how many dialogues. Once per database."""
+        from yanami.store import MANIFEST, Dataset, image_relpath
+
+        ds = Dataset(path)
+        manifest = (ds.root / MANIFEST).read_text(encoding="utf-8")
+        with self.begin() as conn:
+            if conn.execute(sa.select(sa.func.count()).select_from(T["dataset"])).scalar_one():
+                raise UserError(f"{self.shown}: already holds a dataset (one database reviews one dataset)")
+            conn.execute(
+                T["dataset"].insert(),
+                {"id": 1, "path": str(ds.root.resolve()), "manifest": manifest, "manifest_sha256": _sha(manifest)},
+            )
+            images: dict[str, str] = {}
+            links: list[dict[str, str]] = []
+            n = 0
+            for position, (_, _, line, dialogue) in enumerate(ds.records()):
+                conn.execute(
+                    T["dialogues"].insert(),
+                    {
+                        "id": dialogue.id,
+                        "position": position,
+                        "grp": dialogue.group,
+                        "original": line,
+                        "current": line,
+                        "version": 0,
+                    },
+                )
+                for p in dialogue.images():
+                    images.setdefault(p.sha256, p.format.value)
+                links += [
+                    {"dialogue_id": dialogue.id, "sha256": s} for s in sorted({p.sha256 for p in dialogue.images()})
+                ]
+                n += 1
+            if images:
+                conn.execute(
+                    T["images"].insert(),
+                    [{"sha256": s, "format": f, "path": image_relpath(s, f)} for s, f in images.items()],
+                )
+            if links:
+                conn.execute(T["dialogue_images"].insert(), links)
+        return n
+
+    def dataset_path(self) -> Path:
+        with self.begin() as conn:
+            row = conn.execute(sa.select(T["dataset"].c.path)).first()
+        if row is None:
+            raise UserError(f"{self.shown}: holds no dataset (run `yanami review init DATASET`)")
+        return Path(row.path)
+
+    def source_manifest(self) -> tuple[str, str]:
+        """The reviewed dataset's ``manifest.json`` text and its SHA-256."""
+        with self.begin() as conn:
+            row = conn.execute(sa.select(T["dataset"].c.manifest, T["dataset"].c.manifest_sha256)).one()
+        return row.manifest, row.manifest_sha256
+
+    # users and sessions ---------------------------------------------------------------
+
+    def add_user(self, name: str, role: Role) -> str:
+        """Create a user; returns their one-time sign-in token (only its hash is stored)."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+            raise UserError(f"user name {name!r}: use 1-64 letters, digits, '.', '_' or '-'")
+        token = secrets.token_urlsafe(32)
+        with self.begin() as conn:
+            if conn.execute(sa.select(T["users"].c.id).where(T["users"].c.name == name)).first():
+                raise UserError(f"user {name!r} already exists")
+            conn.execute(T["users"].insert(), {"name": name, "role": role.value, "token_sha256": _sha(token)})
+        return token
+
+    def users(self) -> list[User]:
+        with self.begin() as conn:
+            rows = conn.execute(sa.select(T["users"]).order_by(T["users"].c.name)).all()
+        return [User(r.id, r.name, Role(r.role)) for r in rows]
+
+    def redeem(self, token: str) -> tuple[str, Session]:
+        """Spend a one-time sign-in token: a new session's cookie value and the session."""
+        users = T["users"]
+        with self.begin() as conn:
+            # the UPDATE spends the token; only the request whose UPDATE matched signs in
+            row = conn.execute(sa.select(users).where(users.c.token_sha256 == _sha(token))).first()
+            if row is None:
+                raise ReviewError("this sign-in link is not valid or was already used; ask an admin for a new one", 401)
+            spent = conn.execute(
+                users.update()
+                .where(users.c.id == row.id, users.c.token_sha256 == _sha(token))
+                .values(token_sha256=None)
+            )
+            if spent.rowcount != 1:
+                raise ReviewError("this sign-in link was already used; ask an admin for a new one", 401)
+            cookie, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+            conn.execute(
+                T["sessions"].insert(),
+                {"token_sha256": _sha(cookie), "user_id": row.id, "csrf": csrf, "expires": time.time() + SESSION_S},
+            )
+        return cookie, Session(User(row.id, row.name, Role(row.role)), csrf)
+
+    def session(self, cookie: str) -> Session | None:
+        s, u = T["sessions"], T["users"]
+        with self.begin() as conn:
+            row = conn.execute(
+                sa.select(u.c.id, u.c.name, u.c.role, s.c.csrf, s.c.expires)
+                .join(u, u.c.id == s.c.user_id)
+                .where(s.c.token_sha256 == _sha(cookie))
+            ).first()
+        if row is None or row.expires < time.time():
+            return None
+        return Session(User(row.id, row.name, Role(row.role)), row.csrf)
+
+    def sign_out(self, cookie: str) -> None:
+        with self.begin() as conn:
+            conn.execute(T["sessions"].delete().where(T["sessions"].c.token_sha256 == _sha(cookie)))
+
+    # assignments ------------------------------------------------------------------------
+
+    def assign(self, per_item: int) -> int:
+        """Give every dialogue ``per_item`` annotators, the least loaded first; returns new assignments.
+
+        Dialogues keep the annotators they have; running it again after adding annotators tops up.
+        """
+        annotators = [u for u in self.users() if u.role is Role.ANNOTATOR]
+        if per_item < 1:
+            raise UserError(f"--per-item {per_item}: must be at least 1")
+        if len(annotators) < per_item:
+            raise UserError(
+                f"--per-item {per_item}: only {len(annotators)} annotator(s); add more with `yanami review users add`"
+            )
+        a = T["assignments"]
+        with self.begin() as conn:
+            have: dict[str, set[int]] = {}
+            for r in conn.execute(sa.select(a)):
+                have.setdefault(r.dialogue_id, set()).add(r.user_id)
+            load = {u.id: 0 for u in annotators}
+            for users in have.values():
+                for uid in users:
+                    if uid in load:
+                        load[uid] += 1
+            new = []
+            ids = conn.execute(sa.select(T["dialogues"].c.id).order_by(T["dialogues"].c.position)).scalars()
+            for did in ids:
+                got = have.get(did, set())
+                for uid in sorted((u for u in load if u not in got), key=lambda u: (load[u], u))[
+                    : max(0, per_item - len(got))
+                ]:
+                    new.append({"user_id": uid, "dialogue_id": did})
+                    load[uid] += 1
+            if new:
+                conn.execute(a.insert(), new)
+        return len(new)
+
+    def is_assigned(self, user: User, dialogue_id: str) -> bool:
+        a = T["assignments"]
+        with self.begin() as conn:
+            return (
+                conn.execute(
+                    sa.select(a.c.user_id).where(a.c.user_id == user.id, a.c.dialogue_id == dialogue_id)
+                ).first()
+                is not None
+            )
+
+    def queue(self, user: User) -> list[dict[str, Any]]:
+        """A user's assigned dialogues in dataset order: id, group, checks judged, decision."""
+        a, d, dec, cv = T["assignments"], T["dialogues"], T["decisions"], T["check_verdicts"]
+        with self.begin() as conn:
+            rows = conn.execute(
+                sa.select(d.c.id, d.c.grp, d.c.current, dec.c.decision)
+                .join(a, a.c.dialogue_id == d.c.id)
+                .outerjoin(dec, sa.and_(dec.c.dialogue_id == d.c.id, dec.c.user_id == user.id))
+                .where(a.c.user_id == user.id)
+                .order_by(d.c.grp, d.c.position)
+            ).all()
+            judged: dict[str, int] = dict(
+                conn.execute(
+                    sa.select(cv.c.dialogue_id, sa.func.count())
+                    .where(cv.c.user_id == user.id)
+                    .group_by(cv.c.dialogue_id)
+                ).all()
+            )
+        out = []
+        for r in rows:
+            checks = sum(len(t["checks"]) for t in json.loads(r.current)["turns"])
+            out.append(
+                {"id": r.id, "group": r.grp, "checks": checks, "judged": judged.get(r.id, 0), "decision": r.decision}
+            )
+        return out
+
+    # a dialogue -------------------------------------------------------------------------
+
+    def dialogue(self, dialogue_id: str) -> tuple[dict[str, Any], int]:
+        """A dialogue's current JSON and version; 404 ReviewError if there is none."""
+        d = T["dialogues"]
+        with self.begin() as conn:
+            row = conn.execute(sa.select(d.c.current, d.c.version).where(d.c.id == dialogue_id)).first()
+        if row is None:
+            raise ReviewError(f"dialogue {dialogue_id!r}: not in this review", 404)
+        return json.loads(row.current), row.version
+
+    def image(self, sha256: str, user: User) -> tuple[Path, str]:
+        """The file of an image a user may see (an admin: any; an annotator: their dialogues')."""
+        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+            raise ReviewError(f"image {sha256[:80]!r}: not a SHA-256 (64 lower-case hex digits)", 404)
+        i, di, a = T["images"], T["dialogue_images"], T["assignments"]
+        query = sa.select(i.c.path, i.c.format).where(i.c.sha256 == sha256)
+        if user.role is not Role.ADMIN:
+            query = (
+                query.join(di, di.c.sha256 == i.c.sha256)
+                .join(a, sa.and_(a.c.dialogue_id == di.c.dialogue_id, a.c.user_id == user.id))
+                .limit(1)
+            )
+        with self.begin() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise ReviewError(f"image {sha256}: no such image in your dialogues", 404)
+        return self.dataset_path() / row.path, row.format
+
+    def set_verdict(self, user: User, dialogue_id: str, check_id: str, verdict: Verdict, comment: str) -> None:
+        data, _ = self.dialogue(dialogue_id)
+        if check_id not in {c["id"] for t in data["turns"] for c in t["checks"]}:
+            raise ReviewError(f"dialogue {dialogue_id}: no check {check_id!r}", 422)
+        if verdict is Verdict.FIX and not comment.strip():
+            raise ReviewError(f"check {check_id}: a fix needs a comment saying what is wrong", 422)
+        check_text(comment, "comment")
+        cv = T["check_verdicts"]
+        key = sa.and_(cv.c.user_id == user.id, cv.c.dialogue_id == dialogue_id, cv.c.check_id == check_id)
+        with self.begin() as conn:
+            conn.execute(cv.delete().where(key))
+            conn.execute(
+                cv.insert(),
+                {
+                    "user_id": user.id,
+                    "dialogue_id": dialogue_id,
+                    "check_id": check_id,
+                    "verdict": verdict.value,
+                    "comment": comment,
+                    "at": _now(),
+                },
+            )
+
+    def decide(self, user: User, dialogue_id: str, decision: Decision, comment: str) -> None:
+        self.dialogue(dialogue_id)
+        check_text(comment, "comment")
+        dec = T["decisions"]
+        key = sa.and_(dec.c.user_id == user.id, dec.c.dialogue_id == dialogue_id)
+        with self.begin() as conn:
+            conn.execute(dec.delete().where(key))
+            row = {"user_id": user.id, "dialogue_id": dialogue_id, "decision": decision.value}
+            conn.execute(dec.insert(), {**row, "comment": comment, "at": _now()})
+
+    def has_decided(self, user: User, dialogue_id: str) -> bool:
+        dec = T["decisions"]
+        with self.begin() as conn:
+            q = sa.select(dec.c.decision).where(dec.c.user_id == user.id, dec.c.dialogue_id == dialogue_id)
+            return conn.execute(q).first() is not None
+
+    def verdicts(self, dialogue_id: str) -> dict[str, dict[str, Any]]:
+        """Every annotator's verdicts on a dialogue: name -> {decision, comment, checks: {id: (verdict, comment)}}."""
+        u, cv, dec = T["users"], T["check_verdicts"], T["decisions"]
+        out: dict[str, dict[str, Any]] = {}
+        with self.begin() as conn:
+            for r in conn.execute(
+                sa.select(u.c.name, dec.c.decision, dec.c.comment)
+                .join(u, u.c.id == dec.c.user_id)
+                .where(dec.c.dialogue_id == dialogue_id)
+            ):
+                out.setdefault(r.name, {"decision": None, "comment": "", "checks": {}})
+                out[r.name].update(decision=r.decision, comment=r.comment)
+            for c in conn.execute(
+                sa.select(u.c.name, cv.c.check_id, cv.c.verdict, cv.c.comment)
+                .join(u, u.c.id == cv.c.user_id)
+                .where(cv.c.dialogue_id == dialogue_id)
+            ):
+                entry = out.setdefault(c.name, {"decision": None, "comment": "", "checks": {}})
+                entry["checks"][c.check_id] = (c.verdict, c.comment)
+        return dict(sorted(out.items()))
+
+    def edit(self, user: User, dialogue_id: str, base_version: int, path: str, value: str) -> int:
+        """Write ``value`` at ``path`` if ``base_version`` is still current; returns the new version.
+
+        Raises `Conflict` when another save came first, ReviewError for a field that is not
+        editable, a text that is too long or an edit that would make the dialogue invalid.
+        """
+        check_text(value, f"field {path!r}")
+        d, e, u = T["dialogues"], T["edits"], T["users"]
+        with self.begin() as conn:
+            row = conn.execute(sa.select(d.c.current, d.c.version).where(d.c.id == dialogue_id)).first()
+            if row is None:
+                raise ReviewError(f"dialogue {dialogue_id!r}: not in this review", 404)
+            data = json.loads(row.current)
+            before = field_at(data, path)
+            if row.version != base_version:
+                by = conn.execute(
+                    sa.select(u.c.name)
+                    .join(e, e.c.user_id == u.c.id)
+                    .where(e.c.dialogue_id == dialogue_id, e.c.version == row.version)
+                ).scalar_one_or_none()
+                raise Conflict(dialogue_id, path, base_version, row.version, value, before, by or "?")
+            if before == value:
+                return int(row.version)
+            _set_field(data, path, value)
+            _checked_dialogue(dialogue_id, data, path)
+            new = base_version + 1
+            done = conn.execute(
+                d.update()
+                .where(d.c.id == dialogue_id, d.c.version == base_version)
+                .values(current=json.dumps(data, ensure_ascii=False, separators=(",", ":")), version=new)
+            )
+            if done.rowcount != 1:  # another save committed between our read and this update
+                raise Conflict(dialogue_id, path, base_version, base_version + 1, value, before, "another reviewer")
+            conn.execute(
+                e.insert(),
+                {
+                    "dialogue_id": dialogue_id,
+                    "version": new,
+                    "user_id": user.id,
+                    "at": _now(),
+                    "path": path,
+                    "before": before,
+                    "after": value,
+                },
+            )
+        return new
+
+    def edits(self, dialogue_id: str | None = None) -> list[Edit]:
+        """Every edit (of one dialogue, or of all), in the order they were made."""
+        e, u = T["edits"], T["users"]
+        q = sa.select(e, u.c.name).join(u, u.c.id == e.c.user_id).order_by(e.c.dialogue_id, e.c.version)
+        if dialogue_id is not None:
+            q = q.where(e.c.dialogue_id == dialogue_id)
+        with self.begin() as conn:
+            rows = conn.execute(q).all()
+        return [Edit(r.dialogue_id, r.version, r.name, r.at, r.path, r.before, r.after) for r in rows]
+
+    # admin ------------------------------------------------------------------------------
+
+    def adjudicate(self, admin: User, dialogue_id: str, decision: Decision, comment: str) -> None:
+        self.dialogue(dialogue_id)
+        check_text(comment, "comment")
+        adj = T["adjudications"]
+        with self.begin() as conn:
+            conn.execute(adj.delete().where(adj.c.dialogue_id == dialogue_id))
+            row = {"dialogue_id": dialogue_id, "user_id": admin.id, "decision": decision.value}
+            conn.execute(adj.insert(), {**row, "comment": comment, "at": _now()})
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per dialogue: id, group, assigned names, {name: decision}, {name: {check: verdict}},
+        the adjudicated decision and the final decision (adjudicated, else a strict majority of the
+        assigned annotators, else None)."""
+        d, a, u, dec, cv, adj = (
+            T[n] for n in ("dialogues", "assignments", "users", "decisions", "check_verdicts", "adjudications")
+        )
+        with self.begin() as conn:
+            rows: dict[str, dict[str, Any]] = {
+                r.id: {"id": r.id, "group": r.grp, "assigned": [], "decisions": {}, "checks": {}, "adjudicated": None}
+                for r in conn.execute(sa.select(d.c.id, d.c.grp).order_by(d.c.position))
+            }
+            for asg in conn.execute(sa.select(a.c.dialogue_id, u.c.name).join(u, u.c.id == a.c.user_id)):
+                rows[asg.dialogue_id]["assigned"].append(asg.name)
+            for dc in conn.execute(
+                sa.select(dec.c.dialogue_id, dec.c.decision, u.c.name).join(u, u.c.id == dec.c.user_id)
+            ):
+                rows[dc.dialogue_id]["decisions"][dc.name] = dc.decision
+            for cvr in conn.execute(
+                sa.select(cv.c.dialogue_id, cv.c.check_id, cv.c.verdict, u.c.name).join(u, u.c.id == cv.c.user_id)
+            ):
+                rows[cvr.dialogue_id]["checks"].setdefault(cvr.name, {})[cvr.check_id] = cvr.verdict
+            for ad in conn.execute(sa.select(adj.c.dialogue_id, adj.c.decision)):
+                rows[ad.dialogue_id]["adjudicated"] = ad.decision
+        for row in rows.values():
+            row["assigned"].sort()
+            row["final"] = row["adjudicated"] or majority(row["decisions"], len(row["assigned"]))
+        return list(rows.values())
+
+
+def majority(decisions: dict[str, str], assigned: int) -> str | None:
+    """The decision more than half of the ``assigned`` annotators made, if any."""
+    counts: dict[str, int] = {}
+    for v in decisions.values():
+        counts[v] = counts.get(v, 0) + 1
+    best = max(counts.items(), key=lambda kv: kv[1], default=None)
+    return best[0] if best is not None and best[1] * 2 > max(assigned, len(decisions)) else None
+
+
+def disagreement(row: dict[str, Any]) -> int:
+    """How much a dialogue's annotators disagree: distinct decisions beyond one, weighted above
+    the checks on which their verdicts differ (0: they agree, or fewer than two have judged)."""
+    decisions = set(row["decisions"].values())
+    per_check: dict[str, set[str]] = {}
+    for verdicts in row["checks"].values():
+        for cid, v in verdicts.items():
+            per_check.setdefault(cid, set()).add(v)
+    checks = sum(1 for vs in per_check.values() if len(vs) > 1)
+    return 1000 * max(0, len(decisions) - 1) + checks
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def _migrate(conn: Connection, shown: str) -> None:
+    schema_version.create(conn, checkfirst=True)
+    current = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar_one() or 0
+    if current > SCHEMA_VERSION:
+        raise UserError(
+            f"{shown}: review schema version {current} is newer than this yanami's ({SCHEMA_VERSION}); upgrade yanami"
+        )
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[version - 1](conn)
+        conn.execute(schema_version.insert(), {"version": version})
+
+
+def current_schema_version(db: ReviewDB) -> int:
+    with db.begin() as conn:
+        return int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar_one() or 0)

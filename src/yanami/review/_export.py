@@ -1,0 +1,105 @@
+"""Export: the approved dialogues, edits applied, as a dataset directory with the review record."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yanami import __version__
+from yanami.errors import UserError
+from yanami.review._agreement import agreement
+from yanami.review._db import Decision, ReviewDB
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote."""
+
+    path: Path
+    dialogues: int
+    """Approved dialogues written."""
+    reviewed: int
+    """Dialogues in the review."""
+    undecided: int
+    """Dialogues with neither a majority nor an adjudication (left out)."""
+    near_duplicates: int
+    """Near-duplicate images the leakage check found against ``--exclude`` (reported, not refused)."""
+
+
+def _record(row: dict[str, Any], edits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The review record a dialogue carries in ``meta.params.review``."""
+    return {
+        "decisions": dict(sorted(row["decisions"].items())),
+        "adjudicated": row["adjudicated"],
+        "final": row["final"],
+        "checks": {name: dict(sorted(v.items())) for name, v in sorted(row["checks"].items())},
+        "edits": edits,
+    }
+
+
+def export_approved(
+    db: ReviewDB, out: str | Path, *, exclude: str | Path | None = None, overwrite: bool = False
+) -> Exported:
+    """Write the dialogues whose final decision (adjudicated, else the majority) is approve."""
+    from yanami.schema import Dialogue
+    from yanami.store import MANIFEST, Dataset, DatasetWriter, Generator, find_leakage
+
+    source = Dataset(db.dataset_path())
+    manifest_text, manifest_sha = db.source_manifest()
+    if (source.root / MANIFEST).read_text(encoding="utf-8") != manifest_text:
+        raise UserError(f"{source.root / MANIFEST}: the dataset changed since `yanami review init`; export refused")
+    rows = db.table()
+    approved = [r for r in rows if r["final"] == Decision.APPROVE.value]
+    edits: dict[str, list[dict[str, Any]]] = {}
+    for e in db.edits():
+        edits.setdefault(e.dialogue, []).append(
+            {"version": e.version, "user": e.user, "at": e.at, "path": e.path, "before": e.before, "after": e.after}
+        )
+    dialogues = []
+    for row in approved:
+        data, _ = db.dialogue(row["id"])
+        params = dict(data["meta"].get("params") or {})
+        params["review"] = _record(row, edits.get(row["id"], []))
+        data["meta"] = {**data["meta"], "params": params}
+        dialogues.append(Dialogue.model_validate(data))
+
+    near = 0
+    if exclude is not None:
+        report = find_leakage(exclude, source.root)
+        shared = {Path(rel).stem for rel in report.exact}
+        leaked = sorted({p.sha256 for d in dialogues for p in d.images()} & shared)
+        if leaked:
+            raise UserError(
+                f"--exclude {exclude}: {len(leaked)} image(s) of the approved dialogues are exact copies of "
+                f"training images (first: {leaked[0]}); nothing written"
+            )
+        wanted = {p.sha256 for d in dialogues for p in d.images()}
+        near = sum(1 for n in report.near if Path(n.bench).stem in wanted)
+
+    review: dict[str, Any] = {
+        "dialogues": len(rows),
+        "approved": len(approved),
+        "adjudicated": sum(1 for r in rows if r["adjudicated"]),
+        "undecided": sum(1 for r in rows if r["final"] is None),
+        "edits": sum(len(v) for v in edits.values()),
+        "agreement": agreement(rows),
+    }
+    generator = Generator(
+        name="review",
+        version=__version__,
+        params={
+            "source": {
+                "manifest_sha256": manifest_sha,
+                "generator": json.loads(manifest_text).get("generator"),
+            },
+            "review": review,
+        },
+    )
+    with DatasetWriter(out, split=source.manifest.split, generator=generator, overwrite=overwrite) as writer:
+        for d in dialogues:
+            for part in d.images():
+                writer.add_encoded(part, source.image_bytes(part))
+            writer.add_dialogue(d)
+    return Exported(Path(out), len(dialogues), len(rows), review["undecided"], near)
