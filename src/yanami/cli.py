@@ -266,6 +266,9 @@ def _counting(items: Iterable[T], advance: Callable[[], None]) -> Iterator[T]:
 
 class ExportFormat(StrEnum):
     parquet = "parquet"
+    llava = "llava"
+    bagel = "bagel"
+    webdataset = "webdataset"
 
 
 @app.command()
@@ -274,14 +277,41 @@ def export(
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write the export into.", metavar="DIR")],
     fmt: Annotated[ExportFormat, typer.Option("--format", help="Output format.")] = ExportFormat.parquet,
     overwrite: Annotated[bool, typer.Option(help="Replace an earlier export at --out.")] = False,
+    bagel_root: Annotated[
+        str | None,
+        typer.Option(
+            "--bagel-root",
+            help="bagel: the path the export will have where BAGEL trains (default: --out's absolute path); "
+            "BAGEL's dataset_info and parquet_info name files under it.",
+            metavar="PATH",
+        ),
+    ] = None,
 ) -> None:
-    """Export a dataset as Parquet for Hugging Face datasets."""
-    from yanami.store import Dataset, export_parquet
+    """Export a dataset: Parquet for Hugging Face datasets (lossless, `yanami import` reads it back),
+    LLaVA conversation JSON, BAGEL's unified_edit and vlm_sft layouts, or WebDataset tar shards
+    (lossless). Each export's README.md says what its format cannot carry and where that went."""
+    from yanami.store import Dataset, export_bagel, export_llava, export_parquet, export_webdataset
 
+    if bagel_root is not None and fmt is not ExportFormat.bagel:
+        raise UserError(f"--bagel-root: only for --format bagel, not {fmt.value}")
     n = len(Dataset(directory))
     with progress("exporting", n) as advance:
-        files = export_parquet(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
-    out.print(f"{out_dir}: {n} dialogues in {len(files)} {fmt.value} file(s)", markup=False)
+        if fmt is ExportFormat.parquet:
+            files = export_parquet(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
+        elif fmt is ExportFormat.llava:
+            export_llava(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
+        elif fmt is ExportFormat.bagel:
+            export_bagel(directory, out_dir, overwrite=overwrite, root=bagel_root, on_dialogue=advance)
+        else:
+            export_webdataset(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
+    if fmt is ExportFormat.parquet:
+        out.print(f"{out_dir}: {n} dialogues in {len(files)} {fmt.value} file(s)", markup=False)
+    else:
+        out.print(
+            f"{out_dir}: {n} dialogues as {fmt.value}; what it cannot carry and where that went: "
+            f"{out_dir / 'README.md'}",
+            markup=False,
+        )
 
 
 @app.command(name="import")

@@ -19,6 +19,7 @@ from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, Location, open_dataset_dir
 from yanami.store._sources import Imported, import_source
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
+from yanami.store._trainers import export_bagel, export_llava, export_webdataset, read_webdataset
 from yanami.store._validate import Problem, validate_dataset
 from yanami.store._walk import DialogueWalk, dialogue_problems
 from yanami.store._writer import DatasetWriter, images_digest, place_file
@@ -47,7 +48,10 @@ __all__ = [
     "ScenarioStats",
     "dataset_stats",
     "dialogue_problems",
+    "export_bagel",
+    "export_llava",
     "export_parquet",
+    "export_webdataset",
     "find_leakage",
     "image_header",
     "image_info",
@@ -60,6 +64,7 @@ __all__ = [
     "open_image_bytes",
     "phash",
     "place_file",
+    "read_webdataset",
     "scan_image_files",
     "sha256_file",
     "sha256_hex",
