@@ -11,6 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from yanami._files import open_regular
 from yanami.errors import UserError
 from yanami.schema import ImageFormat
 
@@ -46,7 +47,7 @@ def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
+    with open(open_regular(path), "rb", buffering=0) as f:  # a FIFO or device is an OSError, never a hang
         while n := f.readinto(buf):
             h.update(view[:n])
     return h.hexdigest()
@@ -80,8 +81,9 @@ def read_image_file(root: Path, sha256: str, fmt: ImageFormat | str) -> bytes:
     if any(p.is_symlink() for p in (root / "images", path.parent, path)):
         raise ImageProblem(f"image file {rel} is a symbolic link; refusing to follow it")
     try:
-        # O_NOFOLLOW: a link put in place after the check above is refused all the same.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NOFOLLOW: a link put in place after the check above is refused all the same; only a
+        # regular file is opened (a FIFO would block the read forever)
+        fd = open_regular(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         raise ImageProblem(f"image file {rel} is missing") from None
     except OSError as exc:

@@ -13,6 +13,7 @@ from typing import BinaryIO, NamedTuple
 from PIL import Image
 from pydantic import ValidationError
 
+from yanami._files import open_regular
 from yanami.errors import UserError
 from yanami.schema import Dialogue, ImagePart
 from yanami.store._images import (
@@ -257,7 +258,7 @@ def shard_problem(root: Path, rel: str) -> str | None:
 def _open_shard(root: Path, rel: str) -> BinaryIO:
     """Open a shard for reading in binary, refusing a symbolic link put in place since the check."""
     try:
-        fd = os.open(root / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_regular(root / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))  # never a FIFO's hang
     except OSError as exc:
         raise UserError(f"{root / rel}: cannot be read ({exc.strerror}; run `yanami validate`)") from None
     return open(fd, "rb")
