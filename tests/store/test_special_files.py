@@ -50,5 +50,5 @@ def test_a_shard_that_is_a_fifo_is_one_line_not_a_hang(dataset: Path, cli: Calla
     os.mkfifo(shard)
     r = _within(20, lambda: cli("stats", dataset))
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "shard" in r.err
-    with pytest.raises(Exception, match="not a file|not a regular file"):
+    with pytest.raises(Exception, match=r"not a file|not a regular file"):
         _within(5, lambda: list(Dataset(dataset)))
