@@ -4,12 +4,14 @@ items/s along one very long dialogue.
     python benchmarks/bench_memory.py                       # 10k and 100k dialogues, a 10,000-turn dialogue
     python benchmarks/bench_memory.py --million             # and 1,000,000 dialogues (minutes, ~0.3 GB of disk)
     python benchmarks/bench_memory.py --only long --turns 4000
+    python benchmarks/bench_memory.py --only memory --commands export,import,validate
 
 Targets (issue 24, deliverable 1):
-  memory  peak RSS of `eval --limit 100`, `score`, `report`, `stats`, `export --format parquet`,
-          `validate` and `audit` flat from 10,000 to 1,000,000 dialogues: each command's figure
-          at the largest size over its figure at 10,000 (the baseline, measured in the same
-          run) stays near 1.0x; `python -c "import yanami.cli"` is printed as the floor
+  memory  peak RSS of `eval --limit 100`, `score`, `report`, `judge` (re-judging that run), `stats`,
+          `export --format parquet`, `import` (of that export), `validate` and `audit` flat from
+          10,000 to 1,000,000 dialogues: each command's figure at the largest size over its
+          figure at 10,000 (the baseline, measured in the same run) stays near 1.0x;
+          `python -c "import yanami.cli"` is printed as the floor
   long    items/s constant along a 10,000-turn dialogue (a DSU question after every turn, so
           the k-th question's request shows k turns): the rate over the last 10 % of the
           items over the rate over the first 10 % stays near 1.0x
@@ -27,10 +29,12 @@ is what the target is about) and with `reference:copy-input`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -142,6 +146,11 @@ def main() -> None:
     ap.add_argument("--only", choices=["memory", "long"])
     ap.add_argument("--sizes", default="10000,100000", help="bench sizes, comma-separated")
     ap.add_argument("--million", action="store_true", help="also 1,000,000 dialogues")
+    ap.add_argument(
+        "--commands",
+        help="measure only these commands, comma-separated (eval first for score, "
+        "report and judge; export first for import)",
+    )
     ap.add_argument("--turns", type=int, default=10_000, help="turns of the long dialogue")
     ap.add_argument("--cap-gb", type=float, default=6.0, help="address-space cap of each command")
     ap.add_argument("--keep", type=Path, help="build the benches here and keep them")
@@ -150,7 +159,7 @@ def main() -> None:
     try:
         if a.only in (None, "memory"):
             sizes = [int(s) for s in a.sizes.split(",")] + ([1_000_000] if a.million else [])
-            bench_memory(work, sizes, a.cap_gb)
+            bench_memory(work, sizes, a.cap_gb, set(a.commands.split(",")) if a.commands else None)
         if a.only in (None, "long"):
             bench_long(work, a.turns)
     finally:
@@ -159,18 +168,28 @@ def main() -> None:
 
 
 def _commands(bench: Path, run: Path, out: Path) -> dict[str, list[str]]:
+    """Each command measured, in order (`import` reads what `export` wrote; `judge` re-judges
+    the verdicts of `eval`'s run, which are removed first, so it grades every item again)."""
     return {
         "eval": ["eval", str(bench), "--model", "reference:copy-input", "--out", str(run), "--limit", "100"],
         "score": ["score", str(run)],
         "report": ["report", str(run), "--out", str(out / "report.html")],
+        "judge": ["judge", str(run), "--judge", "exact"],
         "stats": ["stats", str(bench)],
         "export": ["export", str(bench), "--format", "parquet", "--out", str(out / "parquet")],
+        "import": ["import", str(out / "parquet"), "--out", str(out / "imported")],
         "validate": ["validate", str(bench)],
         "audit": ["audit", str(bench)],
     }
 
 
-def bench_memory(work: Path, sizes: list[int], cap_gb: float) -> None:
+def _forget_verdicts(run: Path) -> None:
+    """Remove a run's verdicts, so `yanami judge` grades every item again."""
+    with contextlib.closing(sqlite3.connect(run / "results.sqlite")) as db, db:
+        db.execute("DELETE FROM verdicts")
+
+
+def bench_memory(work: Path, sizes: list[int], cap_gb: float, commands: set[str] | None = None) -> None:
     floor, _, _ = measure(["--version"], cap_gb)
     print(f"memory: peak RSS per command (MB); the interpreter with yanami imported: {floor:.0f} MB")
     figures: dict[str, dict[int, tuple[float, float, int]]] = {}
@@ -181,6 +200,10 @@ def bench_memory(work: Path, sizes: list[int], cap_gb: float) -> None:
         run, out = work / f"run-{n}", work / f"out-{n}"
         out.mkdir(exist_ok=True)
         for name, args in _commands(bench, run, out).items():
+            if commands is not None and name not in commands:
+                continue
+            if name == "judge" and (run / "results.sqlite").is_file():
+                _forget_verdicts(run)
             figures.setdefault(name, {})[n] = got = measure(args, cap_gb)
             rss, seconds, rc = got
             shown = f"{rss:8.0f} MB" if rc == 0 or rss < cap_gb * 1024 * 0.95 else f"over {cap_gb:.0f} GB"

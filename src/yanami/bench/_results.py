@@ -227,6 +227,23 @@ class Results:
         )
         return {r["item"]: _verdict(r) for r in rows}
 
+    def count_dialogues(self) -> int:
+        """How many dialogues have a prediction."""
+        return int(self._db.execute("SELECT count(DISTINCT dialogue) FROM predictions").fetchone()[0])
+
+    def judging_left(self, judge: str, version: str) -> tuple[int, int]:
+        """``(done, todo)`` for re-judging with ``judge`` at ``version``: the items it already
+        graded (an ok verdict of this version), and the ok predictions it has not."""
+        done = self._db.execute(
+            "SELECT count(*) FROM verdicts WHERE judge = ? AND judge_version = ? AND status = 'ok'", (judge, version)
+        ).fetchone()[0]
+        todo = self._db.execute(
+            "SELECT count(*) FROM predictions AS p WHERE p.status = 'ok' AND NOT EXISTS (SELECT 1 FROM verdicts AS v "
+            "WHERE v.item = p.item AND v.judge = ? AND v.judge_version = ? AND v.status = 'ok')",
+            (judge, version),
+        ).fetchone()[0]
+        return int(done), int(todo)
+
     def judges(self) -> dict[str, int]:
         """The judges with verdicts in the store, with how many each."""
         rows = self._db.execute("SELECT judge, count(*) AS n FROM verdicts GROUP BY judge ORDER BY judge")

@@ -11,12 +11,13 @@ item.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -291,7 +292,7 @@ class _RunBench(Dataset):
     """The bench as a run's judge sees it: iterating it gives the run's dialogues (so the exact
     judge's check that it can grade them reads those, not the whole bench)."""
 
-    def __init__(self, dataset: Dataset, selection: Callable[[], Selection]) -> None:
+    def __init__(self, dataset: Dataset, selection: Callable[[], Iterable[Dialogue]]) -> None:
         self.__dict__.update(dataset.__dict__)
         self._selection = selection
 
@@ -824,45 +825,70 @@ def rejudge(
     run = Path(run)
     manifest = read_manifest(run)
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
-    by_id = index_dialogues(dataset, dataset.read_all())
     responses = ResponseCache(Path(cache) if cache else run / "cache.sqlite")
-    the_judge = judge_for_bench(judge, dataset, responses, protocol_source)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
         held.enter_context(DirLock(run))
         store = held.enter_context(Results(run))
+        # the judge sees the run's dialogues (the exact judge checks it can grade those, not the bench)
+        the_judge = judge_for_bench(judge, _RunBench(dataset, lambda: _run_dialogues(dataset, store)), responses,
+                                    protocol_source)  # fmt: skip
         _record_judge(run, the_judge)
-        done = {
-            k
-            for k, v in store.verdicts(the_judge.name).items()
-            if v.status == "ok" and v.judge_version == the_judge.version
-        }
-        predictions = store.predictions()
-        todo = [p for p in predictions.values() if p.status == "ok" and p.item not in done]
-        summary = Summary(run, len(todo) + len(done), len(done))
+        done, todo = store.judging_left(the_judge.name, the_judge.version)
+        summary = Summary(run, todo + done, done)
         selfh = manifest.history == "self"
+        worked: set[str] = set()  # the dialogues judged here: a second dialogue with one of their ids is refused
+        in_flight: collections.deque[Future[Verdict | None]] = collections.deque()
+
+        def record(f: Future[Verdict | None]) -> None:
+            v = f.result()
+            if v is not None:
+                store.write_verdict(v)
+                summary.statuses[v.status] = summary.statuses.get(v.status, 0) + 1
+            summary.written += 1
+            if on_progress:
+                on_progress(done + summary.written, summary.items)
+
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            futures = [
-                pool.submit(
-                    _judge,
-                    the_judge,
-                    by_id[p.dialogue],
-                    p,
-                    store,
-                    own=_stored_history(by_id[p.dialogue], p, predictions) if selfh else None,
-                    earlier=_stored_outputs(by_id[p.dialogue], predictions, store),
-                )
-                for p in todo
-            ]
-            for n, f in enumerate(futures, 1):
-                v = f.result()
-                if v is not None:
-                    store.write_verdict(v)
-                    summary.statuses[v.status] = summary.statuses.get(v.status, 0) + 1
-                summary.written += 1
-                if on_progress:
-                    on_progress(len(done) + n, summary.items)
+            # the bench read a dialogue at a time, its stored rows with it; only the items in
+            # flight (and their dialogues) are held, and reading stops once every item is judged
+            dialogues = iter(dataset)
+            while summary.written + len(in_flight) < todo:
+                d = next(dialogues, None)
+                if d is None:
+                    break
+                if d.id in worked:
+                    raise _duplicate(dataset, d.id)
+                graded = {
+                    k
+                    for k, v in store.verdicts_of(d.id, the_judge.name).items()
+                    if v.status == "ok" and v.judge_version == the_judge.version
+                }
+                past = store.predictions_of(d.id)
+                for p in past.values():
+                    if p.status != "ok" or p.item in graded:
+                        continue
+                    worked.add(d.id)
+                    own = _stored_history(d, p, past) if selfh else None
+                    earlier = _stored_outputs(d, past, store)
+                    in_flight.append(pool.submit(_judge, the_judge, d, p, store, own=own, earlier=earlier))
+                    while len(in_flight) > 2 * concurrency:
+                        record(in_flight.popleft())
+            while in_flight:
+                record(in_flight.popleft())
         return summary
+
+
+def _run_dialogues(dataset: Dataset, store: Results) -> Iterator[Dialogue]:
+    """The bench's dialogues that a run has predictions of, read one at a time, until all are."""
+    left = store.count_dialogues()
+    dialogues = iter(dataset) if left else iter(())
+    for d in dialogues:
+        if store.count_done(d.id):
+            yield d
+            left -= 1
+            if not left:
+                return
 
 
 def _record_judge(run: Path, judge: Judge) -> None:

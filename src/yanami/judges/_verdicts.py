@@ -2,18 +2,50 @@
 
 from __future__ import annotations
 
+import weakref
+
 from yanami.models import AnswerVerdict, ImageVerdict, JudgeError, Output
 from yanami.run_format import CheckResult, Verdict
 from yanami.schema import Dialogue, Question
 
 
 def question_for(d: Dialogue, output: Output) -> Question:
-    """The DSU question a ``question`` item asks (its id is the item id's last part)."""
+    """The DSU question a ``question`` item asks (its id is the item id's last part).
+
+    The dialogue's questions are indexed by id once per dialogue (`_questions_of`), not
+    scanned per item: a dialogue of 10,000 questions is graded at a steady rate.
+    """
     qid = output.item.rpartition("/")[2]
-    q = next((q for q in d.questions if q.id == qid), None)
+    q = _questions_of(d).get(qid)
     if q is None:
         raise JudgeError(f"{output.item}: dialogue {d.id} has no question {qid!r}")
     return q
+
+
+_QUESTIONS: dict[int, tuple[weakref.ref[Dialogue], dict[str, Question]]] = {}
+"""Each live dialogue's questions by id, keyed by the dialogue object's ``id()`` (its entry
+goes when the dialogue does, so an id is never mistaken for a later object's)."""
+
+
+def _questions_of(d: Dialogue) -> dict[str, Question]:
+    """``d``'s questions by id (the first of an id wins), built once while ``d`` lives.
+
+    Judges grade from several threads: an entry is one tuple, set and read whole; two threads
+    may build the same index at once, which costs time, never a wrong answer."""
+    key = id(d)
+    hit = _QUESTIONS.get(key)
+    if hit is not None and hit[0]() is d:
+        return hit[1]
+    index: dict[str, Question] = {}
+    for q in d.questions:
+        index.setdefault(q.id, q)
+
+    def forget(ref: weakref.ref[Dialogue]) -> None:
+        if (entry := _QUESTIONS.get(key)) is not None and entry[0] is ref:
+            _QUESTIONS.pop(key, None)
+
+    _QUESTIONS[key] = (weakref.ref(d, forget), index)
+    return index
 
 
 def answer_verdict(name: str, version: str, output: Output, q: Question, v: AnswerVerdict) -> Verdict:

@@ -16,7 +16,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from yanami._files import open_regular
 from yanami._lock import OutputLock, work_prefix
+from yanami._parquet_pages import pages_over
 from yanami.errors import UserError
 from yanami.schema import Dialogue
 from yanami.store._images import ImageProblem, sha256_hex
@@ -25,10 +27,28 @@ from yanami.store._reader import Dataset
 from yanami.store._writer import DatasetWriter, move_into_place
 
 META_KEY = b"yanami"
+MAX_IMAGE_BYTES = 64 << 20
+"""An image cell of an export larger than this is refused unread (a picture within the
+store's pixel limit, PNG-compressed, is far smaller)."""
+MAX_DIALOGUE_BYTES = 64 << 20
+"""A dialogue cell (its JSON line) larger than this is refused unread."""
+_CELL_CAPS = {"dialogue": MAX_DIALOGUE_BYTES, "image_sha256": 1024, "images": MAX_IMAGE_BYTES}
+"""The columns an import reads, and the most bytes one cell of each may hold."""
+_HELD = 4
+"""What an import holds of a column at once, in units of its cell cap: one page, decompressed."""
 SHARD_PATH = r"^dialogues/[A-Za-z0-9_-]+\.jsonl$"
 SHARD_BYTES = 256 << 20
 """A new Parquet file starts once a file holds about this many bytes of images and text."""
-ROW_GROUP_ROWS = 64
+ROW_GROUP_BYTES = 4 << 20
+"""A row group ends once its rows hold about this many bytes of images and text, or at
+`ROW_GROUP_ROWS` rows: a file's row groups (whose metadata its writer holds until it closes)
+stay few, and one row group stays small enough to read whole."""
+ROW_GROUP_ROWS = 1024
+BATCH_ROWS = 64
+"""An import reads at most this many rows at once (fewer where they are large)."""
+STATISTICS = ["id", "family", "scenario", "num_turns"]
+"""The columns with min/max statistics: the short ones (a dialogue's or an image's would put up
+to 8 KB of its bytes in the file's metadata per row group)."""
 
 HF_FEATURES = {
     "id": {"dtype": "string", "_type": "Value"},
@@ -163,12 +183,14 @@ def _write_shards(
     size = 0
     rows: list[dict[str, Any]] = []
 
+    held = 0  # bytes of images and text in ``rows``
+
     def flush() -> None:
-        nonlocal rows
+        nonlocal rows, held
         if rows:
             assert writer is not None
-            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
-            rows = []
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema), row_group_size=len(rows))
+            rows, held = [], 0
 
     for _, _, line, d in ds.records():
         if writer is None or size >= shard_bytes:
@@ -176,7 +198,7 @@ def _write_shards(
             if writer is not None:
                 writer.close()
             parts.append(work / f"part-{len(parts):05d}.parquet")
-            writer = pq.ParquetWriter(parts[-1], schema, compression="zstd")
+            writer = _writer(pq, parts[-1], schema)
             size = 0
         hashes: list[str] = []
         images: list[dict[str, Any]] = []
@@ -186,7 +208,9 @@ def _write_shards(
                 data = ds.image_bytes(p)
                 images.append({"bytes": data, "path": f"{p.sha256}.{p.format.value}"})
                 size += len(data)
+                held += len(data)
         size += len(line)
+        held += len(line)
         rows.append(
             {
                 "id": d.id,
@@ -199,13 +223,13 @@ def _write_shards(
                 "images": images,
             }
         )
-        if len(rows) >= ROW_GROUP_ROWS:
+        if held >= ROW_GROUP_BYTES or len(rows) >= ROW_GROUP_ROWS:
             flush()
         if on_dialogue is not None:
             on_dialogue()
     if writer is None:  # an empty dataset still gets one (empty) file
         parts.append(work / "part-00000.parquet")
-        writer = pq.ParquetWriter(parts[-1], schema, compression="zstd")
+        writer = _writer(pq, parts[-1], schema)
     flush()
     writer.close()
     names = []
@@ -214,6 +238,10 @@ def _write_shards(
         part.rename(work / name)
         names.append(name)
     return names
+
+
+def _writer(pq: Any, path: Path, schema: Any) -> Any:
+    return pq.ParquetWriter(path, schema, compression="zstd", write_statistics=STATISTICS)
 
 
 def _card(split: str, n: int) -> str:
@@ -253,7 +281,9 @@ def import_parquet(
     """Turn a Parquet export back into a dataset directory at ``out``.
 
     Every image's bytes are hashed and decoded again, and every dialogue validated, so
-    the result is exactly as trustworthy as a freshly written dataset.
+    the result is exactly as trustworthy as a freshly written dataset. The files are read a
+    row group at a time, every cell under a cap (`MAX_DIALOGUE_BYTES`, `MAX_IMAGE_BYTES`,
+    checked from the page headers before a page is read; see `_rows`).
     """
     _, pq = _pyarrow()
     files = parquet_files(Path(source))
@@ -316,25 +346,57 @@ def _num_rows(pq: Any, f: Path) -> int:
 
 
 def _rows(pq: Any, f: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The rows of a file, read a batch at a time; a corrupt page is a one-line UserError."""
+    """The rows of a file, a row group at a time and a few rows per batch, each row's cells
+    copied out one row at a time; a corrupt page is a one-line UserError.
+
+    Before a row group is read, the page headers of its columns are (`pages_over`): a page
+    that would decompress to more than its column's cap allows refuses the file unread, so a
+    small compressed file whose cells decompress to gigabytes costs what its pages may hold.
+    """
     rowno = 0
     try:
-        batches = pq.ParquetFile(f).iter_batches(
-            batch_size=ROW_GROUP_ROWS, columns=["dialogue", "image_sha256", "images"]
-        )
-    except Exception as exc:  # pyarrow raises ArrowException subclasses and OSError
-        raise UserError(f"{f}: not a readable Parquet file ({exc})") from None
-    while True:
+        heads = open(open_regular(f), "rb")  # noqa: SIM115 (closed below, also when the generator is)
+    except OSError as exc:
+        raise UserError(f"{f}: cannot be read ({exc.strerror})") from None
+    with heads:
         try:
-            batch = next(batches, None)
-            rows = batch.to_pylist() if batch is not None else []
-        except Exception as exc:
-            raise UserError(f"{f}: row {rowno} onwards cannot be read ({_first_line(exc)})") from None
-        if batch is None:
-            return
-        for row in rows:
-            yield rowno, row
-            rowno += 1
+            # pages stream through a small buffer: the file's compressed bytes are never all read at once
+            pf = pq.ParquetFile(f, buffer_size=1 << 20)
+            groups = pf.num_row_groups
+        except Exception as exc:  # pyarrow raises ArrowException subclasses and OSError
+            raise UserError(f"{f}: not a readable Parquet file ({exc})") from None
+        for i in range(groups):
+            try:
+                meta = pf.metadata.row_group(i)
+                problem = next(
+                    (
+                        why
+                        for column, cap in _CELL_CAPS.items()
+                        if (why := pages_over(heads, meta, [column], cap, held=_HELD)) is not None
+                    ),
+                    None,
+                )
+            except Exception as exc:
+                raise UserError(f"{f}: row {rowno} onwards cannot be read ({_first_line(exc)})") from None
+            if problem is not None:
+                raise UserError(f"{f}: row {rowno} onwards cannot be read ({problem})")
+            # as many rows per batch as hold about one image's cap on average: a few cells, not the file
+            size = max(1, min(BATCH_ROWS, MAX_IMAGE_BYTES * meta.num_rows // max(1, meta.total_byte_size)))
+            batches = pf.iter_batches(batch_size=size, row_groups=[i], columns=list(_CELL_CAPS), use_threads=False)
+            while True:
+                try:
+                    batch = next(batches, None)
+                except Exception as exc:
+                    raise UserError(f"{f}: row {rowno} onwards cannot be read ({_first_line(exc)})") from None
+                if batch is None:
+                    break
+                for r in range(batch.num_rows):
+                    try:
+                        row = batch.slice(r, 1).to_pylist()[0]
+                    except Exception as exc:
+                        raise UserError(f"{f}: row {rowno} cannot be read ({_first_line(exc)})") from None
+                    yield rowno, row
+                    rowno += 1
 
 
 def _first_line(exc: BaseException) -> str:
@@ -343,8 +405,11 @@ def _first_line(exc: BaseException) -> str:
 
 def _import_row(w: DatasetWriter, f: Path, rowno: int, row: dict[str, Any]) -> None:
     where = f"{f}: row {rowno}"
+    text = row["dialogue"] or ""
+    if len(text) > MAX_DIALOGUE_BYTES:  # characters: at least as many bytes
+        raise UserError(f"{where}: dialogue: over the limit of {MAX_DIALOGUE_BYTES} bytes")
     try:
-        d = Dialogue.model_validate_json(row["dialogue"] or "", strict=True)
+        d = Dialogue.model_validate_json(text, strict=True)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(map(str, err["loc"])) or "-"
@@ -357,6 +422,8 @@ def _import_row(w: DatasetWriter, f: Path, rowno: int, row: dict[str, Any]) -> N
         data = (image or {}).get("bytes")
         if data is None:
             raise UserError(f"{where}: images.{k}: no bytes")
+        if len(data) > MAX_IMAGE_BYTES:
+            raise UserError(f"{where}: images.{k}: {len(data)} bytes, over the limit of {MAX_IMAGE_BYTES}")
         if sha256_hex(data) != sha:
             raise UserError(f"{where}: images.{k}: bytes do not match hash {sha}")
         p = declared.get(sha)
@@ -371,7 +438,6 @@ def _import_row(w: DatasetWriter, f: Path, rowno: int, row: dict[str, Any]) -> N
     missing = set(declared).difference(hashes)
     if missing:
         raise UserError(f"{where}: the dialogue references image(s) not in the row: {sorted(missing)[0]}")
-    text = row["dialogue"]
     try:
         # The text as exported (one line, validated above), so the shard comes back byte for byte.
         w.add_dialogue(d, line=text if "\n" not in text else None)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from yanami.schema import Dialogue
@@ -146,7 +147,8 @@ def validate_dataset(
             if rel not in manifest.shards:
                 problems.append(Problem(rel, 0, "-", f"shard is not listed in {MANIFEST}"))
 
-    first_at: dict[str, tuple[str, int]] = {}
+    seen = _SeenIds()
+    suspects: list[_Suspect] = []
     refs: dict[str, _Ref] = {}
     n_dialogues = n_turns = n_questions = n_checks = 0
     for rel in shards:
@@ -161,13 +163,9 @@ def validate_dataset(
             if manifest is not None and d.family != manifest.family:
                 msg = f"a {d.family} dialogue in a {manifest.family} dataset (the manifest's family)"
                 problems.append(Problem(rel, lineno, "family", msg))
-            if d.id in first_at:
-                at_rel, at_line = first_at[d.id]
-                problems.append(
-                    Problem(rel, lineno, "id", f"duplicate dialogue id {d.id!r} (first at {at_rel}:{at_line})")
-                )
-            else:
-                first_at[d.id] = (rel, lineno)
+            if seen.add(hash(d.id)):  # maybe a duplicate: named, or dropped, once the shards are read
+                suspects.append(_Suspect(len(problems), d.id, rel, lineno))
+                problems.append(Problem(rel, lineno, "id", ""))
             for i, side, j, part in walk.images:
                 first = refs.get(part.sha256)
                 if first is None:
@@ -192,6 +190,9 @@ def validate_dataset(
         if manifest is not None and rel in manifest.shards and manifest.shards[rel] != digest.hexdigest():
             manifest_problem(("shards", rel), f"checksum does not match the shard's bytes ({digest.hexdigest()[:12]}…)")
 
+    del seen
+    if suspects:
+        _name_duplicates(root, shards, problems, suspects)
     problems.extend(_check_images(root, refs, max_pixels, on_image))
     files = _image_files(root, problems)
     for rel, sha in files.items():
@@ -213,6 +214,86 @@ def validate_dataset(
         if manifest.images_sha256 != images_digest(list(files.values())):
             manifest_problem(("images_sha256",), "checksum does not match the image files")
     return problems
+
+
+class _SeenIds:
+    """The dialogue ids seen so far, as 64-bit hashes: 8 bytes an id in a sorted array, and the
+    latest few thousand in a set that is merged into it when full.
+
+    A dict of the ids themselves and where each was first seen costs ~200 bytes an id (246 MB
+    at a million dialogues); this costs ~8, so validating stays flat in the number of
+    dialogues. A hit may be false (two ids with one hash): the caller confirms it.
+    """
+
+    RECENT = 1 << 14
+
+    def __init__(self) -> None:
+        self.old = np.empty(0, dtype=np.int64)
+        self.recent: set[int] = set()
+
+    def add(self, h: int) -> bool:
+        """Record the hash ``h``; True if it was recorded before."""
+        if h in self.recent:
+            return True
+        old = self.old
+        if len(old):
+            i = int(old.searchsorted(h))
+            if i < len(old) and old[i] == h:
+                return True
+        self.recent.add(h)
+        if len(self.recent) >= self.RECENT:
+            n = len(old)
+            del old
+            # grown in place (realloc, which moves pages rather than copies them), never held twice
+            self.old.resize(n + len(self.recent), refcheck=False)
+            self.old[n:] = np.fromiter(self.recent, dtype=np.int64, count=len(self.recent))
+            self.old.sort(kind="stable")  # a sorted run and a short tail: a merge, not a full sort
+            self.recent = set()
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Suspect:
+    """A line whose dialogue id hashes like an earlier one's, and its placeholder problem."""
+
+    at: int  # index of the placeholder in the problem list
+    id: str
+    path: str
+    line: int
+
+
+class _NoDigest:
+    def update(self, data: bytes) -> None:
+        pass
+
+
+def _name_duplicates(root: Path, shards: list[str], problems: list[Problem], suspects: list[_Suspect]) -> None:
+    """Replace each suspect's placeholder with its duplicate-id problem naming the id's first
+    line, or drop it where the id was not seen before (a hash shared by two ids).
+
+    Reads the shards again, in order, only until the first line of every suspect id is found.
+    """
+    wanted = {s.id for s in suspects}
+    first_at: dict[str, tuple[str, int]] = {}
+    for rel in shards:
+        if len(first_at) == len(wanted):
+            break
+        for lineno, line in enumerate(_read_lines(root / rel, _NoDigest()), 1):
+            walk = fast_walk(line) or _slow_walk(line, rel, lineno, [])
+            if walk is not None and (did := walk.dialogue.id) in wanted and did not in first_at:
+                first_at[did] = (rel, lineno)
+                if len(first_at) == len(wanted):
+                    break
+    drop = set()
+    for s in suspects:
+        at = first_at.get(s.id)
+        if at is None or at == (s.path, s.line):
+            drop.add(s.at)
+        else:
+            msg = f"duplicate dialogue id {s.id!r} (first at {at[0]}:{at[1]})"
+            problems[s.at] = Problem(s.path, s.line, "id", msg)
+    if drop:
+        problems[:] = [p for i, p in enumerate(problems) if i not in drop]
 
 
 def _slow_walk(line: memoryview | bytes, rel: str, lineno: int, problems: list[Problem]) -> DialogueWalk | None:
