@@ -23,6 +23,7 @@ import base64
 import io
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -275,7 +276,14 @@ class FakeServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
+        self._server.handle_error = self._handle_error  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-reply (what the trickle and oversized faults provoke) is no
+        error of the server's; anything else is printed as the standard server prints it."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            ThreadingHTTPServer.handle_error(self._server, request, client_address)
 
     @property
     def url(self) -> str:
