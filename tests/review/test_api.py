@@ -143,7 +143,7 @@ def test_a_stale_save_gets_409_with_both_versions(server: Server, sqlite_review:
     again = b.post(f"/d/{did}/edit", {"path": TEXT, "value": "ann2's words", "base_version": "1"})
     assert again.status == 303 and sqlite_review.db.dialogue(did)[1] == 2
     history = a.get(f"/d/{did}/history").text
-    assert history.count("<tr>") == 3 and "ann2" in history and "<del>" in history
+    assert history.count('<tr id="v') == 2 and "ann2" in history and "<del>" in history
 
 
 def test_bad_input_gets_its_status_and_one_message(server: Server, sqlite_review: Review) -> None:
@@ -205,6 +205,7 @@ def test_the_admin_sees_disagreements_worst_first_and_adjudicates(server: Server
     b.post(f"/d/{ids[1]}/check", {"check_id": check, "verdict": "fail"})
     a.post(f"/d/{ids[1]}/decision", {"decision": "approve"})
     b.post(f"/d/{ids[1]}/decision", {"decision": "reject"})
+    a.post(f"/d/{ids[1]}/decision", {"decision": "refine", "comment": "on second thought"})
     boss = _signed_in(server, sqlite_review, "boss")
     page = boss.get("/admin").text
     disputed = page.split('id="disputed"')[1].split("</table>")[0]
@@ -212,6 +213,38 @@ def test_the_admin_sees_disagreements_worst_first_and_adjudicates(server: Server
     assert "Fleiss" in page and "Krippendorff" in page
     side = boss.get(f"/admin/d/{ids[1]}").text
     assert "ann1" in side and "ann2" in side and "reject" in side
+    given = side.split('id="verdict-history"')[1].split("</table>")[0]
+    assert "<del>approve</del>" in given and "on second thought" in given and given.count('class="current"') == 4
     assert a.post(f"/admin/d/{ids[1]}/adjudicate", {"decision": "approve"}).status == 403
     assert boss.post(f"/admin/d/{ids[1]}/adjudicate", {"decision": "approve", "comment": "ok"}).status == 303
     assert next(r for r in sqlite_review.db.table() if r["id"] == ids[1])["final"] == "approve"
+
+
+def test_options_letters_and_revert_over_http(server: Server, sqlite_review: Review) -> None:
+    did, _ = _first_ids(sqlite_review)
+    a, b = _signed_in(server, sqlite_review, "ann1"), _signed_in(server, sqlite_review, "ann2")
+    data, _ = sqlite_review.db.dialogue(did)
+    k, q = next((k, q) for k, q in enumerate(data["questions"]) if len(q["choices"]) == 4)
+    page = a.get(f"/d/{did}").text
+    assert f'name="path" value="questions.{k}.answer_letters"' in page
+    assert f'name="path" value="questions.{k}.choices"' in page
+    new = next(x for x in "ABCD" if x not in q["answer_letters"])
+    letters = f"questions.{k}.answer_letters"
+    assert a.post(f"/d/{did}/edit", {"path": letters, "value": new, "base_version": "0"}).status == 303
+    bad = a.post(
+        f"/d/{did}/edit", {"path": letters, "value": "Z", "base_version": "1"}, headers={"Accept": "application/json"}
+    )
+    assert (
+        bad.status == 422
+        and bad.text == f"{{\"error\":\"field '{letters}': 'Z' is not option letters (write e.g. B or A, C)\"}}"
+    )
+    history = b.get(f"/d/{did}/history").text
+    assert 'name="to_version" value="0"' in history and 'name="to_version" value="1"' not in history
+    assert b.post(f"/d/{did}/revert", {"base_version": "1", "to_version": "0"}).status == 303
+    assert sqlite_review.db.dialogue(did) == (data, 2)
+    stale = a.post(f"/d/{did}/revert", {"base_version": "1", "to_version": "0"})
+    assert stale.status == 409 and "ann2 changed this text first" in html.unescape(stale.text)
+    assert a.post(f"/d/{did}/revert", {"base_version": "2", "to_version": "x"}).status == 422
+    assert "revert to version 0" in a.get(f"/d/{did}/history").text
+    assert a.post(f"/d/{did}/revert", {"base_version": "2", "to_version": "0"}, csrf=False).status == 403
+    assert sqlite_review.db.dialogue(did)[1] == 2

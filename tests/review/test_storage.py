@@ -199,3 +199,53 @@ def test_a_locked_database_is_one_line_and_loses_nothing(review_dataset: Path, t
     assert db.redeem(token)[1].user.name == "ann1"
     with db.begin() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(T["edits"])).scalar_one() == 1
+
+
+def test_changed_verdicts_and_decisions_are_kept_in_order_the_latest_counts(review: Review, tmp_path: Path) -> None:
+    db = review.db
+    users = {u.name: u for u in db.users()}
+    did = db.table()[0]["id"]
+    check = next(c["id"] for t in db.dialogue(did)[0]["turns"] for c in t["checks"])
+    db.set_verdict(users["ann1"], did, check, Verdict.PASS, "")
+    db.set_verdict(users["ann1"], did, check, Verdict.PASS, "")  # the same again: nothing new
+    db.set_verdict(users["ann1"], did, check, Verdict.FIX, "the cube is blue")
+    db.decide(users["ann1"], did, Decision.REJECT, "")
+    db.decide(users["ann1"], did, Decision.APPROVE, "fixed")
+    db.decide(users["ann2"], did, Decision.APPROVE, "")
+    given = [(h["user"], h["check"], h["value"], h["comment"], h["current"]) for h in db.verdict_history(did)]
+    assert given == [
+        ("ann1", check, "pass", "", False),
+        ("ann1", check, "fix", "the cube is blue", True),
+        ("ann1", None, "reject", "", False),
+        ("ann1", None, "approve", "fixed", True),
+        ("ann2", None, "approve", "", True),
+    ]
+    assert all(h["at"] for h in db.verdict_history(did))
+    row = next(r for r in db.table() if r["id"] == did)
+    assert row["decisions"] == {"ann1": "approve", "ann2": "approve"} and row["final"] == "approve"
+    assert row["checks"]["ann1"] == {check: "fix"}
+    export_approved(db, tmp_path / "out")
+    [exported] = list(Dataset(tmp_path / "out"))
+    record = exported.meta.params["review"]["verdict_history"]
+    assert [(h["user"], h["value"], h["current"]) for h in record][2:4] == [
+        ("ann1", "reject", False),
+        ("ann1", "approve", True),
+    ]
+
+
+def test_a_version_1_database_is_brought_up_to_date_with_its_data(review: Review) -> None:
+    db = review.db
+    ann1 = next(u for u in db.users() if u.name == "ann1")
+    did = db.table()[0]["id"]
+    db.edit(ann1, did, 0, TEXT, "made under version 1")
+    with db.begin() as conn:  # what a database written by the first release holds
+        for name in ("verdict_history", "removed_users", "snapshots"):
+            T[name].drop(conn)
+        conn.execute(schema_version.delete().where(schema_version.c.version > 1))
+    db.close()
+    again = ReviewDB(review.db.url.replace("postgresql+psycopg://", "postgresql://"))
+    assert current_schema_version(again) == SCHEMA_VERSION == 3
+    assert again.revert(ann1, did, 1, 0) == 2 and again.edits(did)[0].after == "made under version 1"
+    again.decide(ann1, did, Decision.APPROVE, "")
+    assert [h["value"] for h in again.verdict_history(did)] == ["approve"]
+    again.close()

@@ -1,5 +1,7 @@
 """Agreement among annotators: Fleiss' kappa on dialogue decisions (statsmodels), Krippendorff's
-alpha on check verdicts (the ``krippendorff`` package), overall, per scenario and per annotator."""
+alpha on check verdicts (the ``krippendorff`` package), overall and per scenario; per annotator,
+Cohen's kappa (statsmodels) between the annotator and the majority of the others, and the share
+of pairs with another annotator that agree."""
 
 from __future__ import annotations
 
@@ -60,15 +62,7 @@ def _pairwise(rows: list[dict[str, Any]], name: str, key: str) -> float | None:
     """The share of (this annotator, another) pairs on the same item that agree."""
     same = total = 0
     for row in rows:
-        if key == "decisions":
-            items = [row["decisions"]]
-        else:
-            checks: dict[str, dict[str, str]] = {}
-            for rater, verdicts in row["checks"].items():
-                for cid, v in verdicts.items():
-                    checks.setdefault(cid, {})[rater] = v
-            items = list(checks.values())
-        for item in items:
+        for item in _items(row, key):
             if name not in item:
                 continue
             for other, v in item.items():
@@ -76,6 +70,49 @@ def _pairwise(rows: list[dict[str, Any]], name: str, key: str) -> float | None:
                     total += 1
                     same += v == item[name]
     return same / total if total else None
+
+
+def cohen(pairs: Sequence[tuple[str, str]], categories: Sequence[str]) -> float | None:
+    """Cohen's kappa over (rater's label, reference label) pairs; None when undefined (no pairs,
+    or chance agreement 1: one category for everything)."""
+    import numpy as np
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    if not pairs:
+        return None
+    index = {c: i for i, c in enumerate(categories)}
+    table = np.zeros((len(categories), len(categories)))
+    for mine, ref in pairs:
+        table[index[mine], index[ref]] += 1
+    with np.errstate(all="ignore"):
+        value = float(cohens_kappa(table, return_results=False))
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def _items(row: dict[str, Any], key: str) -> list[dict[str, str]]:
+    """A row's judged items as {rater: label}: its decisions, or one item per check."""
+    if key == "decisions":
+        return [row["decisions"]]
+    checks: dict[str, dict[str, str]] = {}
+    for rater, verdicts in row["checks"].items():
+        for cid, v in verdicts.items():
+            checks.setdefault(cid, {})[rater] = v
+    return list(checks.values())
+
+
+def _versus_majority(rows: list[dict[str, Any]], name: str, key: str) -> list[tuple[str, str]]:
+    """(this annotator's label, the label more than half of the others gave) on every item where
+    the others have such a majority."""
+    pairs = []
+    for row in rows:
+        for item in _items(row, key):
+            if name not in item:
+                continue
+            others = [v for r, v in item.items() if r != name]
+            top = max(set(others), key=others.count, default=None)
+            if top is not None and others.count(top) * 2 > len(others):
+                pairs.append((item[name], top))
+    return pairs
 
 
 def _units(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -91,7 +128,8 @@ def _units(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 def agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Agreement from `ReviewDB.table` rows: ``overall``, ``per_group`` (scenario or domain) and
-    ``per_annotator`` (pairwise agreement with the others on decisions and on checks)."""
+    ``per_annotator``: Cohen's kappa against the others' majority and pairwise agreement with
+    the others, on decisions and on checks."""
     raters = sorted({r for row in rows for r in (*row["decisions"], *row["checks"])})
 
     def block(subset: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,6 +148,8 @@ def agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "per_annotator": {
             name: {
                 "decisions": sum(1 for row in rows if name in row["decisions"]),
+                "decision_kappa": cohen(_versus_majority(rows, name, "decisions"), [d.value for d in Decision]),
+                "check_kappa": cohen(_versus_majority(rows, name, "checks"), [v.value for v in Verdict]),
                 "decision_agreement": _pairwise(rows, name, "decisions"),
                 "check_agreement": _pairwise(rows, name, "checks"),
             }

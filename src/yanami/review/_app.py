@@ -25,6 +25,7 @@ from starlette.datastructures import FormData
 from yanami.review._agreement import agreement, fmt
 from yanami.review._db import (
     DECISION_LABELS,
+    REVERT,
     Conflict,
     Decision,
     ReviewDB,
@@ -315,12 +316,40 @@ def create_app(db: ReviewDB) -> FastAPI:
             )
         return RedirectResponse(f"/d/{dialogue_id}", status_code=303)
 
+    @app.post("/d/{dialogue_id}/revert")
+    async def revert(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        if session.user.role is not Role.ADMIN:
+            may_review(session, dialogue_id)
+        numbers = {}
+        for name in ("base_version", "to_version"):
+            value = text(form, name)
+            if not value.isdigit():
+                raise ReviewError(f"form field {name!r}: {value[:20]!r} is not a version number", 422)
+            numbers[name] = int(value)
+        try:
+            db.revert(session.user, dialogue_id, numbers["base_version"], numbers["to_version"])
+        except Conflict as c:
+            return page(request, "conflict.html", 409, session=session, c=c, diff=[], dialogue_id=dialogue_id)
+        return RedirectResponse(f"/d/{dialogue_id}/history", status_code=303)
+
     @app.get("/d/{dialogue_id}/history", response_class=HTMLResponse)
     async def history(request: Request, dialogue_id: str) -> Response:
         session = session_of(request)
         may_view(session, dialogue_id)
+        _, version = db.dialogue(dialogue_id)
         edits = [(e, _diff(e.before, e.after)) for e in db.edits(dialogue_id)]
-        return page(request, "history.html", session=session, dialogue_id=dialogue_id, edits=edits)
+        may_edit = session.user.role is Role.ADMIN or db.is_assigned(session.user, dialogue_id)
+        return page(
+            request,
+            "history.html",
+            session=session,
+            dialogue_id=dialogue_id,
+            edits=edits,
+            version=version,
+            may_edit=may_edit,
+            revert_prefix=REVERT,
+        )
 
     @app.get("/image/{sha256}")
     async def image(request: Request, sha256: str) -> Response:
@@ -390,6 +419,7 @@ def create_app(db: ReviewDB) -> FastAPI:
             verdicts=verdicts,
             checks=checks,
             decisions=[d.value for d in Decision],
+            history=db.verdict_history(dialogue_id),
         )
 
     @app.post("/admin/d/{dialogue_id}/adjudicate")

@@ -83,11 +83,37 @@ def users_add(
     typer.echo(f"{url.rstrip('/')}/signin?token={token}")
 
 
+@users_app.command("link")
+def users_link(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    db: Db = "review.sqlite",
+    url: Annotated[
+        str, typer.Option(help="Where the app is served, for the link.", metavar="URL")
+    ] = f"http://127.0.0.1:{DEFAULT_PORT}",
+) -> None:
+    """Print a new one-time sign-in link for a user (their unspent old link stops working)."""
+    token = _open(db).relink(name)
+    typer.echo(f"{url.rstrip('/')}/signin?token={token}")
+
+
+@users_app.command("remove")
+def users_remove(name: Annotated[str, typer.Argument(metavar="NAME")], db: Db = "review.sqlite") -> None:
+    """Remove a user: their sessions end; their verdicts and decisions stay under their name."""
+    ended, dropped = _open(db).remove_user(name)
+    typer.echo(
+        f"{name} removed: {ended} session(s) ended, {dropped} undecided assignment(s) dropped "
+        "(run `yanami review assign` to top them up)"
+    )
+
+
 @users_app.command("list")
 def users_list(db: Db = "review.sqlite") -> None:
-    """List users and their roles."""
-    for user in _open(db).users():
+    """List users and their roles (removed users last)."""
+    store = _open(db)
+    for user in store.users():
         typer.echo(f"{user.name}\t{user.role.value}")
+    for user in store.users(removed=True):
+        typer.echo(f"{user.name}\t{user.role.value}\tremoved")
 
 
 @review_app.command()
@@ -143,7 +169,7 @@ def agreement_(
     db: Db = "review.sqlite",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Fleiss' kappa on decisions and Krippendorff's alpha on check verdicts, per scenario and annotator."""
+    """Fleiss' kappa and Krippendorff's alpha per scenario; Cohen's kappa per annotator against the others."""
     from yanami.review._agreement import agreement, fmt
 
     result = agreement(_open(db).table())
@@ -156,9 +182,12 @@ def agreement_(
             f"{scope}\t{b['dialogues']}\t{b['decided_by_two_or_more']}\t"
             f"{fmt(b['fleiss_kappa_decisions'])}\t{fmt(b['krippendorff_alpha_checks'])}"
         )
-    typer.echo("annotator\tdecisions\tdecision_agreement\tcheck_agreement")
+    typer.echo("annotator\tdecisions\tdecision_kappa\tcheck_kappa\tdecision_agreement\tcheck_agreement")
     for name, a in result["per_annotator"].items():
-        typer.echo(f"{name}\t{a['decisions']}\t{fmt(a['decision_agreement'])}\t{fmt(a['check_agreement'])}")
+        typer.echo(
+            f"{name}\t{a['decisions']}\t{fmt(a['decision_kappa'])}\t{fmt(a['check_kappa'])}\t"
+            f"{fmt(a['decision_agreement'])}\t{fmt(a['check_agreement'])}"
+        )
 
 
 @review_app.command()

@@ -219,14 +219,54 @@ _V1 = [
         sa.Column("at", sa.String(32), nullable=False),
     ),
 ]
-T = {t.name: t for t in _V1}
+_V2 = [
+    sa.Table(
+        "snapshots",
+        meta,
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("version", sa.Integer, primary_key=True),
+        sa.Column("content", sa.Text, nullable=False),
+    ),
+    sa.Table(
+        "removed_users",
+        meta,
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+]
+"""Version 2: the dialogue's whole content after each edit (what a revert brings back), and the
+users removed (kept, so their verdicts stay under their name)."""
+_V3 = [
+    sa.Table(
+        "verdict_history",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), nullable=False),
+        sa.Column("check_id", sa.String(128), nullable=True),  # None: a decision on the whole dialogue
+        sa.Column("value", sa.String(8), nullable=False),
+        sa.Column("comment", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+        sa.Index("verdict_history_dialogue", "dialogue_id"),
+    ),
+]
+"""Version 3: every verdict and decision an annotator gave, in order (the latest counts)."""
+T = {t.name: t for t in [*_V1, *_V2, *_V3]}
 
 
 def _v1(conn: Connection) -> None:
     meta.create_all(conn, tables=_V1)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+def _v2(conn: Connection) -> None:
+    meta.create_all(conn, tables=_V2)
+
+
+def _v3(conn: Connection) -> None:
+    meta.create_all(conn, tables=_V3)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
 """Applied in order; migration k (from 1) brings a database to schema version k. Append, never edit:
 a later migration alters the tables with its own statements, not by changing the ones above."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -254,13 +294,16 @@ def _sha(token: str) -> str:
 EDITABLE = re.compile(
     r"turns\.\d+\.(?:user|assistant)\.parts\.\d+\.text"
     r"|turns\.\d+\.checks\.\d+\.text"
-    r"|questions\.\d+\.(?:text|answer|choices\.\d+)"
+    r"|questions\.\d+\.(?:text|answer|answer_letters|choices|choices\.\d+)"
 )
-"""The fields an annotator may edit: every text of a turn, question, option, answer and check."""
+"""The fields an annotator may edit: every text of a turn, question, option, answer and check, a
+question's options as a whole (one a line: add, remove, reorder) and its answer letters."""
+LETTERS = "ABCDEFG"
+REVERT = "revert:"
+"""The ``path`` of an edit that reverted the dialogue: ``revert:N`` brought back version N's content."""
 
 
-def field_at(data: Any, path: str) -> str:
-    """The text at an editable ``path`` of a dialogue's JSON; ReviewError if there is none."""
+def _node(data: Any, path: str) -> Any:
     if EDITABLE.fullmatch(path) is None:
         raise ReviewError(f"field {path!r}: not an editable text", 422)
     node = data
@@ -269,18 +312,77 @@ def field_at(data: Any, path: str) -> str:
             node = node[int(key)] if isinstance(node, list) else node[key]
         except (KeyError, IndexError, ValueError, TypeError):
             raise ReviewError(f"field {path!r}: no such field in this dialogue", 422) from None
+    return node
+
+
+def field_at(data: Any, path: str) -> str:
+    """The text at an editable ``path`` of a dialogue's JSON; ReviewError if there is none.
+
+    A question's ``answer_letters`` read as ``A, C``; its ``choices`` as one option a line.
+    """
+    node = _node(data, path)
+    if path.endswith((".answer_letters", ".choices")):
+        if not isinstance(node, list) or not all(isinstance(x, str) for x in node):
+            raise ReviewError(f"field {path!r}: not a list of texts", 422)
+        return (", " if path.endswith("letters") else "\n").join(node)
     if not isinstance(node, str):
         raise ReviewError(f"field {path!r}: not a text", 422)
     return node
 
 
+def _parse_letters(path: str, value: str) -> list[str]:
+    letters = value.replace(",", " ").upper().split()
+    if any(x not in LETTERS or len(x) != 1 for x in letters):
+        raise ReviewError(f"field {path!r}: {value[:40]!r} is not option letters (write e.g. B or A, C)", 422)
+    return sorted(set(letters))
+
+
+def _correct_text(q: dict[str, Any]) -> str | None:
+    """The text of a question's correct options ("; " between several); None if a letter has no option."""
+    choices, letters = q.get("choices", []), q.get("answer_letters", [])
+    idx = [LETTERS.index(x) for x in letters if x in LETTERS]
+    if not letters or len(idx) != len(letters) or any(i >= len(choices) for i in idx):
+        return None
+    return "; ".join(choices[i] for i in idx)
+
+
 def _set_field(data: Any, path: str, value: str) -> None:
+    """Write ``value`` at ``path``; an answer that was the correct options' text follows them."""
     field_at(data, path)
     *parents, last = path.split(".")
     node = data
     for key in parents:
         node = node[int(key)] if isinstance(node, list) else node[key]
-    node[int(last) if isinstance(node, list) else last] = value
+    question = re.fullmatch(r"questions\.(\d+)\.(answer_letters|choices(?:\.\d+)?)", path)
+    q = data["questions"][int(question[1])] if question else None
+    linked = q is not None and q.get("choices") and q["answer"] == _correct_text(q)
+    if last == "answer_letters":
+        node[last] = _parse_letters(path, value)
+    elif last == "choices":
+        node[last] = [line.strip() for line in value.split("\n") if line.strip()]
+    else:
+        node[int(last) if isinstance(node, list) else last] = value
+    if q is not None and linked:
+        q["answer"] = _correct_text(q) or q["answer"]
+
+
+def _question_problem(q: dict[str, Any]) -> str | None:
+    """What makes an edited multiple-choice question inconsistent beyond the dataset's own rules."""
+    choices = q.get("choices", [])
+    for i, c in enumerate(choices):
+        if not c.strip():
+            return f"option {LETTERS[i]} is empty"
+        if c in choices[:i]:
+            return f"option {LETTERS[i]} repeats option {LETTERS[choices.index(c)]}"
+    if q["answer"] in choices:
+        letter = LETTERS[choices.index(q["answer"])]
+        if letter not in q.get("answer_letters", []):
+            marked = ", ".join(q.get("answer_letters", [])) or "none"
+            return (
+                f"the answer {q['answer'][:60]!r} is option {letter}'s text but the correct option(s) are {marked}: "
+                "change the answer letters or the answer"
+            )
+    return None
 
 
 def _checked_dialogue(dialogue_id: str, data: Any, path: str) -> None:
@@ -295,6 +397,31 @@ def _checked_dialogue(dialogue_id: str, data: Any, path: str) -> None:
     if problems:
         loc, msg = problems[0]
         raise ReviewError(f"dialogue {dialogue_id}: {'.'.join(map(str, loc))}: {msg}", 422)
+    question = re.match(r"questions\.(\d+)\.", path)
+    if question:
+        problem = _question_problem(data["questions"][int(question[1])])
+        if problem:
+            raise ReviewError(f"field {path!r}: {problem}", 422)
+
+
+def _edited_fields(data: Any) -> dict[str, str]:
+    """Every editable field of a dialogue and its text (what a revert's record compares)."""
+    out: dict[str, str] = {}
+    for t in data["turns"]:
+        for side in ("user", "assistant"):
+            for j, part in enumerate(t[side]["parts"]):
+                if part["type"] == "text":
+                    out[f"turns.{t['index']}.{side}.parts.{j}.text"] = part["text"]
+        for k, c in enumerate(t["checks"]):
+            out[f"turns.{t['index']}.checks.{k}.text"] = c["text"]
+    for k in range(len(data.get("questions", []))):
+        for name in ("text", "answer", "answer_letters", "choices"):
+            out[f"questions.{k}.{name}"] = field_at(data, f"questions.{k}.{name}")
+    return out
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def check_text(text: str, what: str) -> str:
@@ -318,6 +445,8 @@ class ReviewDB:
         except sa.exc.ArgumentError:
             raise UserError(f"--db {db}: not a database URL or file path") from None
         self.shown = url.render_as_string(hide_password=True)
+        self._file: tuple[Path, int] | None = None
+        """A SQLite database's file and inode: a file deleted or replaced while open is 'gone'."""
         if url.get_backend_name() == "sqlite":
             path = Path(url.database or "")
             if not create and not path.is_file():
@@ -340,6 +469,8 @@ class ReviewDB:
                 raise UserError(f"--db {self.shown}: no driver for it ({exc})") from None
         with self.begin() as conn:
             _migrate(conn, self.shown)
+        if url.get_backend_name() == "sqlite" and url.database:
+            self._file = (Path(url.database), Path(url.database).stat().st_ino)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -347,6 +478,15 @@ class ReviewDB:
     @contextmanager
     def begin(self) -> Iterator[Connection]:
         """A transaction; a locked, gone or unreachable database is one `Unavailable` line."""
+        if self._file is not None:
+            # an open SQLite connection would go on writing to a deleted file's inode, losing it all
+            path, inode = self._file
+            try:
+                now = path.stat().st_ino
+            except OSError:
+                raise Unavailable(f"database {self.shown}: the file is gone") from None
+            if now != inode:
+                raise Unavailable(f"database {self.shown}: the file was replaced by another one")
         try:
             with self.engine.begin() as conn:
                 yield conn
@@ -425,10 +565,44 @@ class ReviewDB:
             conn.execute(T["users"].insert(), {"name": name, "role": role.value, "token_sha256": _sha(token)})
         return token
 
-    def users(self) -> list[User]:
+    def users(self, *, removed: bool = False) -> list[User]:
+        """The users by name: those not removed (``removed``: only the removed ones)."""
+        u, gone = T["users"], T["removed_users"]
+        cond = u.c.id.in_(sa.select(gone.c.user_id))
         with self.begin() as conn:
-            rows = conn.execute(sa.select(T["users"]).order_by(T["users"].c.name)).all()
+            rows = conn.execute(sa.select(u).where(cond if removed else ~cond).order_by(u.c.name)).all()
         return [User(r.id, r.name, Role(r.role)) for r in rows]
+
+    def _active_user(self, conn: Connection, name: str) -> Any:
+        u, gone = T["users"], T["removed_users"]
+        row = conn.execute(sa.select(u).where(u.c.name == name)).first()
+        if row is None:
+            raise UserError(f"user {name!r}: no such user (see `yanami review users list`)")
+        if conn.execute(sa.select(gone.c.user_id).where(gone.c.user_id == row.id)).first() is not None:
+            raise UserError(f"user {name!r} was removed")
+        return row
+
+    def relink(self, name: str) -> str:
+        """A new one-time sign-in token for a user; their unspent old one stops working."""
+        token = secrets.token_urlsafe(32)
+        with self.begin() as conn:
+            row = self._active_user(conn, name)
+            conn.execute(T["users"].update().where(T["users"].c.id == row.id).values(token_sha256=_sha(token)))
+        return token
+
+    def remove_user(self, name: str) -> tuple[int, int]:
+        """Remove a user: their sessions and sign-in link end, and the assignments they have not
+        decided go (``assign`` tops them up); their verdicts and decisions stay under their name.
+        Returns (sessions ended, assignments dropped)."""
+        s, a, dec = T["sessions"], T["assignments"], T["decisions"]
+        with self.begin() as conn:
+            row = self._active_user(conn, name)
+            conn.execute(T["removed_users"].insert(), {"user_id": row.id, "at": _now()})
+            conn.execute(T["users"].update().where(T["users"].c.id == row.id).values(token_sha256=None))
+            ended = conn.execute(s.delete().where(s.c.user_id == row.id)).rowcount
+            decided = sa.select(dec.c.dialogue_id).where(dec.c.user_id == row.id)
+            dropped = conn.execute(a.delete().where(a.c.user_id == row.id, a.c.dialogue_id.not_in(decided))).rowcount
+        return int(ended), int(dropped)
 
     def redeem(self, token: str) -> tuple[str, Session]:
         """Spend a one-time sign-in token: a new session's cookie value and the session."""
@@ -453,12 +627,12 @@ class ReviewDB:
         return cookie, Session(User(row.id, row.name, Role(row.role)), csrf)
 
     def session(self, cookie: str) -> Session | None:
-        s, u = T["sessions"], T["users"]
+        s, u, gone = T["sessions"], T["users"], T["removed_users"]
         with self.begin() as conn:
             row = conn.execute(
                 sa.select(u.c.id, u.c.name, u.c.role, s.c.csrf, s.c.expires)
                 .join(u, u.c.id == s.c.user_id)
-                .where(s.c.token_sha256 == _sha(cookie))
+                .where(s.c.token_sha256 == _sha(cookie), u.c.id.not_in(sa.select(gone.c.user_id)))
             ).first()
         if row is None or row.expires < time.time():
             return None
@@ -580,18 +754,14 @@ class ReviewDB:
         cv = T["check_verdicts"]
         key = sa.and_(cv.c.user_id == user.id, cv.c.dialogue_id == dialogue_id, cv.c.check_id == check_id)
         with self.begin() as conn:
+            was = conn.execute(sa.select(cv.c.verdict, cv.c.comment).where(key)).first()
+            if was is not None and (was.verdict, was.comment) == (verdict.value, comment):
+                return
+            at = _now()
             conn.execute(cv.delete().where(key))
-            conn.execute(
-                cv.insert(),
-                {
-                    "user_id": user.id,
-                    "dialogue_id": dialogue_id,
-                    "check_id": check_id,
-                    "verdict": verdict.value,
-                    "comment": comment,
-                    "at": _now(),
-                },
-            )
+            row = {"user_id": user.id, "dialogue_id": dialogue_id, "check_id": check_id, "comment": comment, "at": at}
+            conn.execute(cv.insert(), {**row, "verdict": verdict.value})
+            conn.execute(T["verdict_history"].insert(), {**row, "value": verdict.value})
 
     def decide(self, user: User, dialogue_id: str, decision: Decision, comment: str) -> None:
         self.dialogue(dialogue_id)
@@ -599,9 +769,42 @@ class ReviewDB:
         dec = T["decisions"]
         key = sa.and_(dec.c.user_id == user.id, dec.c.dialogue_id == dialogue_id)
         with self.begin() as conn:
+            was = conn.execute(sa.select(dec.c.decision, dec.c.comment).where(key)).first()
+            if was is not None and (was.decision, was.comment) == (decision.value, comment):
+                return
+            at = _now()
             conn.execute(dec.delete().where(key))
-            row = {"user_id": user.id, "dialogue_id": dialogue_id, "decision": decision.value}
-            conn.execute(dec.insert(), {**row, "comment": comment, "at": _now()})
+            row = {"user_id": user.id, "dialogue_id": dialogue_id, "comment": comment, "at": at}
+            conn.execute(dec.insert(), {**row, "decision": decision.value})
+            conn.execute(T["verdict_history"].insert(), {**row, "check_id": None, "value": decision.value})
+
+    def verdict_history(self, dialogue_id: str | None = None) -> list[dict[str, Any]]:
+        """Every verdict and decision given (on one dialogue, or all), oldest first: dialogue, user,
+        at, check (None for a decision), value, comment, and whether it is the one that counts now."""
+        h, u = T["verdict_history"], T["users"]
+        q = sa.select(h, u.c.name).join(u, u.c.id == h.c.user_id).order_by(h.c.id)
+        if dialogue_id is not None:
+            q = q.where(h.c.dialogue_id == dialogue_id)
+        with self.begin() as conn:
+            rows = conn.execute(q).all()
+        out: list[dict[str, Any]] = []
+        latest: dict[tuple[str, str, str | None], int] = {}
+        for r in rows:
+            latest[(r.dialogue_id, r.name, r.check_id)] = len(out)
+            out.append(
+                {
+                    "dialogue": r.dialogue_id,
+                    "user": r.name,
+                    "at": r.at,
+                    "check": r.check_id,
+                    "value": r.value,
+                    "comment": r.comment,
+                    "current": False,
+                }
+            )
+        for i in latest.values():
+            out[i]["current"] = True
+        return out
 
     def has_decided(self, user: User, dialogue_id: str) -> bool:
         dec = T["decisions"]
@@ -637,44 +840,126 @@ class ReviewDB:
         editable, a text that is too long or an edit that would make the dialogue invalid.
         """
         check_text(value, f"field {path!r}")
-        d, e, u = T["dialogues"], T["edits"], T["users"]
         with self.begin() as conn:
-            row = conn.execute(sa.select(d.c.current, d.c.version).where(d.c.id == dialogue_id)).first()
-            if row is None:
-                raise ReviewError(f"dialogue {dialogue_id!r}: not in this review", 404)
+            row = self._current(conn, dialogue_id)
             data = json.loads(row.current)
             before = field_at(data, path)
             if row.version != base_version:
-                by = conn.execute(
-                    sa.select(u.c.name)
-                    .join(e, e.c.user_id == u.c.id)
-                    .where(e.c.dialogue_id == dialogue_id, e.c.version == row.version)
-                ).scalar_one_or_none()
-                raise Conflict(dialogue_id, path, base_version, row.version, value, before, by or "?")
-            if before == value:
-                return int(row.version)
+                raise Conflict(
+                    dialogue_id,
+                    path,
+                    base_version,
+                    row.version,
+                    value,
+                    before,
+                    self._by(conn, dialogue_id, row.version),
+                )
+            answer = data["questions"][int(path.split(".")[1])]["answer"] if path.startswith("questions.") else None
             _set_field(data, path, value)
+            after = field_at(data, path)
+            if before == after and (answer is None or data["questions"][int(path.split(".")[1])]["answer"] == answer):
+                return int(row.version)
             _checked_dialogue(dialogue_id, data, path)
-            new = base_version + 1
-            done = conn.execute(
-                d.update()
-                .where(d.c.id == dialogue_id, d.c.version == base_version)
-                .values(current=json.dumps(data, ensure_ascii=False, separators=(",", ":")), version=new)
-            )
-            if done.rowcount != 1:  # another save committed between our read and this update
-                raise Conflict(dialogue_id, path, base_version, base_version + 1, value, before, "another reviewer")
-            conn.execute(
-                e.insert(),
-                {
-                    "dialogue_id": dialogue_id,
-                    "version": new,
-                    "user_id": user.id,
-                    "at": _now(),
-                    "path": path,
-                    "before": before,
-                    "after": value,
-                },
-            )
+            if answer is not None and not path.endswith(".answer"):
+                now = data["questions"][int(path.split(".")[1])]["answer"]
+                if now != answer:  # the answer followed its options: the record shows both
+                    before, after = f"{before}\n(answer: {answer})", f"{after}\n(answer: {now})"
+            return self._commit(conn, user, dialogue_id, base_version, data, path, before, after, value)
+
+    def revert(self, user: User, dialogue_id: str, base_version: int, to_version: int) -> int:
+        """Make a new version whose content is version ``to_version``'s; returns the new version.
+
+        Raises `Conflict` if ``base_version`` is no longer current, ReviewError for a version that
+        does not exist. Returns the current version unchanged if it already has that content.
+        """
+        with self.begin() as conn:
+            row = self._current(conn, dialogue_id)
+            if not 0 <= to_version < row.version:
+                raise ReviewError(
+                    f"dialogue {dialogue_id}: no version {to_version} to revert to (0-{row.version - 1})", 422
+                )
+            path = f"{REVERT}{to_version}"
+            if row.version != base_version:
+                by = self._by(conn, dialogue_id, row.version)
+                raise Conflict(
+                    dialogue_id, path, base_version, row.version, f"version {to_version}", f"version {row.version}", by
+                )
+            data, old = json.loads(row.current), json.loads(self._content(conn, dialogue_id, to_version))
+            if old == data:
+                return int(row.version)
+            _checked_dialogue(dialogue_id, old, path)
+            now, then = _edited_fields(data), _edited_fields(old)
+            changed = [k for k in sorted(now.keys() | then.keys()) if now.get(k) != then.get(k)]
+            before = "\n".join(f"{k}: {now.get(k, '')}" for k in changed)
+            after = "\n".join(f"{k}: {then.get(k, '')}" for k in changed)
+            return self._commit(conn, user, dialogue_id, base_version, old, path, before, after, after)
+
+    def _current(self, conn: Connection, dialogue_id: str) -> Any:
+        d = T["dialogues"]
+        row = conn.execute(sa.select(d.c.current, d.c.version).where(d.c.id == dialogue_id)).first()
+        if row is None:
+            raise ReviewError(f"dialogue {dialogue_id!r}: not in this review", 404)
+        return row
+
+    def _by(self, conn: Connection, dialogue_id: str, version: int) -> str:
+        """Who made a version of a dialogue."""
+        e, u = T["edits"], T["users"]
+        name = conn.execute(
+            sa.select(u.c.name)
+            .join(e, e.c.user_id == u.c.id)
+            .where(e.c.dialogue_id == dialogue_id, e.c.version == version)
+        ).scalar_one_or_none()
+        return str(name or "?")
+
+    def _content(self, conn: Connection, dialogue_id: str, version: int) -> str:
+        """A dialogue's JSON at ``version`` (0: as loaded); replays text edits made before snapshots were kept."""
+        d, sn, e = T["dialogues"], T["snapshots"], T["edits"]
+        if version == 0:
+            return str(conn.execute(sa.select(d.c.original).where(d.c.id == dialogue_id)).scalar_one())
+        kept = conn.execute(
+            sa.select(sn.c.content).where(sn.c.dialogue_id == dialogue_id, sn.c.version == version)
+        ).scalar_one_or_none()
+        if kept is not None:
+            return str(kept)
+        data = json.loads(self._content(conn, dialogue_id, version - 1))
+        edit = conn.execute(
+            sa.select(e.c.path, e.c.after).where(e.c.dialogue_id == dialogue_id, e.c.version == version)
+        ).one()
+        _set_field(data, edit.path, edit.after)
+        return _dumps(data)
+
+    def _commit(
+        self,
+        conn: Connection,
+        user: User,
+        dialogue_id: str,
+        base_version: int,
+        data: Any,
+        path: str,
+        before: str,
+        after: str,
+        yours: str,
+    ) -> int:
+        d, e = T["dialogues"], T["edits"]
+        new, content = base_version + 1, _dumps(data)
+        done = conn.execute(
+            d.update().where(d.c.id == dialogue_id, d.c.version == base_version).values(current=content, version=new)
+        )
+        if done.rowcount != 1:  # another save committed between our read and this update
+            raise Conflict(dialogue_id, path, base_version, new, yours, before, "another reviewer")
+        conn.execute(
+            e.insert(),
+            {
+                "dialogue_id": dialogue_id,
+                "version": new,
+                "user_id": user.id,
+                "at": _now(),
+                "path": path,
+                "before": before,
+                "after": after,
+            },
+        )
+        conn.execute(T["snapshots"].insert(), {"dialogue_id": dialogue_id, "version": new, "content": content})
         return new
 
     def edits(self, dialogue_id: str | None = None) -> list[Edit]:

@@ -28,7 +28,7 @@ class Exported:
     """Near-duplicate images the leakage check found against ``--exclude`` (reported, not refused)."""
 
 
-def _record(row: dict[str, Any], edits: list[dict[str, Any]]) -> dict[str, Any]:
+def _record(row: dict[str, Any], edits: list[dict[str, Any]], given: list[dict[str, Any]]) -> dict[str, Any]:
     """The review record a dialogue carries in ``meta.params.review``."""
     return {
         "decisions": dict(sorted(row["decisions"].items())),
@@ -36,6 +36,7 @@ def _record(row: dict[str, Any], edits: list[dict[str, Any]]) -> dict[str, Any]:
         "final": row["final"],
         "checks": {name: dict(sorted(v.items())) for name, v in sorted(row["checks"].items())},
         "edits": edits,
+        "verdict_history": given,
     }
 
 
@@ -57,11 +58,14 @@ def export_approved(
         edits.setdefault(e.dialogue, []).append(
             {"version": e.version, "user": e.user, "at": e.at, "path": e.path, "before": e.before, "after": e.after}
         )
+    given: dict[str, list[dict[str, Any]]] = {}
+    for h in db.verdict_history():
+        given.setdefault(h.pop("dialogue"), []).append(h)
     dialogues = []
     for row in approved:
         data, _ = db.dialogue(row["id"])
         params = dict(data["meta"].get("params") or {})
-        params["review"] = _record(row, edits.get(row["id"], []))
+        params["review"] = _record(row, edits.get(row["id"], []), given.get(row["id"], []))
         data["meta"] = {**data["meta"], "params": params}
         dialogues.append(Dialogue.model_validate(data))
 

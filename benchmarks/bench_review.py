@@ -1,0 +1,408 @@
+"""The review app (issue 25): page render time, concurrent saves, export.
+
+    python benchmarks/bench_review.py [--only render|saves|export] [--seconds 60] [--clients 30]
+
+  render  server time to render a 12-turn dialogue page with 6 images (a world dialogue of the
+          editing scenario, its turns repeated as text-only turns up to 12), measured by a timing
+          middleware on a real uvicorn on loopback, over N sequential requests; baseline: the
+          history page of a dialogue without edits (session, one query, a small template).
+          Target: median <= 150 ms.
+  saves   --clients clients (default 30) save edits for --seconds (default 60) against
+          `yanami review serve` in its own process, on SQLite and on PostgreSQL
+          (127.0.0.1:5432, trust auth: a fresh database made from `test`, dropped after); the
+          clients share 4 dialogues, so most saves collide and are answered 409, after which
+          the client saves again on the version the 409 names. Reports saves/s, 409s/s, lost
+          updates and server errors. Targets: 0 lost updates (every accepted save is in the
+          version history exactly once, every rejected one got 409 and is not there), 0
+          server errors. Baseline: the same clients' GET of the queue page, for as long.
+  export  `export_approved` of 400 reviewed dialogues (built by build_world with 2 workers,
+          each decided approve by 3 annotators, one check verdict each and one edit each);
+          baseline: copying the source dataset's directory. Target: <= 10 s.
+
+Timings are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import itertools
+import json
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from yanami.review import Decision, ReviewDB, Role, Verdict, create_app, export_approved
+from yanami.world import build_world
+
+TEXT = "turns.0.user.parts.0.text"
+PG = "postgresql://postgres@127.0.0.1:5432"
+
+
+# -- a small HTTP client ----------------------------------------------------------------
+
+
+class Client:
+    def __init__(self, port: int) -> None:
+        self.port, self.cookie, self.csrf = port, "", ""
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def request(self, method: str, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
+        headers = {"Cookie": f"yanami_review={self.cookie}"} if self.cookie else {}
+        body = None
+        if form is not None:
+            body = urlencode(form).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        for attempt in (0, 1):
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                resp = self.conn.getresponse()
+                cookies = resp.headers.get_all("set-cookie") or []
+                text = resp.read().decode()
+                break
+            except (http.client.HTTPException, ConnectionError):  # a keep-alive the server closed
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                if attempt:
+                    raise
+        for c in cookies:
+            if c.startswith("yanami_review="):
+                self.cookie = c.split(";", 1)[0].split("=", 1)[1]
+        return resp.status, text
+
+    def sign_in(self, token: str) -> None:
+        status, _ = self.request("POST", "/signin", {"token": token})
+        assert status == 303, status
+        _, page = self.request("GET", "/")
+        self.csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    for _ in range(600):
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode})")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the server did not start")
+
+
+def dataset(work: Path, n: int) -> Path:
+    """A world dataset of ``n`` dialogues under ``work``, built once."""
+    path = work / f"world-{n}"
+    if not (path / "manifest.json").is_file():
+        t = time.perf_counter()
+        build_world(path, dialogues=n, seed=7, workers=2, overwrite=True)
+        print(f"  built {n} dialogues in {time.perf_counter() - t:.1f} s ({path})")
+    return path
+
+
+def new_review(url: str, source: Path, annotators: int, per_item: int) -> tuple[ReviewDB, dict[str, str]]:
+    db = ReviewDB(url, create=True)
+    db.load_dataset(source)
+    tokens = {f"ann{i:02d}": db.add_user(f"ann{i:02d}", Role.ANNOTATOR) for i in range(annotators)}
+    tokens["boss"] = db.add_user("boss", Role.ADMIN)
+    db.assign(per_item)
+    return db, tokens
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    import psycopg
+
+    name = f"yanami_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"{PG}/test", autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{PG}/{name}"
+    finally:
+        with psycopg.connect(f"{PG}/test", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- (a) render ---------------------------------------------------------------------------
+
+
+def twelve_turns(data: dict[str, Any]) -> dict[str, Any]:
+    """The dialogue with its turns repeated, text only, up to 12 turns (its images stay as they are)."""
+    turns = list(data["turns"])
+    k = 0
+    while len(turns) < 12:
+        t = json.loads(json.dumps(data["turns"][k % len(data["turns"])]))
+        for side in ("user", "assistant"):
+            t[side]["parts"] = [p for p in t[side]["parts"] if p["type"] == "text"] or [{"type": "text", "text": "…"}]
+        t["index"] = len(turns)
+        for c in t["checks"]:
+            c["id"] = f"{c['id']}-r{len(turns)}"
+        turns.append(t)
+        k += 1
+    return {**data, "turns": turns}
+
+
+def bench_render(work: Path, n: int) -> None:
+    import uvicorn
+
+    print(f"render: {n} sequential requests per page, server time by middleware")
+    source = dataset(work, 8)
+    db, tokens = new_review(str(work / f"render-{uuid.uuid4().hex[:6]}.sqlite"), source, 1, 1)
+    rows = db.table()
+    did = next(r["id"] for r in rows if r["group"] == "editing")
+    big = twelve_turns(db.dialogue(did)[0])
+    with db.begin() as conn:
+        from yanami.review._db import T
+
+        conn.execute(T["dialogues"].update().where(T["dialogues"].c.id == did).values(current=json.dumps(big)))
+    images = sum(1 for t in big["turns"] for s in ("user", "assistant") for p in t[s]["parts"] if p["type"] == "image")
+    checks = sum(len(t["checks"]) for t in big["turns"])
+    print(f"  page: {did}, {len(big['turns'])} turns, {images} images, {checks} checks, {len(big['questions'])} DSU")
+
+    app = create_app(db)
+    spent: dict[str, list[float]] = {}
+
+    @app.middleware("http")
+    async def timing(request: Any, call_next: Any) -> Any:
+        t = time.perf_counter()
+        response = await call_next(request)
+        spent.setdefault(request.url.path, []).append(time.perf_counter() - t)
+        return response
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(port)
+    try:
+        client = Client(port)
+        client.sign_in(tokens["ann00"])
+        pages = {"dialogue": f"/d/{did}", "baseline": f"/d/{rows[0]['id']}/history"}
+        size = {}
+        wall: dict[str, list[float]] = {}
+        for _ in range(3):  # warm up the templates and the connection pool
+            for path in pages.values():
+                client.request("GET", path)
+        spent.clear()
+        for _ in range(n):
+            for name, path in pages.items():
+                t = time.perf_counter()
+                status, body = client.request("GET", path)
+                wall.setdefault(name, []).append(time.perf_counter() - t)
+                assert status == 200, (path, status)
+                size[name] = len(body)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        db.close()
+    base = statistics.median(spent[pages["baseline"]])
+    for name, path in pages.items():
+        times = sorted(spent[path])
+        med, p95 = statistics.median(times), times[int(0.95 * (len(times) - 1))]
+        print(
+            f"  {name:9s} server median {med * 1e3:6.1f} ms  p95 {p95 * 1e3:6.1f} ms  "
+            f"round trip median {statistics.median(wall[name]) * 1e3:6.1f} ms  {size[name] / 1024:6.1f} KiB  "
+            f"x{med / base:.1f} baseline"
+        )
+    met = statistics.median(spent[pages["dialogue"]]) <= 0.15
+    print(f"  target: dialogue median <= 150 ms: {'met' if met else 'MISSED'}")
+
+
+# -- (b) concurrent saves -----------------------------------------------------------------
+
+
+def bench_saves(work: Path, seconds: float, clients: int, backends: list[str]) -> None:
+    print(f"saves: {clients} clients for {seconds:g} s each run, 4 shared dialogues")
+    source = dataset(work, 8)
+    for backend in backends:
+        if backend == "postgresql":
+            try:
+                ctx: contextlib.AbstractContextManager[str] = postgres_database()
+                url = ctx.__enter__()
+            except Exception as exc:  # a benchmark reports and goes on
+                print(f"  postgresql: skipped ({str(exc).strip().splitlines()[0]})")
+                continue
+        else:
+            ctx, url = contextlib.nullcontext(""), str(work / f"saves-{uuid.uuid4().hex[:6]}.sqlite")
+        try:
+            _saves_on(backend, url, source, seconds, clients)
+        finally:
+            ctx.__exit__(None, None, None)
+
+
+def _saves_on(backend: str, url: str, source: Path, seconds: float, clients: int) -> None:
+    db, tokens = new_review(url, source, clients, clients)
+    ids = [r["id"] for r in db.table()][:4]
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "yanami", "review", "serve", "--db", url, "--port", str(port)],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(port, proc)
+        names = [n for n in tokens if n != "boss"]
+        conns = []
+        for name in names:
+            c = Client(port)
+            c.sign_in(tokens[name])
+            conns.append(c)
+        baseline = _run_clients(conns, seconds / 4, lambda c, k, n: ("GET", "/", None), ids)
+        result = _run_clients(conns, seconds, None, ids)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    # check the history against what the clients were told
+    lost = duplicated = phantom = broken_chain = 0
+    for did in ids:
+        edits = db.edits(did)
+        afters = [e.after for e in edits]
+        counts: dict[str, int] = {}
+        for a in afters:
+            counts[a] = counts.get(a, 0) + 1
+        accepted = result["accepted"].get(did, set())
+        lost += sum(1 for v in accepted if counts.get(v, 0) == 0)
+        duplicated += sum(1 for v in accepted if counts.get(v, 0) > 1)
+        phantom += sum(1 for v in afters if v not in accepted)
+        phantom += sum(1 for v in result["rejected"].get(did, set()) if v in counts)
+        broken_chain += sum(1 for a, b in itertools.pairwise(edits) if a.after != b.before)
+        versions = [e.version for e in edits]
+        broken_chain += int(db.dialogue(did)[1] != len(edits) or versions != list(range(1, len(edits) + 1)))
+    db.close()
+    n_ok = sum(len(v) for v in result["accepted"].values())
+    n_409 = sum(len(v) for v in result["rejected"].values())
+    rate = n_ok / result["elapsed"]
+    print(
+        f"  {backend:10s} {n_ok} saves ({rate:.1f}/s), {n_409} answered 409 ({n_409 / result['elapsed']:.1f}/s), "
+        f"lost updates {lost + duplicated + phantom + broken_chain} "
+        f"(missing {lost}, twice {duplicated}, not accepted yet there {phantom}, broken chain {broken_chain}), "
+        f"server errors {result['errors']}, other statuses {result['other']}"
+    )
+    print(
+        f"  {'':10s} baseline GET / {baseline['requests'] / baseline['elapsed']:.1f}/s; "
+        f"saves+409s are x{(n_ok + n_409) / result['elapsed'] / (baseline['requests'] / baseline['elapsed']):.2f} of it"
+    )
+
+
+def _run_clients(conns: list[Client], seconds: float, plain: Any, ids: list[str]) -> dict[str, Any]:
+    """Each client saves its own texts in a loop (or, with ``plain``, makes that request)."""
+    accepted: dict[str, set[str]] = {}
+    rejected: dict[str, set[str]] = {}
+    stats = {"errors": 0, "other": 0, "requests": 0}
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def run(k: int, c: Client) -> None:
+        did = ids[k % len(ids)]
+        version = None
+        n = 0
+        while time.perf_counter() < stop:
+            if plain is not None:
+                status, _ = c.request(*plain(c, k, n))
+                with lock:
+                    stats["requests"] += 1
+                    stats["errors"] += status >= 500
+                continue
+            if version is None:
+                _, page = c.request("GET", f"/d/{did}")
+                version = int(re.search(r'name="base_version" value="(\d+)"', page).group(1))  # type: ignore[union-attr]
+            value = f"client {k} save {n}"
+            n += 1
+            status, page = c.request(
+                "POST", f"/d/{did}/edit", {"csrf": c.csrf, "path": TEXT, "value": value, "base_version": str(version)}
+            )
+            with lock:
+                stats["requests"] += 1
+                if status == 303:
+                    accepted.setdefault(did, set()).add(value)
+                    version += 1
+                elif status == 409:
+                    rejected.setdefault(did, set()).add(value)
+                    version = int(re.search(r'name="base_version" value="(\d+)"', page).group(1))  # type: ignore[union-attr]
+                elif status >= 500:
+                    stats["errors"] += 1
+                    version = None
+                else:
+                    stats["other"] += 1
+                    version = None
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(k, c)) for k, c in enumerate(conns)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return {"accepted": accepted, "rejected": rejected, "elapsed": time.perf_counter() - t, **stats}
+
+
+# -- (c) export ---------------------------------------------------------------------------
+
+
+def bench_export(work: Path, n: int) -> None:
+    print(f"export: {n} reviewed dialogues")
+    source = dataset(work, n)
+    t = time.perf_counter()
+    db, _ = new_review(str(work / f"export-{uuid.uuid4().hex[:6]}.sqlite"), source, 3, 3)
+    users = [u for u in db.users() if u.role is Role.ANNOTATOR]
+    for row in db.table():
+        data, version = db.dialogue(row["id"])
+        check = next(c["id"] for turn in data["turns"] for c in turn["checks"])
+        db.edit(users[0], row["id"], version, TEXT, data["turns"][0]["user"]["parts"][0]["text"] + " (reviewed)")
+        for u in users:
+            db.set_verdict(u, row["id"], check, Verdict.PASS, "")
+            db.decide(u, row["id"], Decision.APPROVE, "")
+    print(f"  reviewed through the storage API in {time.perf_counter() - t:.1f} s")
+    out = work / "export-out"
+    t = time.perf_counter()
+    done = export_approved(db, out, overwrite=True)
+    spent = time.perf_counter() - t
+    copy = work / "export-copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    t = time.perf_counter()
+    shutil.copytree(source, copy)
+    base = time.perf_counter() - t
+    db.close()
+    print(
+        f"  export {done.dialogues} approved of {done.reviewed}: {spent:.2f} s "
+        f"({done.dialogues / spent:.0f} dialogues/s); baseline copytree {base:.2f} s; x{spent / base:.1f} baseline"
+    )
+    print(f"  target: <= 10 s: {'met' if spent <= 10 else 'MISSED'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["render", "saves", "export"])
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long each save run lasts")
+    parser.add_argument("--clients", type=int, default=30)
+    parser.add_argument("--requests", type=int, default=100, help="requests per page in the render run")
+    parser.add_argument("--dialogues", type=int, default=400, help="dialogues in the export run")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], action="append", help="default: both")
+    parser.add_argument("--work", type=Path, help="keep the built datasets here (default: a temporary folder)")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-review-")))
+        work.mkdir(parents=True, exist_ok=True)
+        if args.only in (None, "render"):
+            bench_render(work, args.requests)
+        if args.only in (None, "saves"):
+            bench_saves(work, args.seconds, args.clients, args.backend or ["sqlite", "postgresql"])
+        if args.only in (None, "export"):
+            bench_export(work, args.dialogues)
+
+
+if __name__ == "__main__":
+    main()
