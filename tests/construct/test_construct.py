@@ -329,6 +329,7 @@ def test_against_an_images_api_that_takes_only_its_published_sizes(pool: Path, t
         s = construct(pool, tmp_path / "out", **models, per_scenario=1, scenarios=[Scenario.EDITING])
         asked = [b["size"] for p, b in server.requests if "/images/" in p]
     assert asked and set(asked) <= set(IMAGES_API_SIZES) and s.errors == 0 and s.images_made == len(asked)
+    assert s.accepted == s.planned == 1  # the picture brought back to the frame is what was asked for
     for d in Dataset(tmp_path / "out") if s.written else []:
         assert {(p.width, p.height) for p in d.images() if p.source == "assistant"} == {(512, 384)}
     with FakeServer(brain=StandIns().brain, image_sizes=IMAGES_API_SIZES) as server:
@@ -570,3 +571,25 @@ def test_every_model_text_reaches_every_prompt_inside_a_fence(tmp_path: Path) ->
                     reached[name] = reached.get(name, 0) + 1
     # the planted text came back through the logic review, the image verifier and the revisions
     assert {"reason", "plan", "statements", "findings", "finding"} <= set(reached), reached
+
+
+def test_an_author_that_thinks_aloud_and_wraps_its_plan_in_prose(pool: Path, tmp_path: Path) -> None:
+    """A reasoning model's reply: ``<think>`` with braces in it, prose with braces around a fenced
+    JSON plan. The plan is read, and the reviewer is shown the plan's JSON alone, inside its fence."""
+
+    class Thinker(StandIns):
+        def brain(self, path: str, body: dict[str, Any]) -> Any:
+            reply = super().brain(path, body)
+            if isinstance(reply, str) and body.get("model") == "author-llm":
+                return f"<think>It needs {{braces}} and care.</think>\nThe plan:\n```json\n{reply}\n```\nSee {{this}}."
+            return reply
+
+    with FakeServer(brain=Thinker().brain) as server:
+        s = construct(pool, tmp_path / "out", **configs(tmp_path, server.url), per_scenario=1)
+        reviews = [chat_text(b) for p, b in server.requests if "/chat" in p and "<plan-" in chat_text(b)]
+    assert s.accepted == s.planned == 4 and s.rejected == {}
+    assert len(reviews) == 4
+    for text in reviews:
+        shown = re.search(r"<plan-([0-9a-f]{16})>(.*?)</plan-\1>", text, re.DOTALL)
+        assert shown is not None and json.loads(shown[2])["turns"]
+        assert "<think>" not in text and "braces" not in text and "See {this}" not in text

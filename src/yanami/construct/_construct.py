@@ -59,7 +59,7 @@ from yanami.construct._plan import MIN_CAPABILITIES, Plan, PlanTurn, plan_dialog
 from yanami.construct._prepare import GROUPS, MANIFEST, STAND_INS, Group, Label, PoolManifest
 from yanami.construct._templates import Templates
 from yanami.errors import UserError
-from yanami.judges import ask_json, fence_code, parse_reply
+from yanami.judges import ask_json, fence_code, parse_reply_source
 from yanami.models import (
     CutOff,
     Fatal,
@@ -570,13 +570,13 @@ class _Constructor:
     def _plan_problems(self, t: _Task, raw: str, offered: int) -> tuple[Plan | None, list[str], str]:
         """The plan in a reply and what is wrong with it, and which check found it."""
         try:
-            plan: Plan = parse_reply(raw, Plan)
+            # shown: the author's own JSON, as it wrote it (its reasoning and prose left out)
+            plan, shown = parse_reply_source(raw, Plan)
         except ValueError as exc:
             return None, [f"reply: {exc}"], "reply"
         problems = plan_problems(plan, offered, bench=self.bench, requested=t.requested)
         if problems:
             return plan, problems, "checks"
-        shown = raw[raw.find("{") : raw.rfind("}") + 1]  # the author's own JSON (it parsed as this plan)
         prompt = self.templates.get("verify-logic").fill(
             fence=fence_code(shown),
             plan=shown,

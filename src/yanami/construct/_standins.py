@@ -256,7 +256,7 @@ class StandIns:
 
     def draw(self, prompt: str, size: str) -> bytes:
         """The scene an instruction describes, rendered (with a fault on the first attempt, if drawn)."""
-        from yanami.world import Scene, View, render_png
+        from yanami.world import HEIGHT, WIDTH, Scene, View, render_png
 
         view = parse_instruction(prompt)
         assert view is not None
@@ -269,9 +269,23 @@ class StandIns:
         elif fault == "missing-object" and objects:
             gone = objects[-1].id
             objects = [o for o in objects if o.id != gone and o.on != gone]
-        width, _, height = size.partition("x")
+        w, _, h = size.partition("x")
+        width, height = int(w or WIDTH), int(h or HEIGHT)
         drawn = View(Scene(objects=tuple(objects)), view.azimuth, view.style)
-        return render_png(drawn.scene, drawn.azimuth, drawn.style, int(width or 512), int(height or 384))
+        # Asked for another aspect (an images API's published size), a model draws the same picture
+        # in a wider or taller canvas: the world's 4:3 frame as large as fits, the floor carried
+        # on to the edges. Brought back to the frame about its centre, it is the frame's picture.
+        fw, fh = min(width, round(height * WIDTH / HEIGHT)), min(height, round(width * HEIGHT / WIDTH))
+        png = render_png(drawn.scene, drawn.azimuth, drawn.style, fw, fh)
+        if (fw, fh) == (width, height):
+            return png
+        with Image.open(io.BytesIO(png)) as im:
+            pixels = np.asarray(im.convert("RGB"))
+        left, top = (width - fw) // 2, (height - fh) // 2
+        wide = np.pad(pixels, ((top, height - fh - top), (left, width - fw - left), (0, 0)), mode="edge")
+        buf = io.BytesIO()
+        Image.fromarray(wide).save(buf, format="PNG", compress_level=1)
+        return buf.getvalue()
 
     # construct: the verifier --------------------------------------------------------------------
 

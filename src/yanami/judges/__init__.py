@@ -12,7 +12,7 @@ from yanami.judges._choice import (
 )
 from yanami.judges._exact import ExactJudge, exact_judge, unreadable_check, world_quality
 from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge, supported_judges
-from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, prompt
+from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, parse_reply_source, prompt
 from yanami.judges._vlm import _image as input_image
 from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
 
@@ -39,6 +39,7 @@ __all__ = [
     "normalize",
     "option_score",
     "parse_reply",
+    "parse_reply_source",
     "prompt",
     "read_option",
     "read_options",

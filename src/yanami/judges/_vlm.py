@@ -111,6 +111,12 @@ def parse_reply(text: str, schema: type[BaseModel]) -> Any:
     ``json`` block is taken first; otherwise every whole JSON object in the text is tried, so
     prose before or after it (braces in it included) does not spoil the answer.
     """
+    return parse_reply_source(text, schema)[0]
+
+
+def parse_reply_source(text: str, schema: type[BaseModel]) -> tuple[Any, str]:
+    """`parse_reply`, and the JSON text in the reply that it read (for showing a model's answer
+    to another model: the object as written, without the reasoning and prose around it)."""
     body = _THINK.sub("", text).strip()
     candidates = _json_objects(body)
     if not candidates:
@@ -118,7 +124,7 @@ def parse_reply(text: str, schema: type[BaseModel]) -> Any:
     first_error: ValueError | None = None
     for candidate in candidates:
         try:
-            return schema.model_validate_json(candidate)
+            return schema.model_validate_json(candidate), candidate
         except ValidationError as exc:
             err = exc.errors()[0]
             first_error = first_error or ValueError(f"{'.'.join(map(str, err['loc'])) or 'reply'}: {err['msg']}")

@@ -8,7 +8,7 @@ from yanami.world._agents import AGENTS, TRIVIAL, VISIBLE, ReferenceAgent, Trivi
 from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._audit_text import SHORTCUT_LIMIT, AuditResult, audit_bench, audit_text
 from yanami.world._build import PRESETS, build_world, plan
-from yanami.world._camera import Camera
+from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._frames import Shown, credited, read_candidate, shown_before
 from yanami.world._hidden import (
     ConstraintState,
@@ -37,6 +37,7 @@ __all__ = [
     "BASE_AZIMUTH",
     "COLOURS",
     "DEFAULT_STYLE",
+    "HEIGHT",
     "IN_PROCESS_PARSER",
     "MATERIALS",
     "PRESETS",
@@ -47,6 +48,7 @@ __all__ = [
     "TRIVIAL",
     "VIEWS",
     "VISIBLE",
+    "WIDTH",
     "Audit",
     "AuditResult",
     "Battery",
