@@ -18,6 +18,13 @@ has its own pool group, so no request repeats and the response cache answers non
             Target: the pipeline's own logic <= 5 ms per dialogue.
   memory    peak RSS of a construction of N and of 4 N dialogues in fresh processes (flat: the
             larger run holds no more than a few MB more).
+  behaviours  `construct` (2 dialogues per scenario, the world-backed stand-ins, prices set) against
+            a server that answers as the real APIs do, one run per behaviour: OpenAI's images API
+            (its published sizes only, a 400 with its error body otherwise; b64_json, or URLs to
+            fetch), an author served as a reasoning model (reasoning_content counted against
+            max_tokens; with and without max_tokens in its config; a limit it spends thinking),
+            an author that thinks aloud in <think> and wraps its plan in prose: accepted, rejected
+            by reason, calls paid per role, images made, cost. Not in the default run.
 """
 
 from __future__ import annotations
@@ -257,9 +264,63 @@ def bench_memory(tmp: Path, dialogues: int) -> None:
           f"({large - small:+.0f} MB for 4x the dialogues)   target: flat")  # fmt: skip
 
 
+def bench_behaviours(tmp: Path, dialogues: int) -> None:
+    from yanami.construct import construct, prepare
+    from yanami.construct._standins import StandIns
+    from yanami.models._config import IMAGES_API_SIZES
+    from yanami.models.fake import FakeServer
+
+    class Thinker(StandIns):
+        def brain(self, path: str, body: dict[str, Any]) -> Any:
+            reply = super().brain(path, body)
+            if isinstance(reply, str) and body.get("model") == "author-llm":
+                return f"<think>It needs {{braces}} and care.</think>\nThe plan:\n```json\n{reply}\n```\nSee {{this}}."
+            return reply
+
+    def configs(where: Path, url: str, author_tokens: int | None) -> dict[str, str]:
+        where.mkdir()
+        base = f"kind: openai\nbase_url: {url}/v1\nmax_retries: 0\n"
+        chat = "prices: {input_per_million: 1.0, output_per_million: 4.0}\n"
+        limit = f"max_tokens: {author_tokens}\n" if author_tokens else ""
+        files = {
+            "author": base + "chat_model: author-llm\nstructured_output: true\n" + limit + chat,
+            "image_model": base + "image_model: image-model\nprices: {per_image: 0.04}\n",
+            "verifier": base + "chat_model: verifier-vlm\nmax_tokens: 4096\n" + chat,
+        }
+        for role, text in files.items():
+            (where / f"{role}.yaml").write_text(text)
+        return {role: str(where / f"{role}.yaml") for role in files}
+
+    pool = tmp / "behaviours-pool"
+    prepare(Path("world:2@7"), pool, filter_spec="stand-ins")
+    sizes = {"image_sizes": IMAGES_API_SIZES}
+    thought = "x" * 8_000  # about 2,000 tokens of reasoning before each reply
+    runs = [
+        ("images API: published sizes only, b64_json", StandIns().brain, sizes, 16_384),
+        ("images API: published sizes only, URLs to fetch", StandIns().brain, {**sizes, "image_urls": True}, 16_384),
+        ("author a reasoning model, max_tokens 16384", StandIns().brain, {**sizes, "reasoning": thought}, 16_384),
+        ("author a reasoning model, no max_tokens (each request's own)", StandIns().brain,
+         {**sizes, "reasoning": thought}, None),
+        ("author a reasoning model that spends max_tokens 1500 thinking", StandIns().brain,
+         {**sizes, "reasoning": thought}, 1_500),
+        ("author thinks aloud (<think> with braces) around a fenced plan", Thinker().brain, sizes, 16_384),
+    ]  # fmt: skip
+    for k, (name, brain, behaviour, tokens) in enumerate(runs):
+        with FakeServer(brain=brain, record=False, **behaviour) as server:  # type: ignore[arg-type]
+            s = construct(pool, tmp / f"b{k}" / "out", **configs(tmp / f"b{k}", server.url, tokens), per_scenario=2)
+        paid = ", ".join(
+            f"{role} {v.get('paid', 0)} (+{v.get('failed', 0)} failed)" for role, v in sorted(s.calls.items())
+        )
+        rejected = "; ".join(f"{n} x {why}" for why, n in sorted(s.rejected.items())) or "none"
+        print(
+            f"behaviour: {name}: accepted {s.accepted} of {s.planned}, failed for now {s.errors}; rejected: "
+            f"{rejected}; answered calls: {paid}; images made {s.images_made}; cost {s.cost:.4f}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["rate", "overhead", "memory"])
+    ap.add_argument("--only", choices=["rate", "overhead", "memory", "behaviours"])
     ap.add_argument("--dialogues", type=int, default=64, help="dialogues per run (a multiple of 16)")
     ap.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -269,6 +330,8 @@ def main() -> None:
         for name, fn in (("rate", bench_rate), ("overhead", bench_overhead), ("memory", bench_memory)):
             if args.only in (None, name):
                 fn(Path(tmp), args.dialogues)
+        if args.only == "behaviours":
+            bench_behaviours(Path(tmp), args.dialogues)
     print(f"(max RSS of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
 
 

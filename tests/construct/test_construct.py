@@ -155,8 +155,9 @@ def test_killed_at_any_moment_the_same_command_continues_without_paying_twice(po
     paid = ledger(out, "SELECT COUNT(*) FROM calls WHERE cached = 0")[0][0]
     interrupted = ledger(out, "SELECT COUNT(*), COALESCE(SUM(cost), 0) FROM calls WHERE status = 'interrupted'")
     # a call is recorded before it is sent: the calls in flight at the kill are in the ledger
-    # (interrupted), and they are exactly what was paid beyond an uninterrupted run
-    assert interrupted[0][0] <= 2 and paid == full + interrupted[0][0]
+    # (interrupted), and only they may be paid again; one whose reply reached the response cache
+    # before the kill is answered from the cache when asked again, and not paid twice
+    assert interrupted[0][0] <= 2 and full <= paid <= full + interrupted[0][0]
     assert ledger(out, "SELECT COUNT(*) FROM calls WHERE status = 'sent'") == [(0,)]
 
 

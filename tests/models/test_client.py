@@ -4,6 +4,7 @@ only what passed validation; the model registry and the light contract."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import subprocess
 import sys
@@ -238,6 +239,20 @@ def test_only_a_reply_that_is_an_image_counts_as_an_image_made() -> None:
         model.generate(_request())
         usage = model.last_usage()
     assert usage is not None and usage.images_out == 1
+
+
+def test_a_reply_cut_off_at_its_limit_still_counts_the_tokens_it_was_billed() -> None:
+    """A reasoning model that spends its whole limit thinking: the reply is refused as cut off,
+    and what the server says it used is still the call's usage (a real API bills it)."""
+    from yanami.models import CutOff
+
+    with FakeServer(reasoning="x" * 4000) as srv:
+        model = _openai(srv, chat_model="chat-model", max_retries=0, max_tokens=100)
+        request = dataclasses.replace(_request(), json_schema={"type": "object"})
+        with pytest.raises(CutOff):
+            model.answer(request)
+        usage = model.last_usage()
+    assert usage is not None and usage.tokens_out == 100 and usage.tokens_in > 0 and not usage.cached
 
 
 def test_a_key_quoted_in_a_successful_reply_is_kept_nowhere(

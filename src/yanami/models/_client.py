@@ -444,11 +444,13 @@ class Client:
         self._local.tokens = (0, 0)
         self._local.served = ""
         start = time.perf_counter()
-        value = make()
-        tokens_in, tokens_out = self._local.tokens
-        latency = time.perf_counter() - start
-        served = self._local.served
-        self._local.usage = Usage(tokens_in, tokens_out, 0, False, latency, served)
+        try:
+            value = make()
+        finally:  # what the server said it used counts even for a reply then refused (cut off, say): it is billed
+            tokens_in, tokens_out = self._local.tokens
+            latency = time.perf_counter() - start
+            served = self._local.served
+            self._local.usage = Usage(tokens_in, tokens_out, 0, False, latency, served)
         validate(value)  # only a reply that is an image counts (and is charged) as an image made
         if kind in ("image", "image_only"):
             self._local.usage = Usage(tokens_in, tokens_out, 1, False, latency, served)
