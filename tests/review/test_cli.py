@@ -67,6 +67,13 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(
     for args, message in cases:
         r = cli(*args)
         assert r.code != 0 and message in r.err and len(r.err.strip().splitlines()) == 1, (args, r.err)
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # a port another server holds
+        port = str(taken.getsockname()[1])
+        r = cli("review", "serve", "--db", db, "--port", port)
+    assert r.code == 2 and f"127.0.0.1:{port}: cannot listen there" in r.err
+    assert "choose another --port" in r.err and "Traceback" not in r.err
 
 
 def test_the_base_cli_does_not_load_the_web_stack() -> None:

@@ -133,14 +133,24 @@ def serve(
     port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT")] = DEFAULT_PORT,
 ) -> None:
     """Serve the review app (Ctrl-C stops it)."""
+    import socket
+
     import uvicorn
 
     from yanami.review._app import create_app
 
     store = _open(db)
-    typer.echo(f"serving {store.shown} on http://{host}:{port} (Ctrl-C stops)", err=True)
-    # access_log off: a sign-in URL carries its one-time token until it is spent
-    uvicorn.run(create_app(store), host=host, port=port, log_level="warning", access_log=False)
+    try:  # the socket first: a port in use or an address not here is one line, before anything is served
+        sock = socket.create_server((host, port))
+    except OSError as exc:
+        raise UserError(
+            f"{host}:{port}: cannot listen there ({exc.strerror or exc}); choose another --port or --host"
+        ) from None
+    with sock:
+        typer.echo(f"serving {store.shown} on http://{host}:{sock.getsockname()[1]} (Ctrl-C stops)", err=True)
+        # access_log off: a sign-in URL carries its one-time token until it is spent
+        config = uvicorn.Config(create_app(store), log_level="warning", access_log=False)
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 @review_app.command()
