@@ -270,13 +270,6 @@ def bench_behaviours(tmp: Path, dialogues: int) -> None:
     from yanami.models._config import IMAGES_API_SIZES
     from yanami.models.fake import FakeServer
 
-    class Thinker(StandIns):
-        def brain(self, path: str, body: dict[str, Any]) -> Any:
-            reply = super().brain(path, body)
-            if isinstance(reply, str) and body.get("model") == "author-llm":
-                return f"<think>It needs {{braces}} and care.</think>\nThe plan:\n```json\n{reply}\n```\nSee {{this}}."
-            return reply
-
     def configs(where: Path, url: str, author_tokens: int | None) -> dict[str, str]:
         where.mkdir()
         base = f"kind: openai\nbase_url: {url}/v1\nmax_retries: 0\n"
@@ -303,7 +296,8 @@ def bench_behaviours(tmp: Path, dialogues: int) -> None:
          {**sizes, "reasoning": thought}, None),
         ("author a reasoning model that spends max_tokens 1500 thinking", StandIns().brain,
          {**sizes, "reasoning": thought}, 1_500),
-        ("author thinks aloud (<think> with braces) around a fenced plan", Thinker().brain, sizes, 16_384),
+        ("author thinks aloud (<think> with braces) around a fenced plan", StandIns(thinks_aloud=True).brain,
+         sizes, 16_384),
     ]  # fmt: skip
     for k, (name, brain, behaviour, tokens) in enumerate(runs):
         with FakeServer(brain=brain, record=False, **behaviour) as server:  # type: ignore[arg-type]

@@ -578,14 +578,7 @@ def test_an_author_that_thinks_aloud_and_wraps_its_plan_in_prose(pool: Path, tmp
     """A reasoning model's reply: ``<think>`` with braces in it, prose with braces around a fenced
     JSON plan. The plan is read, and the reviewer is shown the plan's JSON alone, inside its fence."""
 
-    class Thinker(StandIns):
-        def brain(self, path: str, body: dict[str, Any]) -> Any:
-            reply = super().brain(path, body)
-            if isinstance(reply, str) and body.get("model") == "author-llm":
-                return f"<think>It needs {{braces}} and care.</think>\nThe plan:\n```json\n{reply}\n```\nSee {{this}}."
-            return reply
-
-    with FakeServer(brain=Thinker().brain) as server:
+    with FakeServer(brain=StandIns(thinks_aloud=True).brain) as server:
         s = construct(pool, tmp_path / "out", **configs(tmp_path, server.url), per_scenario=1)
         reviews = [chat_text(b) for p, b in server.requests if "/chat" in p and "<plan-" in chat_text(b)]
     assert s.accepted == s.planned == 4 and s.rejected == {}

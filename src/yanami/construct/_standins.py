@@ -176,6 +176,9 @@ class StandIns:
     """SHA-256 prefixes of images whose repairs come back unchanged."""
     fault_rate: float = 0.0
     """The share of author plans and of image instructions that get a fault on the first try."""
+    thinks_aloud: bool = False
+    """The author answers as a reasoning model may: ``<think>`` (braces in it), then its plan in a
+    fenced block between sentences with braces of their own."""
 
     def brain(self, path: str, body: dict[str, Any]) -> Any:
         """A `FakeServer` brain: a reply for the request, or None for the server's default."""
@@ -191,7 +194,10 @@ class StandIns:
             return None
         text = chat_text(body)
         if "<pool-notes-" in text:
-            return self.author(body, text)
+            plan = self.author(body, text)
+            if self.thinks_aloud:
+                return f"<think>It needs {{braces}} and care.</think>\nThe plan:\n```json\n{plan}\n```\nSee {{this}}."
+            return plan
         if "<plan-" in text and '"passed"' in text:
             return self.review(text)
         if "<request-" in text and '"verdicts"' in text:
