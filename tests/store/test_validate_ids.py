@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from yanami.store import _validate, validate_dataset
-from yanami.store._validate import _SeenIds
+from yanami.store._ids import SeenIds
 
 
 def _shards_with_duplicates(ds: Path) -> list[str]:
@@ -57,7 +57,7 @@ def test_hash_collisions_change_nothing(dataset: Path, monkeypatch: pytest.Monke
     a false hit is dropped, a true one named after its first line."""
     _shards_with_duplicates(dataset)
     want = [str(p) for p in validate_dataset(dataset)]
-    monkeypatch.setattr(_SeenIds, "RECENT", 2)
+    monkeypatch.setattr(SeenIds, "RECENT", 2)
     assert [str(p) for p in validate_dataset(dataset)] == want
     monkeypatch.setattr(_validate, "hash", lambda _: 7, raising=False)
     assert [str(p) for p in validate_dataset(dataset)] == want
@@ -72,7 +72,7 @@ def test_valid_dataset_reads_nothing_twice(built: Path, monkeypatch: pytest.Monk
 
 def test_seen_ids_cost_about_8_bytes_an_id() -> None:
     n = 300_000
-    seen = _SeenIds()
+    seen = SeenIds()
     tracemalloc.start()
     try:
         assert not any(seen.add(hash(f"d{i:07d}")) for i in range(n))

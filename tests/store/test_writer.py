@@ -163,3 +163,21 @@ def test_a_second_writer_of_the_same_output_stops_at_once(tmp_path: Path) -> Non
         proc.wait(timeout=30)
     assert proc.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
     write_synthetic(tmp_path / "other", 1, seed=1)  # a writer of another name was never in the way
+
+
+def test_an_id_whose_hash_was_seen_is_a_duplicate_only_if_written(tmp_path: Path, monkeypatch) -> None:
+    """The writer keeps 8-byte hashes of ids: a hit (every id hashing alike, here) is confirmed
+    against the lines written, so distinct ids all go in and only a real repeat is refused."""
+    from yanami.store._ids import SeenIds
+
+    monkeypatch.setattr(SeenIds, "add", lambda self, h: True)
+    with DatasetWriter(tmp_path / "ds", split="bench", generator=GEN, shard_size=2) as w:
+        for k in range(5):
+            d, images = synthetic_dialogue(k, seed=1)
+            for data in images.values():
+                w.add_image(data, ImageSource.USER)
+            w.add_dialogue(d)
+        with pytest.raises(ValueError, match="duplicate dialogue id"):
+            w.add_dialogue(synthetic_dialogue(3, seed=1)[0])
+        manifest = w.commit()
+    assert manifest.counts.dialogues == 5

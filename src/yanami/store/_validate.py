@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
 from yanami.schema import Dialogue
 from yanami.store._fast import fast_walk
+from yanami.store._ids import SeenIds
 from yanami.store._images import (
     DEFAULT_MAX_PIXELS,
     ImageProblem,
@@ -147,7 +147,7 @@ def validate_dataset(
             if rel not in manifest.shards:
                 problems.append(Problem(rel, 0, "-", f"shard is not listed in {MANIFEST}"))
 
-    seen = _SeenIds()
+    seen = SeenIds()
     suspects: list[_Suspect] = []
     refs: dict[str, _Ref] = {}
     n_dialogues = n_turns = n_questions = n_checks = 0
@@ -214,42 +214,6 @@ def validate_dataset(
         if manifest.images_sha256 != images_digest(list(files.values())):
             manifest_problem(("images_sha256",), "checksum does not match the image files")
     return problems
-
-
-class _SeenIds:
-    """The dialogue ids seen so far, as 64-bit hashes: 8 bytes an id in a sorted array, and the
-    latest few thousand in a set that is merged into it when full.
-
-    A dict of the ids themselves and where each was first seen costs ~200 bytes an id (246 MB
-    at a million dialogues); this costs ~8, so validating stays flat in the number of
-    dialogues. A hit may be false (two ids with one hash): the caller confirms it.
-    """
-
-    RECENT = 1 << 14
-
-    def __init__(self) -> None:
-        self.old = np.empty(0, dtype=np.int64)
-        self.recent: set[int] = set()
-
-    def add(self, h: int) -> bool:
-        """Record the hash ``h``; True if it was recorded before."""
-        if h in self.recent:
-            return True
-        old = self.old
-        if len(old):
-            i = int(old.searchsorted(h))
-            if i < len(old) and old[i] == h:
-                return True
-        self.recent.add(h)
-        if len(self.recent) >= self.RECENT:
-            n = len(old)
-            del old
-            # grown in place (realloc, which moves pages rather than copies them), never held twice
-            self.old.resize(n + len(self.recent), refcheck=False)
-            self.old[n:] = np.fromiter(self.recent, dtype=np.int64, count=len(self.recent))
-            self.old.sort(kind="stable")  # a sorted run and a short tail: a merge, not a full sort
-            self.recent = set()
-        return False
 
 
 @dataclass(frozen=True, slots=True)

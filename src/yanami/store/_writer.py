@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import shutil
 import uuid
@@ -19,6 +20,7 @@ from yanami._lock import OutputLock, work_prefix
 from yanami.errors import UserError
 from yanami.families import Family, family_of
 from yanami.schema import Dialogue, ImagePart, ImageSource
+from yanami.store._ids import SeenIds
 from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
 from yanami.store._manifest import (
     DIALOGUES_DIR,
@@ -91,7 +93,8 @@ class DatasetWriter:
             raise
         (self.work / DIALOGUES_DIR).mkdir()
         (self.work / IMAGES_DIR).mkdir()
-        self._ids: set[str] = set()
+        self._ids = SeenIds()  # 8 bytes an id; a hit is confirmed against what was written
+        self._dialogues = 0
         self._image_hashes: list[str] = []
         self._stored: set[str] = set()
         self._folders: set[str] = set()
@@ -180,7 +183,7 @@ class DatasetWriter:
         if problems:
             loc, msg = problems[0]
             raise ValueError(f"dialogue {dialogue.id}: {'.'.join(map(str, loc))}: {msg}")
-        if dialogue.id in self._ids:
+        if self._ids.add(hash(dialogue.id)) and self._written(dialogue.id):
             raise ValueError(f"duplicate dialogue id {dialogue.id!r}")
         if self._family is None:
             self._family = dialogue.family
@@ -189,13 +192,25 @@ class DatasetWriter:
         for part in dialogue.images():
             if part.sha256 not in self._stored:
                 raise ValueError(f"dialogue {dialogue.id}: image {part.sha256} was not added")
-        self._ids.add(dialogue.id)
+        self._dialogues += 1
         if line is not None and ("\n" in line or not line.strip()):
             raise ValueError(f"dialogue {dialogue.id}: a dataset line must be one non-empty line")
         self._write_line((dialogue.model_dump_json() if line is None else line) + "\n")
         self._turns += len(dialogue.turns)
         self._questions += len(dialogue.questions)
         self._checks += sum(len(t.checks) for t in dialogue.turns)
+
+    def _written(self, dialogue_id: str) -> bool:
+        """Whether a dialogue with this id is among those written (read back only when its id's
+        hash was seen before: a repeat, or rarely two ids with one hash)."""
+        if self._shard_file is not None:
+            self._shard_file.flush()
+        for rel in self._shards:
+            with open(self.work / rel, "rb") as f:
+                for raw in f:
+                    if raw.strip() and json.loads(raw).get("id") == dialogue_id:
+                        return True
+        return False
 
     def _write_line(self, line: str) -> None:
         if self._shard_file is None or self._in_shard >= self._capacity:
@@ -259,7 +274,7 @@ class DatasetWriter:
             protocol=family_of(family).protocol,
             generator=self.generator,
             counts=Counts(
-                dialogues=len(self._ids),
+                dialogues=self._dialogues,
                 turns=self._turns,
                 images=len(self._image_hashes),
                 questions=self._questions,
