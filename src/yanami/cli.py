@@ -157,6 +157,25 @@ def _root(
     """Build, verify, evaluate and report stateful multi-turn multimodal dialogue benchmarks."""
 
 
+class Backend(StrEnum):
+    local = "local"
+    ray = "ray"
+
+
+BackendOpt = Annotated[
+    Backend,
+    typer.Option(help="Where the work runs: this machine's processes, or Ray Data (the ray extra; docs/scale.md)."),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster to join (HOST:6379 or ray://HOST:10001); without it --backend ray starts one here.",
+        metavar="ADDR",
+    ),
+]
+
+
 class SchemaOf(StrEnum):
     dialogue = "dialogue"
     manifest = "manifest"
@@ -423,6 +442,8 @@ def build(
         Path | None, typer.Option(help="A training set whose images the build must not reuse.", metavar="TRAIN")
     ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing dataset at --out.")] = False,
+    backend: BackendOpt = Backend.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Build a dataset of world dialogues (offline, exact by construction)."""
     from yanami.world import build_world, plan
@@ -446,6 +467,8 @@ def build(
             exclude=exclude,
             overwrite=overwrite,
             on_dialogue=advance,
+            backend=backend.value,
+            ray_address=ray_address,
         )
     c = m.counts
     out.print(
@@ -792,7 +815,7 @@ def eval_(
             min=1,
             show_default=False,
             help="Items in flight at once (never changes a score). Default: 1, or twice --workers when --workers "
-            "is above 1.",
+            "is above 1; with --backend ray, twice the cluster's CPUs.",
             metavar="N",
         ),
     ] = None,
@@ -827,6 +850,8 @@ def eval_(
         ),
     ] = 1,
     protocol_source: ProtocolSourceOpt = None,
+    backend: BackendOpt = Backend.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
     from yanami.bench import evaluate
@@ -848,6 +873,8 @@ def eval_(
             cache=cache,
             workers=workers,
             protocol_source=protocol_source,
+            backend=backend.value,
+            ray_address=ray_address,
         )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "nothing new"
     out.print(

@@ -42,6 +42,7 @@ from yanami.bench._items import (
     item_seed,
     items_of,
 )
+from yanami.bench._ray import EvalParts, run_on_ray
 from yanami.bench._results import Results
 from yanami.bench._select import Selection, select_dialogues
 from yanami.errors import UserError
@@ -171,8 +172,14 @@ def evaluate(
     strategy: str = "none",
     protocol_source: str | Path | None = None,
     parser: Parser | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> Summary:
     """Evaluate ``model`` on ``bench`` into the run directory ``out`` (resuming what is there).
+
+    ``backend`` "ray" runs the chains in Ray actors (a local Ray, or the cluster at
+    ``ray_address``; `yanami.bench._ray`): the same rows, ``concurrency`` chains in flight across
+    the cluster (default two per CPU there).
 
     ``protocol_source``: for a WEAVE or IMUG-Bench bench, the user's checkout of the
     benchmark's repository, whose own judge prompts the judge then asks (`load_protocol_source`).
@@ -192,6 +199,11 @@ def evaluate(
         raise UserError(f"{bad}: not one of {', '.join(HISTORIES if history not in HISTORIES else LAYOUTS)}")
     history = History(history)
     layout = Layout(layout) if layout is not None else None
+    if backend != "local" or ray_address is not None:
+        from yanami.scale import check_backend
+
+        check_backend(backend, ray_address)
+    asked = concurrency
     if concurrency is None:
         concurrency = default_concurrency(workers)
     if concurrency < 1:
@@ -272,6 +284,30 @@ def evaluate(
         raise
     try:
         with Results(run) as store, own_parser or contextlib.nullcontext():
+            if backend == "ray":
+                parts = EvalParts(
+                    bench=str(dataset.root.resolve()),
+                    run=str(run.resolve()),
+                    cache=str(responses.path.resolve()),
+                    model=model,
+                    judge=judge,
+                    strategy=strategy,
+                    protocol_source=str(protocol_source) if protocol_source is not None else None,
+                    manifest=manifest.model_dump_json(),
+                    cwd=str(Path.cwd()),
+                )
+                return _execute_ray(
+                    store,
+                    selection(),
+                    lambda d: chain_of(d, history, answers, generates),
+                    the_judge,
+                    manifest,
+                    asked,
+                    retry_errors,
+                    on_progress,
+                    parts,
+                    ray_address,
+                )
             return _execute(
                 store,
                 selection(),
@@ -418,6 +454,23 @@ class _Judged:
     verdict: Verdict | None
 
 
+def _work_left(d: Dialogue, items: list[Item], store: Results, judge: Judge, retry_errors: bool) -> _Chain | None:
+    """What is left of a dialogue's chain (None: nothing): its items not yet asked, and its
+    stored ok predictions that this version of the judge has not graded."""
+    if not items:
+        return None
+    past = store.predictions_of(d.id)
+    finished = {k for k, p in past.items() if not (retry_errors and p.status == "error")}
+    judged = {
+        k
+        for k, v in store.verdicts_of(d.id, judge.name).items()
+        if v.status == "ok" and v.judge_version == judge.version
+    }
+    unjudged = [p for k, p in past.items() if k in finished and p.status == "ok" and k not in judged]
+    todo = [i for i in items if i.id not in finished]
+    return _Chain(d, todo, past, unjudged) if todo or unjudged else None
+
+
 _Result = tuple[Prediction, Verdict | None] | _Judged | BaseException | None
 """What a worker reports: an item run, an earlier one judged, its failure, or (None) that it stopped."""
 
@@ -448,20 +501,9 @@ def _execute(
 
     def chains() -> Iterator[_Chain]:
         for d in selection:
-            items = chain_of(d)
-            if not items:
-                continue
-            past = reader.predictions_of(d.id)
-            finished = {k for k, p in past.items() if not (retry_errors and p.status == "error")}
-            judged = {
-                k
-                for k, v in reader.verdicts_of(d.id, judge.name).items()
-                if v.status == "ok" and v.judge_version == judge.version
-            }
-            unjudged = [p for k, p in past.items() if k in finished and p.status == "ok" and k not in judged]
-            todo = [i for i in items if i.id not in finished]
-            if todo or unjudged:
-                yield _Chain(d, todo, past, unjudged)
+            chain = _work_left(d, chain_of(d), reader, judge, retry_errors)
+            if chain is not None:
+                yield chain
 
     results: queue.Queue[_Result] = queue.Queue()
     earlier: dict[str, Prediction] = {}  # the stored rows of the dialogues in flight
@@ -512,14 +554,7 @@ def _execute(
                     raise got
                 if isinstance(got, _Judged):
                     continue
-                prediction, verdict = got
-                if verdict is not None and verdict.status == "error":
-                    summary.judge_errors += 1
-                    summary.first_judge_error = summary.first_judge_error or f"{verdict.item}: {verdict.reason}"
-                summary.written += 1
-                summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
-                if prediction.status == "error" and summary.first_error is None:
-                    summary.first_error = f"{prediction.item}: {prediction.error}"
+                _count(summary, *got)
                 done += 1
             if on_progress:
                 on_progress(done, total)
@@ -528,6 +563,60 @@ def _execute(
         for t in threads:
             t.join()  # a chain in progress finishes its item; what it reports now is not written
         reader.close()
+    return summary
+
+
+def _count(summary: Summary, prediction: Prediction, verdict: Verdict | None) -> None:
+    """Add an item just run to what the summary says."""
+    if verdict is not None and verdict.status == "error":
+        summary.judge_errors += 1
+        summary.first_judge_error = summary.first_judge_error or f"{verdict.item}: {verdict.reason}"
+    summary.written += 1
+    summary.statuses[prediction.status] = summary.statuses.get(prediction.status, 0) + 1
+    if prediction.status == "error" and summary.first_error is None:
+        summary.first_error = f"{prediction.item}: {prediction.error}"
+
+
+def _execute_ray(
+    store: Results,
+    selection: Selection,
+    chain_of: Callable[[Dialogue], list[Item]],
+    judge: Judge,
+    manifest: RunManifest,
+    concurrency: int | None,
+    retry_errors: bool,
+    on_progress: Callable[[int, int], None] | None,
+    parts: EvalParts,
+    address: str | None,
+) -> Summary:
+    """`_execute` on Ray (`yanami.bench._ray`): the same rows, written here as they arrive."""
+    total = manifest.items
+    if selection.chosen is None:
+        skipped = store.count_done(errors=not retry_errors)
+    else:
+        skipped = sum(store.count_done(p.id, errors=not retry_errors) for p in selection.chosen if p.items)
+    summary = Summary(store.run, total, skipped)
+    if on_progress:
+        on_progress(skipped, total)
+    rows = []  # one per dialogue with work left (`_ChainRunner` reads its stored rows there)
+    for d in selection:
+        chain = _work_left(d, chain_of(d), store, judge, retry_errors)
+        if chain is not None:
+            todo, unjudged = [i.id for i in chain.todo], [p.item for p in chain.unjudged]
+            rows.append({"dialogue": d.model_dump_json(), "todo": todo, "unjudged": unjudged})
+    done = skipped
+
+    def on_row(prediction: Prediction, verdict: Verdict | None, judged: bool) -> None:
+        nonlocal done
+        store.write_items([(prediction, verdict)])
+        if judged:
+            return
+        _count(summary, prediction, verdict)
+        done += 1
+        if on_progress:
+            on_progress(done, total)
+
+    run_on_ray(rows, parts, concurrency, address, on_row)
     return summary
 
 

@@ -32,6 +32,7 @@ from yanami.models._http import (
     RetryPolicy,
     Transient,
     call_with_retries,
+    use_endpoint_factory,
 )
 from yanami.models._protocol import (
     GT_HISTORY,
@@ -128,6 +129,7 @@ __all__ = [
     "redact",
     "refusal",
     "transcript",
+    "use_endpoint_factory",
     "validate_image",
     "validate_text",
 ]

@@ -367,7 +367,9 @@ class Client:
     def __init__(self, config: ModelConfig, cache: ResponseCache | None = None) -> None:
         self.config = config
         self.name = config.name
-        self.endpoint = endpoint_for(config.base_url, config.max_concurrency, config.requests_per_minute)
+        self.endpoint = endpoint_for(
+            config.base_url, config.max_concurrency, config.requests_per_minute, config.timeout_s
+        )
         self.policy = RetryPolicy(config.max_retries, config.backoff_s)
         self.cache = cache
         key = config.api_key()

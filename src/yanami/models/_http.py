@@ -112,16 +112,30 @@ class Endpoint:
 
 _ENDPOINTS: dict[tuple[str, int, float], Endpoint] = {}
 _ENDPOINTS_LOCK = threading.Lock()
+EndpointFactory = Callable[[str, int, float, float], Endpoint]
+"""(url, max_concurrency, requests_per_minute, timeout_s) -> the `Endpoint` that holds those limits."""
+_FACTORY: list[EndpointFactory] = []
 
 
-def endpoint_for(url: str, max_concurrency: int, requests_per_minute: float) -> Endpoint:
+def use_endpoint_factory(factory: EndpointFactory) -> None:
+    """Make this process's endpoints with ``factory`` from now on (a Ray worker's: limits shared
+    by the whole cluster, `yanami.scale`); endpoints already made keep theirs."""
+    with _ENDPOINTS_LOCK:
+        _FACTORY[:] = [factory]
+
+
+def endpoint_for(url: str, max_concurrency: int, requests_per_minute: float, timeout_s: float = 600.0) -> Endpoint:
     """The one `Endpoint` of a server URL and its limits in this process: a model and a judge on
     the same server with the same limits share them (limits that differ are kept apart)."""
     key = (url, max_concurrency, requests_per_minute)
     with _ENDPOINTS_LOCK:
         found = _ENDPOINTS.get(key)
         if found is None:
-            found = _ENDPOINTS[key] = Endpoint(max_concurrency, requests_per_minute)
+            if _FACTORY:
+                found = _FACTORY[0](url, max_concurrency, requests_per_minute, timeout_s)
+            else:
+                found = Endpoint(max_concurrency, requests_per_minute)
+            _ENDPOINTS[key] = found
         return found
 
 

@@ -63,8 +63,13 @@ def _one(task: tuple[Scenario, str, int]) -> tuple[Dialogue, dict[str, bytes], d
 
 
 def _results(
-    tasks: list[tuple[Scenario, str, int]], workers: int
+    tasks: list[tuple[Scenario, str, int]], workers: int, backend: str = "local", ray_address: str | None = None
 ) -> Iterator[tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]]:
+    if backend == "ray":
+        from yanami.scale import compose_on_ray
+
+        yield from compose_on_ray(tasks, ray_address)
+        return
     if workers <= 1:
         yield from map(_one, tasks)
         return
@@ -87,14 +92,23 @@ def build_world(
     exclude: str | Path | None = None,
     overwrite: bool = False,
     on_dialogue: Callable[[], None] | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> Manifest:
     """Build a world dataset at ``out``; see `plan` for what goes in.
+
+    ``backend`` "ray" composes the dialogues on Ray Data (a local Ray, or the cluster at
+    ``ray_address``) instead of ``workers`` processes: the same bytes either way.
 
     With ``exclude`` (a training set), any image that also occurs there aborts the build
     before anything is written.
     """
     if preset not in PRESETS:
         raise UserError(f"--preset: unknown preset {preset!r} (choose {', '.join(PRESETS)})")
+    if backend != "local" or ray_address is not None:
+        from yanami.scale import check_backend
+
+        check_backend(backend, ray_address)
     scenarios = scenarios or list(Scenario)
     banned: set[str] = set()
     if exclude is not None:
@@ -112,7 +126,7 @@ def build_world(
     with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
         tasks = [(s, did, seed) for s, did in todo]
         balancer = Balancer()
-        for k, (d, images, sets) in enumerate(_results(tasks, workers)):
+        for k, (d, images, sets) in enumerate(_results(tasks, workers, backend, ray_address)):
             parts = {p.sha256: p for p in d.images()}
             for sha, data in images.items():
                 if sha in banned:

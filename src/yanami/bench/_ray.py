@@ -1,0 +1,180 @@
+"""``yanami eval --backend ray``: the chains run in Ray actors, the rows written here, item by item.
+
+Each dialogue's chain is one row of a Ray Data dataset; ``map_batches`` hands it to a callable
+class (`_ChainRunner`) that holds the model's client, its response cache and the judge, as a
+local run's threads do, and runs the chain with the same `_Runner`: the same requests, the
+same fault policy, the same verdicts. Its items stream back as they finish and the driver
+writes each to the run's store, so a killed driver loses only the items in flight, and a
+killed worker only its chains' items in flight (Ray restarts the actor and runs those again;
+the response cache answers what was already paid for). Every endpoint's limits are the
+cluster's (`yanami.scale.share_endpoint_limits`).
+
+On a cluster the bench, the run directory and the cache must be at the same path on every
+node (a shared filesystem, docs/scale.md): the workers read bench images and the model's own
+earlier outputs there and write its new images there; only the driver writes rows.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yanami.bench._format import Prediction, RunManifest, Verdict
+from yanami.bench._items import Item
+from yanami.bench._results import Results
+from yanami.errors import UserError
+from yanami.schema import Dialogue
+
+
+@dataclass(frozen=True)
+class EvalParts:
+    """What a worker needs to rebuild a run's model and judge (all picklable)."""
+
+    bench: str
+    run: str
+    cache: str
+    model: str
+    judge: str
+    strategy: str
+    protocol_source: str | None
+    manifest: str
+    """The run's manifest as JSON."""
+    cwd: str
+    """The driver's working directory: relative paths in the specs (a config file) mean the same there."""
+
+
+def ray_concurrency(cpus: int, concurrency: int) -> tuple[int, int]:
+    """(actors, chains in flight per actor) for ``concurrency`` chains in flight on ``cpus`` CPUs:
+    one actor per CPU at most, the chains spread evenly over them."""
+    actors = max(1, min(cpus, concurrency))
+    return actors, -(-concurrency // actors)
+
+
+class _ChainRunner:
+    """A Ray actor's share of a run: the model, its cache, the judge; one chain per call."""
+
+    def __init__(self, parts: EvalParts) -> None:
+        from yanami.bench._run import _RunBench, _Runner
+        from yanami.judges import judge_for_bench
+        from yanami.models import ResponseCache, StrategyModel, load_model, parse_strategy, reads_bench
+        from yanami.scale import share_endpoint_limits
+        from yanami.store import Dataset
+        from yanami.world import Parser
+
+        if Path(parts.cwd).is_dir():
+            os.chdir(parts.cwd)
+        share_endpoint_limits()
+        self.parts = parts
+        self.manifest = RunManifest.model_validate_json(parts.manifest)
+        dataset = Dataset(parts.bench)
+        self.responses = ResponseCache(Path(parts.cache))
+        self.parser = Parser(1)  # in the calling thread: each actor is one CPU's worth of chains
+        model = load_model(parts.model, self.responses, self.parser)
+        spec = parse_strategy(parts.strategy)
+        if spec.kind != "none":
+            picker = load_model(spec.picker, self.responses) if spec.picker else None
+            model = StrategyModel(model, spec, picker)
+        self.judge = judge_for_bench(
+            parts.judge, _RunBench(dataset, lambda: iter(())), self.responses, parts.protocol_source, self.parser
+        )
+        if reads_bench(model):
+            model.bind_bench(dataset.root)  # type: ignore[attr-defined]
+        self.store = Results(Path(parts.run))  # reads earlier rows and images, stores new images; writes no row
+        self.earlier: dict[str, Prediction] = {}
+        self.runner = _Runner(dataset, model, self.judge, self.manifest, self.store, self.earlier)
+        self.lock = threading.Lock()
+
+    def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[Any]]]:
+        for text, todo, unjudged in zip(batch["dialogue"], batch["todo"], batch["unjudged"], strict=True):
+            try:
+                yield from self._chain(Dialogue.model_validate_json(text), list(todo), list(unjudged))
+            except UserError as exc:  # ours (a bench image that cannot be read): the driver stops the run
+                yield _failure(str(exc), user=True)
+            except Exception as exc:
+                yield _failure(f"{type(exc).__name__}: {exc}", user=False)
+
+    def _chain(self, d: Dialogue, todo: list[str], unjudged: list[str]) -> Iterator[dict[str, list[Any]]]:
+        from yanami.bench._run import _judge, _stored_history, _stored_outputs, chain_of
+
+        with self.lock:
+            past = self.store.predictions_of(d.id)
+            self.earlier.update(past)
+        try:
+            selfh = self.manifest.history == "self"
+            for item_id in unjudged:
+                p = past[item_id]
+                history = _stored_history(d, p, past) if selfh else None
+                outputs = _stored_outputs(d, past, self.store)
+                yield _row(p, _judge(self.judge, d, p, self.store, own=history, earlier=outputs), judged=True)
+            wanted = set(todo)
+            m = self.manifest
+            items: list[Item] = [i for i in chain_of(d, m.history, m.answers, m.generates) if i.id in wanted]
+            chat = self.runner.chat(d)
+            for item in items:
+                prediction, verdict = self.runner.run_item(item, chat)
+                yield _row(prediction, verdict, judged=False)
+        finally:
+            with self.lock:
+                for k in past:
+                    self.earlier.pop(k, None)
+
+
+def _row(p: Prediction, v: Verdict | None, *, judged: bool) -> dict[str, list[Any]]:
+    return {
+        "prediction": [p.model_dump_json()],
+        "verdict": [v.model_dump_json() if v is not None else ""],
+        "judged": [judged],
+        "failure": [""],
+        "user": [False],
+    }
+
+
+def _failure(message: str, *, user: bool) -> dict[str, list[Any]]:
+    return {"prediction": [""], "verdict": [""], "judged": [False], "failure": [message], "user": [user]}
+
+
+def run_on_ray(
+    rows: list[dict[str, Any]],
+    parts: EvalParts,
+    concurrency: int | None,
+    address: str | None,
+    on_row: Callable[[Prediction, Verdict | None, bool], None],
+) -> None:
+    """Run ``rows`` on Ray (one per dialogue: its JSON, the item ids to ask, the stored ones to
+    judge), ``concurrency`` chains in flight across the cluster (default: two per CPU), calling
+    ``on_row`` in this process for every item as it finishes."""
+    from yanami.scale import ray_session
+    from yanami.scale._ray import cluster_cpus
+
+    if not rows:
+        return
+    with ray_session(address) as ray:
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = False
+        ctx.target_max_block_size = 1  # every finished item is its own block: it reaches the driver at once
+        cpus = cluster_cpus(ray)
+        actors, per_actor = ray_concurrency(cpus, concurrency or 2 * cpus)
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
+            ds = ds.map_batches(
+                _ChainRunner,
+                fn_constructor_args=(parts,),
+                batch_size=1,
+                compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=per_actor),
+                num_cpus=1,
+                max_concurrency=per_actor,
+            )
+        for row in ds.iter_rows():
+            if row["failure"]:
+                if row["user"]:
+                    raise UserError(str(row["failure"]))
+                raise RuntimeError(str(row["failure"]))
+            prediction = Prediction.model_validate_json(row["prediction"])
+            verdict = Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None
+            on_row(prediction, verdict, bool(row["judged"]))

@@ -1,0 +1,224 @@
+"""A Ray session for one command, and the limits of an endpoint shared by every process of it.
+
+``--backend ray`` runs a stage's work on Ray Data: without ``--ray-address`` a local Ray starts
+on this machine (every core) and stops with the command; with one, the command joins that
+cluster as a driver and leaves it running. Ray is imported here only, and only then.
+
+The driver alone writes the stage's output (a dataset, a run's rows, a construction's
+ledger), in the order and format of the local backend; the workers compute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from yanami.errors import UserError
+
+T = TypeVar("T")
+
+BACKENDS = ("local", "ray")
+"""What ``--backend`` takes: this process and its pools (the default), or Ray Data."""
+
+NAMESPACE = "yanami"
+"""The Ray namespace of yanami's named actors (the shared limits of each endpoint)."""
+
+INSTALL_HINT = "pip install -e '.[ray]' (or pip install 'yanami[ray]')"
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or one line saying how to install it."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise UserError(f"--backend ray: Ray is not installed; {INSTALL_HINT}") from None
+    return ray
+
+
+def check_backend(backend: str, address: str | None) -> None:
+    """One line for a backend this command does not know, or an address without Ray."""
+    if backend not in BACKENDS:
+        raise UserError(f"--backend {backend}: not one of {', '.join(BACKENDS)}")
+    if address is not None and backend != "ray":
+        raise UserError("--ray-address: only with --backend ray")
+    if backend == "ray":
+        require_ray()
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None) -> Iterator[Any]:
+    """Ray, started on this machine for the block (``address`` None) or joined at ``address``.
+
+    Ray's own log lines and progress bars are kept quiet (yanami shows its progress); a
+    cluster that cannot be reached is one line naming the address.
+    """
+    ray = require_ray()
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    for name in ("ray", "ray.data", "ray._private", "ray.util"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    started = not ray.is_initialized()
+    if started:
+        try:
+            if address is None:
+                ray.init(
+                    num_cpus=os.cpu_count() or 1,
+                    include_dashboard=False,
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                    namespace=NAMESPACE,
+                )
+            else:
+                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, namespace=NAMESPACE)
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            where = f"--ray-address {address}" if address else "a local Ray"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(f"{where}: could not start or join Ray: {first}") from None
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
+    ctx.execution_options.verbose_progress = False
+    with contextlib.suppress(AttributeError):
+        ctx.enable_operator_progress_bars = False
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def cluster_cpus(ray: Any) -> int:
+    """The CPUs of the Ray cluster this process is connected to (at least 1)."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# One budget per endpoint for the whole cluster
+
+
+class _Limits:
+    """An endpoint's requests in flight and requests per minute, for every process of a cluster.
+
+    An asyncio actor: ``acquire`` waits for a free slot and for the request's start time, and
+    returns a lease (or, once the server refused the credentials, the reason). A lease not
+    released in ``lease_s`` (its holder died) is taken back.
+    """
+
+    def __init__(self, max_concurrency: int, requests_per_minute: float, lease_s: float) -> None:
+        self.slots = max_concurrency
+        self.interval = 60.0 / requests_per_minute
+        self.lease_s = lease_s
+        self.next = time.monotonic()
+        self.leases: dict[str, float] = {}
+        self.stopped: str | None = None
+        self.changed = asyncio.Event()
+        self.peak = 0
+
+    def _reclaim(self, now: float) -> None:
+        for k in [k for k, until in self.leases.items() if until < now]:
+            del self.leases[k]
+
+    async def acquire(self) -> tuple[str, str | None]:
+        while True:
+            if self.stopped:
+                return "", self.stopped
+            now = time.monotonic()
+            self._reclaim(now)
+            if len(self.leases) < self.slots:
+                break
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), timeout=1.0)
+        token = uuid.uuid4().hex
+        start = max(now, self.next)
+        self.next = start + self.interval
+        self.leases[token] = start + self.lease_s
+        self.peak = max(self.peak, len(self.leases))
+        if start > now:
+            await asyncio.sleep(start - now)
+        return token, None
+
+    async def release(self, token: str) -> None:
+        self.leases.pop(token, None)
+        self.changed.set()
+
+    async def stop(self, reason: str) -> None:
+        self.stopped = self.stopped or reason
+        self.changed.set()
+
+    async def stats(self) -> dict[str, Any]:
+        return {"in_flight": len(self.leases), "peak": self.peak, "slots": self.slots, "interval": self.interval}
+
+
+def limits_name(url: str, max_concurrency: int, requests_per_minute: float) -> str:
+    """The named actor that holds one endpoint's limits (a server URL with its settings)."""
+    key = f"{url}\0{max_concurrency}\0{requests_per_minute!r}"
+    return "yanami-limits-" + hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def limits_actor(ray: Any, url: str, max_concurrency: int, requests_per_minute: float, lease_s: float) -> Any:
+    """The cluster's one `_Limits` of an endpoint (made by the first process that asks)."""
+    remote = ray.remote(num_cpus=0, max_concurrency=1000)(_Limits)
+    return remote.options(
+        name=limits_name(url, max_concurrency, requests_per_minute),
+        namespace=NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+    ).remote(max_concurrency, requests_per_minute, lease_s)
+
+
+def share_endpoint_limits() -> None:
+    """In a Ray worker: every endpoint this process makes from now on takes its limits from the
+    cluster's one `_Limits` of that endpoint, so the budget is the config's for the whole cluster."""
+    import ray
+
+    from yanami.models import Endpoint, Fatal, use_endpoint_factory
+
+    class SharedEndpoint(Endpoint):
+        """An `Endpoint` whose slots and pace are the cluster's (`_Limits`), not this process's."""
+
+        def __init__(self, limits: Any, max_concurrency: int, requests_per_minute: float) -> None:
+            super().__init__(max_concurrency, requests_per_minute)
+            self.limits = limits
+
+        def stop(self, reason: str) -> None:
+            super().stop(reason)
+            self.limits.stop.remote(reason)  # every process of the cluster stops calling this server
+
+        def call(self, fn: Callable[[], T]) -> T:
+            if self.stopped:
+                raise Fatal(self.stopped)
+            token, stopped = ray.get(self.limits.acquire.remote())
+            if stopped:
+                self.stopped = self.stopped or stopped
+                raise Fatal(stopped)
+            try:
+                return fn()
+            finally:
+                self.limits.release.remote(token)
+
+    def make(url: str, max_concurrency: int, requests_per_minute: float, timeout_s: float) -> Endpoint:
+        lease = 4 * timeout_s + 60.0  # longer than any attempt: only a dead holder's lease runs out
+        limits = limits_actor(ray, url, max_concurrency, requests_per_minute, lease)
+        return SharedEndpoint(limits, max_concurrency, requests_per_minute)
+
+    use_endpoint_factory(make)
+
+
+def retrying(fn: Callable[[], T], attempts: int = 3) -> T:
+    """``fn()``, again after a short wait if Ray lost the actor it was talking to."""
+    for k in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if k == attempts - 1 or "Actor" not in type(exc).__name__:
+                raise
+            time.sleep(0.5 * (k + 1))
+    raise AssertionError("unreachable")
