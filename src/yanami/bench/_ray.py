@@ -17,9 +17,11 @@ earlier outputs there and write its new images there; only the driver writes row
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,17 +50,21 @@ class EvalParts:
     """The driver's working directory: relative paths in the specs (a config file) mean the same there."""
 
 
+QUEUED = 3
+"""Ray tasks given to an actor per chain it runs at once: the rest wait in its queue, ready."""
+
+
 def ray_concurrency(cpus: int, concurrency: int) -> tuple[int, int]:
-    """(actors, chains in flight per actor) for ``concurrency`` chains in flight on ``cpus`` CPUs:
-    one actor per CPU at most, the chains spread evenly over them."""
-    actors = max(1, min(cpus, concurrency))
-    return actors, -(-concurrency // actors)
+    """(actors, chains in flight per actor) for exactly ``concurrency`` chains in flight on
+    ``cpus`` CPUs: as many actors as divide it evenly, one per CPU at most."""
+    actors = max(k for k in range(1, max(1, min(cpus, concurrency)) + 1) if concurrency % k == 0)
+    return actors, concurrency // actors
 
 
 class _ChainRunner:
     """A Ray actor's share of a run: the model, its cache, the judge; one chain per call."""
 
-    def __init__(self, parts: EvalParts) -> None:
+    def __init__(self, parts: EvalParts, chains: int) -> None:
         from yanami.bench._run import _RunBench, _Runner
         from yanami.judges import judge_for_bench
         from yanami.models import ResponseCache, StrategyModel, load_model, parse_strategy, reads_bench
@@ -88,17 +94,41 @@ class _ChainRunner:
         self.earlier: dict[str, Prediction] = {}
         self.runner = _Runner(dataset, model, self.judge, self.manifest, self.store, self.earlier)
         self.lock = threading.Lock()
+        self.chains = ThreadPoolExecutor(chains, thread_name_prefix="yanami-chain")
+        """The actor's chains in flight; Ray's tasks queue here, so a chain starts the moment another ends."""
 
     def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[Any]]]:
-        for text, todo, unjudged in zip(batch["dialogue"], batch["todo"], batch["unjudged"], strict=True):
-            try:
-                yield from self._chain(Dialogue.model_validate_json(text), list(todo), list(unjudged))
-            except UserError as exc:  # ours (a bench image that cannot be read): the driver stops the run
-                yield _failure(str(exc), user=True)
-            except Exception as exc:
-                yield _failure(f"{type(exc).__name__}: {exc}", user=False)
+        """The items of the batch's chains, each as it finishes.
 
-    def _chain(self, d: Dialogue, todo: list[str], unjudged: list[str]) -> Iterator[dict[str, list[Any]]]:
+        A chain runs in the actor's own pool (``chains`` at once), ahead of what is handed to
+        Ray: giving Ray a row takes milliseconds (the block goes to the object store and its
+        owner is told), and the next request should not wait for that; Ray's next tasks wait
+        in that pool's queue, so no chain waits for Ray to hand it over either."""
+        for text, todo, unjudged in zip(batch["dialogue"], batch["todo"], batch["unjudged"], strict=True):
+            rows: queue.Queue[dict[str, list[Any]] | None] = queue.Queue()
+            stop = threading.Event()
+
+            def work(text: str = text, todo: list[str] = list(todo), unjudged: list[str] = list(unjudged)) -> None:
+                try:
+                    for row in self._chain(Dialogue.model_validate_json(text), todo, unjudged, stop):
+                        rows.put(row)
+                except UserError as exc:  # ours (a bench image that cannot be read): the driver stops the run
+                    rows.put(_failure(str(exc), user=True))
+                except Exception as exc:
+                    rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
+                finally:
+                    rows.put(None)
+
+            self.chains.submit(work)
+            try:
+                while (row := rows.get()) is not None:
+                    yield row
+            finally:
+                stop.set()  # Ray dropped the task: the chain ends after its item in flight
+
+    def _chain(
+        self, d: Dialogue, todo: list[str], unjudged: list[str], stop: threading.Event
+    ) -> Iterator[dict[str, list[Any]]]:
         from yanami.bench._run import _judge, _stored_history, _stored_outputs, chain_of
 
         with self.lock:
@@ -116,6 +146,8 @@ class _ChainRunner:
             items: list[Item] = [i for i in chain_of(d, m.history, m.answers, m.generates) if i.id in wanted]
             chat = self.runner.chat(d)
             for item in items:
+                if stop.is_set():
+                    return
                 prediction, verdict = self.runner.run_item(item, chat)
                 yield _row(prediction, verdict, judged=False)
         finally:
@@ -164,11 +196,11 @@ def run_on_ray(
             warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
             ds = ds.map_batches(
                 _ChainRunner,
-                fn_constructor_args=(parts,),
+                fn_constructor_args=(parts, per_actor),
                 batch_size=1,
-                compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=per_actor),
+                compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=QUEUED * per_actor),
                 num_cpus=1,
-                max_concurrency=per_actor,
+                max_concurrency=QUEUED * per_actor,
             )
         for row in ds.iter_rows():
             if row["failure"]:

@@ -51,6 +51,8 @@ def check_backend(backend: str, address: str | None) -> None:
         raise UserError("--ray-address: only with --backend ray")
     if backend == "ray":
         require_ray()
+        if address is not None:
+            _check_reachable(address)
 
 
 @contextlib.contextmanager
@@ -62,11 +64,15 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
     """
     ray = require_ray()
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # C++ notices (an actor's arguments in the object store)
     for name in ("ray", "ray.data", "ray._private", "ray.util"):
         logging.getLogger(name).setLevel(logging.ERROR)
     started = not ray.is_initialized()
+    if started and address is not None:
+        _check_reachable(address)
     if started:
         try:
+            quiet = _stderr_quiet()  # the driver's core worker says its log level once, on the terminal
             if address is None:
                 ray.init(
                     num_cpus=os.cpu_count() or 1,
@@ -77,7 +83,9 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
                 )
             else:
                 ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, namespace=NAMESPACE)
+            quiet.close()
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            quiet.close()
             where = f"--ray-address {address}" if address else "a local Ray"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserError(f"{where}: could not start or join Ray: {first}") from None
@@ -92,6 +100,43 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """One line at once for a cluster address nothing answers at (Ray itself retries for minutes)."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    rest = address.split("://", 1)[-1]
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit():
+        raise UserError(f"--ray-address {address}: not HOST:PORT (the head's GCS port, 6379, or ray://HOST:10001)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UserError(f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); start the head "
+                        "with `ray start --head` (docs/scale.md)") from None  # fmt: skip
+
+
+class _stderr_quiet:  # noqa: N801  (used like a function)
+    """File descriptor 2 sent to /dev/null until ``close`` (what Ray's C++ side prints on it
+    while it starts; Python exceptions still say what went wrong)."""
+
+    def __init__(self) -> None:
+        import sys
+
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+
+    def close(self) -> None:
+        if self.saved >= 0:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+            self.saved = -1
 
 
 def cluster_cpus(ray: Any) -> int:
