@@ -1019,6 +1019,8 @@ def judge_(
         Path | None, typer.Option(help="Response cache file (default RUN/cache.sqlite).", metavar="FILE")
     ] = None,
     protocol_source: ProtocolSourceOpt = None,
+    backend: BackendOpt = Backend.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Judge a run's stored predictions again with another judge, without calling the model."""
     from yanami.bench import rejudge
@@ -1032,6 +1034,8 @@ def judge_(
             cache=cache,
             on_progress=update,
             protocol_source=protocol_source,
+            backend=backend.value,
+            ray_address=ray_address,
         )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "nothing new"
     out.print(f"{run}: {s.items} judged items, {s.skipped} already done ({statuses})", markup=False)

@@ -40,7 +40,8 @@ class EvalParts:
     bench: str
     run: str
     cache: str
-    model: str
+    model: str | None
+    """None: grade stored predictions only (``yanami judge``)."""
     judge: str
     strategy: str
     protocol_source: str | None
@@ -80,19 +81,21 @@ class _ChainRunner:
         dataset = Dataset(parts.bench)
         self.responses = ResponseCache(Path(parts.cache))
         self.parser = Parser(1)  # in the calling thread: each actor is one CPU's worth of chains
-        model = load_model(parts.model, self.responses, self.parser)
-        spec = parse_strategy(parts.strategy)
-        if spec.kind != "none":
-            picker = load_model(spec.picker, self.responses) if spec.picker else None
-            model = StrategyModel(model, spec, picker)
         self.judge = judge_for_bench(
             parts.judge, _RunBench(dataset, lambda: iter(())), self.responses, parts.protocol_source, self.parser
         )
-        if reads_bench(model):
-            model.bind_bench(dataset.root)  # type: ignore[attr-defined]
         self.store = Results(Path(parts.run))  # reads earlier rows and images, stores new images; writes no row
         self.earlier: dict[str, Prediction] = {}
-        self.runner = _Runner(dataset, model, self.judge, self.manifest, self.store, self.earlier)
+        self.runner: _Runner | None = None
+        if parts.model is not None:
+            model = load_model(parts.model, self.responses, self.parser)
+            spec = parse_strategy(parts.strategy)
+            if spec.kind != "none":
+                picker = load_model(spec.picker, self.responses) if spec.picker else None
+                model = StrategyModel(model, spec, picker)
+            if reads_bench(model):
+                model.bind_bench(dataset.root)  # type: ignore[attr-defined]
+            self.runner = _Runner(dataset, model, self.judge, self.manifest, self.store, self.earlier)
         self.lock = threading.Lock()
         self.chains = ThreadPoolExecutor(chains, thread_name_prefix="yanami-chain")
         """The actor's chains in flight; Ray's tasks queue here, so a chain starts the moment another ends."""
@@ -108,23 +111,31 @@ class _ChainRunner:
             rows: queue.Queue[dict[str, list[Any]] | None] = queue.Queue()
             stop = threading.Event()
 
-            def work(text: str = text, todo: list[str] = list(todo), unjudged: list[str] = list(unjudged)) -> None:
-                try:
-                    for row in self._chain(Dialogue.model_validate_json(text), todo, unjudged, stop):
-                        rows.put(row)
-                except UserError as exc:  # ours (a bench image that cannot be read): the driver stops the run
-                    rows.put(_failure(str(exc), user=True))
-                except Exception as exc:
-                    rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
-                finally:
-                    rows.put(None)
-
-            self.chains.submit(work)
+            self.chains.submit(self._feed, text, list(todo), list(unjudged), rows, stop)
             try:
                 while (row := rows.get()) is not None:
                     yield row
             finally:
                 stop.set()  # Ray dropped the task: the chain ends after its item in flight
+
+    def _feed(
+        self,
+        text: str,
+        todo: list[str],
+        unjudged: list[str],
+        rows: queue.Queue[dict[str, list[Any]] | None],
+        stop: threading.Event,
+    ) -> None:
+        """Run one chain into ``rows``, then None (a failure is a row too: the driver stops the run)."""
+        try:
+            for row in self._chain(Dialogue.model_validate_json(text), todo, unjudged, stop):
+                rows.put(row)
+        except UserError as exc:  # ours (a bench image that cannot be read)
+            rows.put(_failure(str(exc), user=True))
+        except Exception as exc:
+            rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
+        finally:
+            rows.put(None)
 
     def _chain(
         self, d: Dialogue, todo: list[str], unjudged: list[str], stop: threading.Event
@@ -141,6 +152,9 @@ class _ChainRunner:
                 history = _stored_history(d, p, past) if selfh else None
                 outputs = _stored_outputs(d, past, self.store)
                 yield _row(p, _judge(self.judge, d, p, self.store, own=history, earlier=outputs), judged=True)
+            if not todo:
+                return
+            assert self.runner is not None, "items to ask need the model"
             wanted = set(todo)
             m = self.manifest
             items: list[Item] = [i for i in chain_of(d, m.history, m.answers, m.generates) if i.id in wanted]

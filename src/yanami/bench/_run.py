@@ -904,13 +904,20 @@ def rejudge(
     cache: str | Path | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     protocol_source: str | Path | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> Summary:
     """Judge a run's stored predictions again with another judge, without calling the model.
 
     Verdicts are stored under the judge's name next to the run's own (``yanami score
     --judge NAME`` reads them); items this version of the judge already graded are
-    skipped, and those an older version graded are graded again.
+    skipped, and those an older version graded are graded again. ``backend`` "ray" grades
+    them in Ray actors (as `evaluate` runs chains there), ``concurrency`` dialogues at once.
     """
+    if backend != "local" or ray_address is not None:
+        from yanami.scale import check_backend
+
+        check_backend(backend, ray_address)
     run = Path(run)
     manifest = read_manifest(run)
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
@@ -925,6 +932,10 @@ def rejudge(
         _record_judge(run, the_judge)
         done, todo = store.judging_left(the_judge.name, the_judge.version)
         summary = Summary(run, todo + done, done)
+        if backend == "ray":
+            _rejudge_on_ray(run, dataset, store, the_judge, manifest, responses, judge, protocol_source, concurrency,
+                            ray_address, summary, on_progress)  # fmt: skip
+            return summary
         selfh = manifest.history == "self"
         worked: set[str] = set()  # the dialogues judged here: a second dialogue with one of their ids is refused
         in_flight: collections.deque[Future[Verdict | None]] = collections.deque()
@@ -966,6 +977,51 @@ def rejudge(
             while in_flight:
                 record(in_flight.popleft())
         return summary
+
+
+def _rejudge_on_ray(
+    run: Path,
+    dataset: Dataset,
+    store: Results,
+    judge: Judge,
+    manifest: RunManifest,
+    responses: ResponseCache,
+    spec: str,
+    protocol_source: str | Path | None,
+    concurrency: int,
+    address: str | None,
+    summary: Summary,
+    on_progress: Callable[[int, int], None] | None,
+) -> None:
+    """`rejudge`'s grading in Ray actors: one row per dialogue with predictions left to grade."""
+    rows = []
+    for d in _run_dialogues(dataset, store):
+        graded = {k for k, v in store.verdicts_of(d.id, judge.name).items()
+                  if v.status == "ok" and v.judge_version == judge.version}  # fmt: skip
+        left = [p.item for p in store.predictions_of(d.id).values() if p.status == "ok" and p.item not in graded]
+        if left:
+            rows.append({"dialogue": d.model_dump_json(), "todo": [], "unjudged": left})
+    parts = EvalParts(
+        bench=str(dataset.root.resolve()),
+        run=str(run.resolve()),
+        cache=str(responses.path.resolve()),
+        model=None,
+        judge=spec,
+        strategy="none",
+        protocol_source=str(protocol_source) if protocol_source is not None else None,
+        manifest=manifest.model_dump_json(),
+        cwd=str(Path.cwd()),
+    )
+
+    def on_row(prediction: Prediction, verdict: Verdict | None, judged: bool) -> None:
+        if verdict is not None:
+            store.write_verdict(verdict)
+            summary.statuses[verdict.status] = summary.statuses.get(verdict.status, 0) + 1
+        summary.written += 1
+        if on_progress:
+            on_progress(summary.skipped + summary.written, summary.items)
+
+    run_on_ray(rows, parts, concurrency, address, on_row)
 
 
 def _run_dialogues(dataset: Dataset, store: Results) -> Iterator[Dialogue]:

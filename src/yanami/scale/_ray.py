@@ -119,7 +119,7 @@ def _check_reachable(address: str) -> None:
                         "with `ray start --head` (docs/scale.md)") from None  # fmt: skip
 
 
-class _stderr_quiet:  # noqa: N801  (used like a function)
+class _stderr_quiet:
     """File descriptor 2 sent to /dev/null until ``close`` (what Ray's C++ side prints on it
     while it starts; Python exceptions still say what went wrong)."""
 
