@@ -55,13 +55,6 @@ QUEUED = 3
 """Ray tasks given to an actor per chain it runs at once: the rest wait in its queue, ready."""
 
 
-def ray_concurrency(cpus: int, concurrency: int) -> tuple[int, int]:
-    """(actors, chains in flight per actor) for exactly ``concurrency`` chains in flight on
-    ``cpus`` CPUs: as many actors as divide it evenly, one per CPU at most."""
-    actors = max(k for k in range(1, max(1, min(cpus, concurrency)) + 1) if concurrency % k == 0)
-    return actors, concurrency // actors
-
-
 class _ChainRunner:
     """A Ray actor's share of a run: the model, its cache, the judge; one chain per call."""
 
@@ -194,8 +187,7 @@ def run_on_ray(
     """Run ``rows`` on Ray (one per dialogue: its JSON, the item ids to ask, the stored ones to
     judge), ``concurrency`` chains in flight across the cluster (default: two per CPU), calling
     ``on_row`` in this process for every item as it finishes."""
-    from yanami.scale import ray_session
-    from yanami.scale._ray import cluster_cpus
+    from yanami.scale import cluster_cpus, ray_concurrency, ray_session
 
     if not rows:
         return

@@ -1,48 +1,48 @@
-"""``yanami build --backend ray``: the dialogues composed by Ray Data tasks, written here in plan order.
+"""Work mapped over Ray Data tasks, its results handed back in order (``yanami build --backend ray``).
 
-Every dialogue is planned by its seed (`yanami.world.plan`), so where it is composed changes
-no byte of it; the driver writes them in the plan's order through the same `DatasetWriter`
-and question balancer as the local backend, so the dataset is byte-identical to a local build
-of the same seed and settings, whatever the number of Ray workers.
+The caller writes what comes back, in the order it gave: work planned by seed (a world
+dialogue) gives the same bytes wherever it was computed, so the output is byte-identical to
+the local backend's, whatever the number of Ray workers.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from yanami.scale._ray import cluster_cpus, ray_session
 
 
-def _compose(batch: dict[str, Any]) -> dict[str, list[bytes]]:
-    """A Ray Data batch of planned dialogues, composed (pickled: the driver writes them)."""
-    from yanami.schema import Scenario
-    from yanami.world._scenarios import compose_for_build
+class _Apply:
+    """A Ray Data batch function: ``fn`` of each pickled task, pickled (the driver unpickles)."""
 
-    out = []
-    for scenario, did, seed in zip(batch["scenario"], batch["id"], batch["seed"], strict=True):
-        result = compose_for_build(Scenario(str(scenario)), str(did), int(seed))
-        out.append(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-    return {"result": out}
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[bytes]]:
+        out = [pickle.dumps(self.fn(pickle.loads(task)), protocol=pickle.HIGHEST_PROTOCOL) for task in batch["task"]]
+        return {"result": out}
 
 
 def batch_size(tasks: int, cpus: int) -> int:
-    """Dialogues per Ray task: enough to spread over every CPU many times, few enough that one
-    task's output stays small (4 to 64)."""
+    """Tasks per Ray task: enough to spread over every CPU many times, few enough that one
+    Ray task's output stays small (4 to 64)."""
     return max(4, min(64, tasks // max(1, cpus * 16)))
 
 
-def compose_on_ray(tasks: list[tuple[Any, str, int]], address: str | None) -> Iterator[Any]:
-    """`compose_for_build` of each task (scenario, id, seed), on Ray, yielded in the tasks' order."""
+def ordered_map(fn: Callable[[Any], Any], tasks: list[Any], address: str | None) -> Iterator[Any]:
+    """``fn(task)`` of every task on Ray (a local Ray, or the cluster at ``address``), yielded in
+    the tasks' order as they come back. ``fn`` must be a module-level function (pickled by
+    reference) and every task picklable; each Ray task runs a batch of them on one CPU."""
     if not tasks:
         return
     with ray_session(address) as ray:
         ctx = ray.data.DataContext.get_current()
-        ctx.execution_options.preserve_order = True  # the dataset is written in the plan's order
+        ctx.execution_options.preserve_order = True
         size = batch_size(len(tasks), cluster_cpus(ray))
-        rows = [{"scenario": s.value, "id": did, "seed": seed} for s, did, seed in tasks]
+        rows = [{"task": pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL)} for t in tasks]
         ds = ray.data.from_items(rows, override_num_blocks=max(1, -(-len(rows) // size)))
-        ds = ds.map_batches(_compose, batch_size=size, num_cpus=1, batch_format="numpy")
+        ds = ds.map_batches(_Apply(fn), batch_size=size, num_cpus=1, batch_format="numpy")
         for row in ds.iter_rows():
             yield pickle.loads(row["result"])

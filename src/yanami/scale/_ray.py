@@ -98,8 +98,18 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
     try:
         yield ray
     finally:
+        _end_limits(ray)
         if started:
             ray.shutdown()
+
+
+def _end_limits(ray: Any) -> None:
+    """End this job's endpoint limits (`limits_actor`)."""
+    with contextlib.suppress(Exception):
+        mine = f"{LIMITS_PREFIX}{ray.get_runtime_context().get_job_id()}-"
+        for actor in ray.util.list_named_actors(all_namespaces=True):
+            if actor.get("namespace") == NAMESPACE and str(actor.get("name", "")).startswith(mine):
+                ray.kill(ray.get_actor(actor["name"], namespace=NAMESPACE))
 
 
 def _check_reachable(address: str) -> None:
@@ -142,6 +152,13 @@ class _stderr_quiet:
 def cluster_cpus(ray: Any) -> int:
     """The CPUs of the Ray cluster this process is connected to (at least 1)."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def ray_concurrency(cpus: int, concurrency: int) -> tuple[int, int]:
+    """(actors, chains in flight per actor) for exactly ``concurrency`` chains in flight on
+    ``cpus`` CPUs: as many actors as divide it evenly, one per CPU at most."""
+    actors = max(k for k in range(1, max(1, min(cpus, concurrency)) + 1) if concurrency % k == 0)
+    return actors, concurrency // actors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,17 +219,24 @@ class _Limits:
         return {"in_flight": len(self.leases), "peak": self.peak, "slots": self.slots, "interval": self.interval}
 
 
-def limits_name(url: str, max_concurrency: int, requests_per_minute: float) -> str:
-    """The named actor that holds one endpoint's limits (a server URL with its settings)."""
+LIMITS_PREFIX = "yanami-limits-"
+
+
+def limits_name(job: str, url: str, max_concurrency: int, requests_per_minute: float) -> str:
+    """The named actor that holds one endpoint's limits (a server URL with its settings) for the
+    command whose Ray job is ``job``: a driver killed and started again gets fresh limits, not
+    the slots its dead workers held."""
     key = f"{url}\0{max_concurrency}\0{requests_per_minute!r}"
-    return "yanami-limits-" + hashlib.sha256(key.encode()).hexdigest()[:20]
+    return f"{LIMITS_PREFIX}{job}-" + hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 def limits_actor(ray: Any, url: str, max_concurrency: int, requests_per_minute: float, lease_s: float) -> Any:
-    """The cluster's one `_Limits` of an endpoint (made by the first process that asks)."""
+    """The cluster's one `_Limits` of an endpoint for this job (made by the first process that
+    asks; detached, so a worker that dies does not take it along; the driver ends it)."""
+    job = ray.get_runtime_context().get_job_id()
     remote = ray.remote(num_cpus=0, max_concurrency=1000)(_Limits)
     return remote.options(
-        name=limits_name(url, max_concurrency, requests_per_minute),
+        name=limits_name(job, url, max_concurrency, requests_per_minute),
         namespace=NAMESPACE,
         lifetime="detached",
         get_if_exists=True,
@@ -250,7 +274,7 @@ def share_endpoint_limits() -> None:
                 self.limits.release.remote(token)
 
     def make(url: str, max_concurrency: int, requests_per_minute: float, timeout_s: float) -> Endpoint:
-        lease = 4 * timeout_s + 60.0  # longer than any attempt: only a dead holder's lease runs out
+        lease = timeout_s + 30.0  # an attempt ends by its deadline: only a dead holder's lease runs out
         limits = limits_actor(ray, url, max_concurrency, requests_per_minute, lease)
         return SharedEndpoint(limits, max_concurrency, requests_per_minute)
 

@@ -66,9 +66,9 @@ def _results(
     tasks: list[tuple[Scenario, str, int]], workers: int, backend: str = "local", ray_address: str | None = None
 ) -> Iterator[tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]]:
     if backend == "ray":
-        from yanami.scale import compose_on_ray
+        from yanami.scale import ordered_map
 
-        yield from compose_on_ray(tasks, ray_address)
+        yield from ordered_map(_one, tasks, ray_address)
         return
     if workers <= 1:
         yield from map(_one, tasks)
