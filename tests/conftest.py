@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,3 +72,28 @@ def world_dialogues(world_bench: Path) -> list:
     from yanami.store import Dataset
 
     return list(Dataset(world_bench))
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> Iterator[str]:
+    """A Ray head on this machine (``ray start --head``, 2 CPUs) for the tests of ``--backend ray``,
+    stopped at the end of the session. Tests that use it carry ``pytest.mark.xdist_group("ray")``,
+    so they share one head in one worker."""
+    import socket
+    import subprocess
+
+    ray = Path(sys.executable).parent / "ray"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    os.environ.setdefault("RAY_AUTH_MODE", "token")  # the head's (Ray reads it when first imported)
+    subprocess.run(
+        [str(ray), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+         "--node-ip-address=127.0.0.1", "--disable-usage-stats"],
+        check=True, capture_output=True, env=env,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(ray), "stop", "--force"], capture_output=True, env=env)

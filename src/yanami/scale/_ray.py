@@ -35,6 +35,10 @@ INSTALL_HINT = "pip install -e '.[ray]' (or pip install 'yanami[ray]')"
 
 def require_ray() -> Any:
     """The ``ray`` module, or one line saying how to install it."""
+    if "RAY_AUTH_MODE" not in os.environ and _token_at_hand():
+        # `ray start` sets a head up with token authentication (Ray 2.5x on); Ray reads the mode
+        # once, when it is imported, and a driver must name it to join
+        os.environ["RAY_AUTH_MODE"] = "token"
     try:
         import ray
         import ray.data
@@ -75,6 +79,7 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
             quiet = _stderr_quiet()  # the driver's core worker says its log level once, on the terminal
             if address is None:
                 ray.init(
+                    address="local",  # a new Ray of this command's own, even where `ray start` runs one here
                     num_cpus=os.cpu_count() or 1,
                     include_dashboard=False,
                     logging_level=logging.ERROR,
@@ -82,12 +87,18 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
                     namespace=NAMESPACE,
                 )
             else:
-                ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, namespace=NAMESPACE)
+                extra = {"_node_ip_address": "127.0.0.1"} if _loopback(address) else {}  # a head on loopback here
+                ray.init(
+                    address=address, logging_level=logging.ERROR, log_to_driver=False, namespace=NAMESPACE, **extra
+                )
             quiet.close()
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
             quiet.close()
             where = f"--ray-address {address}" if address else "a local Ray"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "AuthToken" in repr(exc.__cause__) or "AuthToken" in str(exc):
+                first = ("the cluster wants its token: copy the head's ~/.ray/auth_token here, or set RAY_AUTH_TOKEN "
+                         "(docs/scale.md)")  # fmt: skip
             raise UserError(f"{where}: could not start or join Ray: {first}") from None
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
@@ -110,6 +121,19 @@ def _end_limits(ray: Any) -> None:
         for actor in ray.util.list_named_actors(all_namespaces=True):
             if actor.get("namespace") == NAMESPACE and str(actor.get("name", "")).startswith(mine):
                 ray.kill(ray.get_actor(actor["name"], namespace=NAMESPACE))
+
+
+def _token_at_hand() -> bool:
+    """Whether this machine holds a Ray cluster token (Ray's own places for it)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    return os.path.isfile(path)
+
+
+def _loopback(address: str) -> bool:
+    host = address.split("://", 1)[-1].rpartition(":")[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def _check_reachable(address: str) -> None:
