@@ -126,7 +126,7 @@ def test_eval_through_ray_actors_with_a_worker_killed_gives_the_local_rows(ray_a
         workers = _map_workers()
         assert workers, "no Ray actor runs the chains"
         os.kill(workers[0], signal.SIGKILL)  # Ray restarts the actor and runs its chains again
-        out, err = proc.communicate(timeout=300)
+        _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         assert "Traceback" not in err
         assert _rows(on_ray) == _rows(local)
