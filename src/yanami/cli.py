@@ -698,6 +698,8 @@ def construct(
             min=0, max=1, help="Stand-ins only: the share of plans and images given a known fault.", metavar="RATE"
         ),
     ] = 0.0,
+    backend: BackendOpt = Backend.local,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Stages b and c: an author LLM writes dialogues over a prepared pool; images made, verified, repaired."""
     from yanami.construct import construct as run_construct
@@ -729,6 +731,8 @@ def construct(
             faults=faults,
             sample=sample,
             on_progress=update,
+            backend=backend.value,
+            ray_address=ray_address,
         )
     for line in s.lines():
         out.print(line, markup=False)

@@ -38,6 +38,7 @@ import gc
 import hashlib
 import io
 import json
+import pickle
 import sqlite3
 import threading
 import time
@@ -285,11 +286,15 @@ def _provenance(config: Any, request: Request, kind: str) -> tuple[str, str]:
 
 
 class _Ledger:
-    """``construction.sqlite``: every call, every settled dialogue (one connection, one lock)."""
+    """``construction.sqlite``: every call, every settled dialogue (one connection, one lock).
 
-    def __init__(self, path: Path) -> None:
+    On Ray every actor has its own connection to the same file (``recover=False``: the calls
+    other processes have in flight are theirs, not a killed run's); SQLite's lock orders the
+    writes of them all, and the driver's."""
+
+    def __init__(self, path: Path, *, recover: bool = True) -> None:
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         # both tables in one transaction: a reader never sees the file with one of them
@@ -304,8 +309,8 @@ class _Ledger:
         for column in ("served_model", "endpoint", "params"):  # a store an older yanami began
             if column not in have:
                 self.db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
-        # calls a killed run sent and never saw end: their estimated cost stays counted as spent
-        self.db.execute("UPDATE calls SET status = 'interrupted' WHERE status = 'sent'")
+        if recover:  # calls a killed run sent and never saw end: their estimated cost stays counted as spent
+            self.db.execute("UPDATE calls SET status = 'interrupted' WHERE status = 'sent'")
         self.spent = float(self.db.execute("SELECT COALESCE(SUM(cost), 0) FROM calls").fetchone()[0])
 
     def begin(self, k: int, role: str, stage: str, model: str, estimate: float, provenance: tuple[str, str]) -> int:
@@ -385,6 +390,8 @@ class _Constructor:
         self.fault_rate = fault_rate
         self.ledger = ledger
         self.stop = threading.Event()
+        self.gate: _SharedBudget | None = None
+        """On Ray: the cluster's budget, asked before every call instead of this process's own count."""
         self._reserved = 0.0
         self._replies: dict[tuple[str, str], tuple[int, int]] = {}
         """(model, kind) -> (replies paid for, their output tokens): what the budget expects of the next."""
@@ -413,22 +420,32 @@ class _Constructor:
         """One request of a dialogue: gated by the budget, recorded in the ledger however it ends."""
         model = self.models[role]
         reserve = self._estimate(model, request, kind)
-        with self._lock:
+        gate = self.gate
+        if gate is not None:
             if self.stop.is_set():
                 raise BudgetReached
-            if self.budget is not None and self.ledger.spent + self._reserved + reserve > self.budget:
-                self.stop.set()
-                raise BudgetReached
-            self._reserved += reserve
+            gate.reserve(reserve, self.stop)  # the cluster's spending, not this process's
+        else:
+            with self._lock:
+                if self.stop.is_set():
+                    raise BudgetReached
+                if self.budget is not None and self.ledger.spent + self._reserved + reserve > self.budget:
+                    self.stop.set()
+                    raise BudgetReached
+                self._reserved += reserve
         provenance = _provenance(getattr(model, "config", None), request, kind)
         try:
             row = self.ledger.begin(t.k, role, stage, model.name, reserve, provenance)
         except BaseException:
-            with self._lock:
-                self._reserved -= reserve
+            if gate is not None:
+                gate.settle(-reserve)
+            else:
+                with self._lock:
+                    self._reserved -= reserve
             raise
-        with self._lock:
-            self._reserved -= reserve  # now counted as spent, until the call's own cost replaces it
+        if gate is None:
+            with self._lock:
+                self._reserved -= reserve  # now counted as spent, until the call's own cost replaces it
         status = "ok"
         try:
             return fn(request)
@@ -458,6 +475,8 @@ class _Constructor:
                     done, total = self._replies.get((model.name, kind), (0, 0))
                     self._replies[(model.name, kind)] = (done + 1, total + usage.tokens_out)
             self.ledger.finish(row, status, usage, cost, reserve)
+            if gate is not None:
+                gate.settle(cost - reserve)
 
     def ask(self, t: _Task, stage: Stage, item: str, parts: list[InputText | InputImage], schema: type[_T]) -> _T:
         """A JSON question to the verifier (one repair request on an invalid reply)."""
@@ -849,6 +868,21 @@ def _open_store(store: Path, out: Path, settings: dict[str, Any], stack: context
     return digest
 
 
+def _models(specs: dict[Role, str], stand_ins: str | None, cache: ResponseCache) -> dict[Role, Model]:
+    """The models of the specs: a config file's, or a stand-in on the server at ``stand_ins``."""
+    models: dict[Role, Model] = {}
+    for role, spec in specs.items():
+        if spec == STAND_INS:
+            from yanami.construct._prepare import stand_in_model
+
+            assert stand_ins is not None
+            models[role] = stand_in_model(f"stand-in-{role.replace('_', '-')}", stand_ins, cache,
+                                          answers=role != "image_model")  # fmt: skip
+        else:
+            models[role] = load_model(spec, cache)
+    return models
+
+
 def construct(
     pooldir: Path,
     out: Path,
@@ -870,8 +904,14 @@ def construct(
     faults: float = 0.0,
     sample: int = DRY_RUN_SAMPLE,
     on_progress: Progress = _progress_noop,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> ConstructSummary:
-    """Construct dialogues from a prepared pool into ``out`` (see the module docstring)."""
+    """Construct dialogues from a prepared pool into ``out`` (see the module docstring).
+
+    ``backend="ray"``: the dialogues are made by Ray actors (`_drive_on_ray`); everything
+    else (the checks, the store, the ledger's settling, OUT) stays in this process, and OUT is
+    the same bytes as a local run's for the same responses."""
     if preset not in ("bench", "train"):
         raise UserError(f"--preset: {preset!r} is not bench or train")
     if rounds < 0:
@@ -887,6 +927,10 @@ def construct(
         raise UserError("--sample: must be 1 or more")
     if budget is not None and budget < 0:
         raise UserError("--budget: must be 0 or more")
+    if backend != "local" or ray_address is not None:
+        from yanami.scale import check_backend
+
+        check_backend(backend, ray_address)  # before any store is made
     scenarios = scenarios or list(Scenario)
     manifest, groups, labels = _open_pool(pooldir)
     tp = Templates(templates)
@@ -909,19 +953,13 @@ def construct(
     cache = ResponseCache(store / "cache.sqlite")
     with contextlib.ExitStack() as stack:
         stack.callback(cache.close)
-        models: dict[Role, Model] = {}
+        stand_ins: str | None = None
         if STAND_INS in specs.values():
-            from yanami.construct._prepare import stand_in_model
             from yanami.construct._standins import StandIns
             from yanami.models.fake import FakeServer
 
-            server = stack.enter_context(FakeServer(brain=StandIns(fault_rate=faults).brain))
-        for role, spec in specs.items():
-            if spec == STAND_INS:
-                models[role] = stand_in_model(f"stand-in-{role.replace('_', '-')}", server.url, cache,
-                                              answers=role != "image_model")  # fmt: skip
-            else:
-                models[role] = load_model(spec, cache)
+            stand_ins = stack.enter_context(FakeServer(brain=StandIns(fault_rate=faults).brain)).url
+        models = _models(specs, stand_ins, cache)
         for role in ("author", "verifier"):
             if models[role].answer is None:  # type: ignore[index]
                 raise UserError(f"--{role} {specs[role]}: must answer (a chat_model that takes images)")  # type: ignore[index]
@@ -945,7 +983,14 @@ def construct(
         started = time.perf_counter()
         gc.freeze()  # what exists now (modules, schemas, clients) lives for the run: collections skip it
         try:
-            stopped, fatal = _drive(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen), on_progress)
+            if backend == "ray":
+                parts = _RayParts(pooldir=str(pooldir), store=str(store), specs=dict(specs), stand_ins=stand_ins,
+                                  templates=None if templates is None else str(templates), bench=bench,
+                                  rounds=rounds, probe=probe, seed=seed, cwd=str(Path.cwd()))  # fmt: skip
+                stopped, fatal = _drive_on_ray(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen),
+                                               on_progress, parts, ray_address)  # fmt: skip
+            else:
+                stopped, fatal = _drive(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen), on_progress)
         finally:
             gc.unfreeze()
         if fatal is not None:
@@ -1006,6 +1051,244 @@ def _drive(
                     on_progress("constructing", done, total)
         finally:
             c.stop.set()  # an interrupt: the workers stop at their next call
+    return stopped, fatal
+
+
+# on Ray --------------------------------------------------------------------------------------
+
+
+RAY_QUEUED = 2
+"""Ray tasks given to an actor per dialogue it makes at once: the rest wait in its queue, ready."""
+
+
+class _Budget:
+    """A construction's spending for every process of a Ray cluster: the ledger's sum when the
+    run began, plus every call since (its estimate while in flight, then its cost).
+
+    Each actor's `_Ledger.spent` knows only its own calls, so on Ray `_Constructor.call` asks
+    this instead (`_SharedBudget`). A plain actor, one method at a time: ``reserve`` checks and
+    adds in one step, so two processes can never both take the budget's last share, and no
+    lock or lease is needed. Once it refuses (the budget, or ``stop``: a fatal error, a failed
+    actor) it refuses every later call, as a local run's shared stop does: the whole cluster
+    stops at its next call, and every call it sent is still settled in the ledger.
+    """
+
+    def __init__(self, budget: float | None, spent: float) -> None:
+        self.budget = budget
+        self.committed = spent
+        self.stopped = ""
+
+    def reserve(self, amount: float) -> str:
+        """'' when a call estimated at ``amount`` may be sent (now counted), else why not."""
+        if self.stopped:
+            return self.stopped
+        if self.budget is not None and self.committed + amount > self.budget:
+            self.stopped = "budget"
+            return self.stopped
+        self.committed += amount
+        return ""
+
+    def settle(self, delta: float) -> None:
+        """A call's cost in place of its estimate (``cost - estimate``; ``-estimate``: never sent)."""
+        self.committed += delta
+
+    def stop(self, reason: str) -> None:
+        self.stopped = self.stopped or reason
+
+
+class _SharedBudget:
+    """`_Constructor.call`'s gate in a Ray actor: the cluster's one `_Budget`, asked before
+    every call and told every call's cost (a round trip of a millisecond, beside a model call)."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def reserve(self, amount: float, stop: threading.Event) -> None:
+        import ray
+
+        why = ray.get(self.actor.reserve.remote(amount))
+        if why:
+            stop.set()  # this actor's other dialogues stop at their next call without asking
+            if why == "budget":
+                raise BudgetReached
+            raise _Stopped(why)
+
+    def settle(self, delta: float) -> None:
+        import ray
+
+        if delta:
+            ray.get(self.actor.settle.remote(delta))
+
+
+def _budget_actor(ray: Any, store: Path, budget: float | None, spent: float) -> Any:
+    """A new `_Budget` for a run on ``store``: named (``yanami-budget-…`` in the yanami
+    namespace, to be found with ``ray list actors``), on no CPU, owned by this driver (it ends
+    with it)."""
+    import uuid
+
+    job = ray.get_runtime_context().get_job_id()
+    key = hashlib.sha256(str(store.absolute()).encode()).hexdigest()[:16]
+    remote = ray.remote(num_cpus=0)(_Budget)
+    return remote.options(name=f"yanami-budget-{job}-{key}-{uuid.uuid4().hex[:8]}", namespace="yanami").remote(
+        budget, spent
+    )
+
+
+@dataclass(frozen=True)
+class _RayParts:
+    """What a Ray actor needs to make dialogues as this process would (all picklable)."""
+
+    pooldir: str
+    store: str
+    specs: dict[Role, str]
+    stand_ins: str | None
+    """The URL of the stand-ins' server this process started, if a role is ``stand-ins``."""
+    templates: str | None
+    bench: bool
+    rounds: int
+    probe: bool
+    seed: int
+    cwd: str
+    """The driver's working directory: relative paths (a config file, the pool, the store) mean the same there."""
+
+
+_RAY_COLUMNS = ("k", "outcome", "message", "status", "stage", "reason", "record", "line")
+
+
+def _ray_row(
+    k: int, outcome: str, message: str = "", *, done: tuple[str, str, str, str, str] | None = None
+) -> dict[str, Any]:
+    status, stage, reason, record, line = done or ("", "", "", "", "")
+    return {"k": k, "outcome": outcome, "message": message, "status": status, "stage": stage, "reason": reason,
+            "record": record, "line": line}  # fmt: skip
+
+
+class _DialogueMaker:
+    """A Ray actor's share of a construction: its own models (from the same specs), the store's
+    response cache, its own connection to the store's ledger (every call recorded before it is
+    sent, as here); one dialogue per call, several at once (Ray's threads)."""
+
+    def __init__(self, parts: _RayParts, budget: Any) -> None:
+        from yanami.scale import share_endpoint_limits
+
+        share_endpoint_limits()
+        self.broken: tuple[str, str] | None = None
+        """Why this actor cannot make dialogues (each row it gets says so, and the run stops)."""
+        try:
+            if Path(parts.cwd).is_dir():
+                import os
+
+                os.chdir(parts.cwd)
+            store = Path(parts.store)
+            self.cache = ResponseCache(store / "cache.sqlite")
+            models = _models(parts.specs, parts.stand_ins, self.cache)
+            ledger = _Ledger(store / LEDGER, recover=False)
+            self.c = _Constructor(pooldir=Path(parts.pooldir), store=store, models=models,
+                                  templates=Templates(None if parts.templates is None else Path(parts.templates)),
+                                  bench=parts.bench, rounds=parts.rounds, probe=parts.probe, seed=parts.seed,
+                                  budget=None, fault_rate=None, ledger=ledger)  # fmt: skip
+            self.c.gate = _SharedBudget(budget)
+        except UserError as exc:
+            self.broken = ("user", str(exc))
+        except Exception as exc:
+            self.broken = ("error", f"{type(exc).__name__}: {exc}")
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        rows = [self._one(int(k), bytes(blob)) for k, blob in zip(batch["k"], batch["task"], strict=True)]
+        return {column: [row[column] for row in rows] for column in _RAY_COLUMNS}
+
+    def _one(self, k: int, blob: bytes) -> dict[str, Any]:
+        """The dialogue's outcome as a row: ``done`` with what to settle, or why it was not made."""
+        if self.broken is not None:
+            return _ray_row(k, *self.broken)
+        t, notes = pickle.loads(blob)
+        try:
+            status, stage, reason, record, line = self.c.one(t, notes)
+        except BudgetReached:
+            return _ray_row(k, "budget")
+        except _Stopped:
+            return _ray_row(k, "stopped")
+        except Fatal as exc:
+            return _ray_row(k, "fatal", str(exc))
+        except UserError as exc:
+            return _ray_row(k, "user", str(exc))
+        except Exception as exc:
+            return _ray_row(k, "error", f"{type(exc).__name__}: {exc}")
+        return _ray_row(k, "done", done=(status, stage, reason, json.dumps(record, sort_keys=True), line))
+
+
+def _drive_on_ray(
+    c: _Constructor,
+    todo: list[_Task],
+    notes: dict[str, str],
+    concurrency: int,
+    done: int,
+    total: int,
+    on_progress: Progress,
+    parts: _RayParts,
+    address: str | None,
+) -> tuple[str, Exception | None]:
+    """`_drive` on Ray: each dialogue a row of a Ray Data dataset made by a `_DialogueMaker`,
+    ``concurrency`` at once across the cluster (one actor per CPU at most), settled here in the
+    ledger as its row arrives. The budget and the stop are the cluster's (`_Budget`).
+
+    Every row is awaited, as `_drive` awaits its threads: after a stop the dialogues still to
+    start end at their first call, and no call is left unsettled."""
+    import warnings
+
+    from yanami.scale import cluster_cpus, ray_concurrency, ray_session
+
+    on_progress("constructing", done, total)
+    if not todo:
+        return "", None
+    stopped = ""
+    fatal: Exception | None = None
+    failure: Exception | None = None
+    tasks = {t.k: t for t in todo}
+    with ray_session(address) as ray:
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = False  # settled as they end; OUT is written in plan order
+        ctx.target_max_block_size = 1  # every dialogue is its own block: it reaches the driver at once
+        actors, per_actor = ray_concurrency(cluster_cpus(ray), concurrency)
+        budget = _budget_actor(ray, c.store, c.budget, c.ledger.spent)
+        try:
+            rows = [{"k": t.k, "task": pickle.dumps((t, notes[t.group.group]))} for t in todo]
+            ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
+                ds = ds.map_batches(
+                    _DialogueMaker,
+                    fn_constructor_args=(parts, budget),
+                    batch_size=1,
+                    compute=ray.data.ActorPoolStrategy(
+                        size=actors, max_tasks_in_flight_per_actor=RAY_QUEUED * per_actor
+                    ),
+                    num_cpus=1,
+                    max_concurrency=per_actor,
+                )
+            for row in ds.iter_rows():
+                outcome, message = row["outcome"], str(row["message"])
+                if outcome == "budget":
+                    stopped = "budget"
+                    continue
+                if outcome == "stopped":
+                    continue
+                if outcome != "done":
+                    if outcome == "fatal":
+                        fatal = fatal or Fatal(message)
+                    elif failure is None and fatal is None:
+                        failure = UserError(message) if outcome == "user" else RuntimeError(message)
+                    budget.stop.remote(message)
+                    continue
+                t = tasks[int(row["k"])]
+                c.ledger.settle(t, row["status"], row["stage"], row["reason"], json.loads(row["record"]), row["line"])
+                done += 1
+                on_progress("constructing", done, total)
+        finally:
+            with contextlib.suppress(Exception):
+                ray.kill(budget)
+    if failure is not None and fatal is None:
+        raise failure
     return stopped, fatal
 
 
