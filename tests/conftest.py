@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -78,22 +79,45 @@ def world_dialogues(world_bench: Path) -> list:
 def ray_address() -> Iterator[str]:
     """A Ray head on this machine (``ray start --head``, 2 CPUs) for the tests of ``--backend ray``,
     stopped at the end of the session. Tests that use it carry ``pytest.mark.xdist_group("ray")``,
-    so they share one head in one worker."""
+    so they share one head in one worker. Only its own processes are stopped (``ray stop``
+    would stop every Ray on the machine)."""
+    import signal
     import socket
     import subprocess
+    import tempfile
+    import time
 
     ray = Path(sys.executable).parent / "ray"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="yr-", dir="/tmp")  # short: Ray's sockets live under it
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     os.environ.setdefault("RAY_AUTH_MODE", "token")  # the head's (Ray reads it when first imported)
-    subprocess.run(
+    start = subprocess.Popen(
         [str(ray), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-         "--node-ip-address=127.0.0.1", "--disable-usage-stats"],
-        check=True, capture_output=True, env=env,
+         "--disable-usage-stats", f"--temp-dir={temp}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
+    said, _ = start.communicate()
+    assert start.returncode == 0, said
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([str(ray), "stop", "--force"], capture_output=True, env=env)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in _in_session(start.pid):  # the head's processes, and the workers they started
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            time.sleep(1)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _in_session(sid: int) -> list[int]:
+    """The processes of session ``sid`` (``ray start`` started in a session of its own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                    found.append(int(entry.name))
+    return found
