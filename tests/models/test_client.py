@@ -303,3 +303,18 @@ def test_base64_is_strict_and_round_trips_with_either_codec(monkeypatch: pytest.
     for bad in ["YQ=", "YQ==YQ==", "Y Q==", "=YQ=", "YQ==\n", "Y\u00e9Q=", "YQ==!"]:
         with pytest.raises(ValueError):
             _client.from_base64(bad)
+
+
+def test_a_write_behind_cache_answers_at_once_and_keeps_every_response(tmp_path) -> None:
+    from yanami.models import ResponseCache
+
+    path = tmp_path / "cache.sqlite"
+    cache = ResponseCache(path, write_behind=True)
+    for k in range(200):
+        cache.put(f"k{k}", "text", f"reply {k}".encode())
+        assert cache.get(f"k{k}") == ("text", f"reply {k}".encode())  # from memory or from the file
+    cache.close()  # what waits is written first
+    again = ResponseCache(path)
+    assert [again.get(f"k{k}") for k in (0, 199)] == [("text", b"reply 0"), ("text", b"reply 199")]
+    assert again.get("missing") is None
+    again.close()

@@ -155,7 +155,7 @@ def test_eval_resumes_after_the_driver_is_killed(ray_address, world_bench, tmp_p
         assert _rows(on_ray) == _rows(local)  # Self-History resumed from the stored images: the same rows
 
 
-def _calls_through_shared_limits(url: str, threads: int) -> int:
+def _calls_through_shared_limits(url: str, threads: int, processes: int | None) -> int:
     """In a Ray worker: ``threads`` requests at once to ``url`` through the endpoint's shared limits."""
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
@@ -163,7 +163,7 @@ def _calls_through_shared_limits(url: str, threads: int) -> int:
     from yanami.models._http import endpoint_for
     from yanami.scale import share_endpoint_limits
 
-    share_endpoint_limits()
+    share_endpoint_limits(processes)
     endpoint = endpoint_for(url, 2, 600000.0, 10.0)
 
     body = b'{"model": "m", "messages": [{"role": "user", "content": "Hello?"}]}'
@@ -177,14 +177,15 @@ def _calls_through_shared_limits(url: str, threads: int) -> int:
         return sum(s == 200 for s in pool.map(one, range(3 * threads)))
 
 
-def test_one_concurrency_budget_per_endpoint_across_the_cluster(ray_address) -> None:
+@pytest.mark.parametrize("processes", [None, 2], ids=["leases from one actor", "an even share each"])
+def test_one_concurrency_budget_per_endpoint_across_the_cluster(ray_address, processes) -> None:
     from yanami.scale import ray_session
 
     # two worker processes of four threads each; the endpoint allows two requests in flight, in all
     with FakeServer(latency_s=0.2, record=False) as srv, ray_session(ray_address) as ray:
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests
         work = ray.remote(num_cpus=1)(_calls_through_shared_limits)
-        done = ray.get([work.remote(srv.url, 4), work.remote(srv.url, 4)])
+        done = ray.get([work.remote(srv.url, 4, processes), work.remote(srv.url, 4, processes)])
         assert done == [12, 12]
         assert srv.max_in_flight == 2
 

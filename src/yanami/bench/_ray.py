@@ -58,7 +58,7 @@ QUEUED = 3
 class _ChainRunner:
     """A Ray actor's share of a run: the model, its cache, the judge; one chain per call."""
 
-    def __init__(self, parts: EvalParts, chains: int) -> None:
+    def __init__(self, parts: EvalParts, actors: int, chains: int) -> None:
         from yanami.bench._run import _RunBench, _Runner
         from yanami.judges import judge_for_bench
         from yanami.models import ResponseCache, StrategyModel, load_model, parse_strategy, reads_bench
@@ -68,11 +68,11 @@ class _ChainRunner:
 
         if Path(parts.cwd).is_dir():
             os.chdir(parts.cwd)
-        share_endpoint_limits()
+        share_endpoint_limits(actors)
         self.parts = parts
         self.manifest = RunManifest.model_validate_json(parts.manifest)
         dataset = Dataset(parts.bench)
-        self.responses = ResponseCache(Path(parts.cache))
+        self.responses = ResponseCache(Path(parts.cache), write_behind=True)  # the file is shared by processes
         self.parser = Parser(1)  # in the calling thread: each actor is one CPU's worth of chains
         self.judge = judge_for_bench(
             parts.judge, _RunBench(dataset, lambda: iter(())), self.responses, parts.protocol_source, self.parser
@@ -202,7 +202,7 @@ def run_on_ray(
             warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
             ds = ds.map_batches(
                 _ChainRunner,
-                fn_constructor_args=(parts, per_actor),
+                fn_constructor_args=(parts, actors, per_actor),
                 batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=QUEUED * per_actor),
                 num_cpus=1,

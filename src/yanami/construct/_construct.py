@@ -1168,10 +1168,10 @@ class _DialogueMaker:
     response cache, its own connection to the store's ledger (every call recorded before it is
     sent, as here); one dialogue per call, several at once (Ray's threads)."""
 
-    def __init__(self, parts: _RayParts, budget: Any) -> None:
+    def __init__(self, parts: _RayParts, budget: Any, actors: int) -> None:
         from yanami.scale import share_endpoint_limits
 
-        share_endpoint_limits()
+        share_endpoint_limits(actors)  # the pool's actors share each endpoint's limits
         self.broken: tuple[str, str] | None = None
         """Why this actor cannot make dialogues (each row it gets says so, and the run stops)."""
         try:
@@ -1258,7 +1258,7 @@ def _drive_on_ray(
                 warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
                 ds = ds.map_batches(
                     _DialogueMaker,
-                    fn_constructor_args=(parts, budget),
+                    fn_constructor_args=(parts, budget, actors),
                     batch_size=1,
                     compute=ray.data.ActorPoolStrategy(
                         size=actors, max_tasks_in_flight_per_actor=RAY_QUEUED * per_actor

@@ -180,12 +180,21 @@ class ResponseCache:
     writers queue on SQLite's own lock, so one slow write does not hold up every lookup.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, write_behind: bool = False) -> None:
+        """``write_behind``: `put` returns at once and a thread of this cache writes the responses,
+        many to a transaction (for one of several processes sharing the file, as Ray's workers
+        do: a write that waits for another process's lock would hold up its caller's next
+        request). A response not yet written is read from memory; one a killed process had not
+        written is asked again when it is next needed."""
         self.path = path
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[Any] = []
         self._ready = False
+        self._behind: dict[str, tuple[str, bytes]] | None = {} if write_behind else None
+        self._wake = threading.Condition(self._lock)
+        self._writer: threading.Thread | None = None
+        self._closing = False
 
     def _conn(self) -> Any:
         import sqlite3
@@ -212,15 +221,52 @@ class ResponseCache:
 
     def get(self, key: str) -> tuple[str, bytes] | None:
         """(kind, value) stored under ``key``."""
+        if self._behind is not None:
+            with self._lock:
+                waiting = self._behind.get(key)
+            if waiting is not None:
+                return waiting
         row = self._conn().execute("SELECT kind, value FROM responses WHERE key = ?", (key,)).fetchone()
         return (row[0], bytes(row[1])) if row else None
 
     def put(self, key: str, kind: str, value: bytes) -> None:
         """Store a successful response."""
-        self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
+        if self._behind is None:
+            self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
+            return
+        with self._lock:
+            self._behind[key] = (kind, value)
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_behind, name="yanami-cache", daemon=True)
+                self._writer.start()
+            self._wake.notify()
+
+    def _write_behind(self) -> None:
+        db = self._conn()
+        while True:
+            with self._lock:
+                while not self._behind and not self._closing:
+                    self._wake.wait()
+                assert self._behind is not None
+                batch = list(self._behind.items())
+                if not batch and self._closing:
+                    return
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", [(k, v[0], v[1]) for k, v in batch])
+            db.execute("COMMIT")
+            with self._lock:
+                for k, v in batch:
+                    if self._behind.get(k) is v:
+                        del self._behind[k]
 
     def close(self) -> None:
-        """Close the file (every thread's connection)."""
+        """Close the file (every thread's connection), once what is waiting to be written is."""
+        writer = self._writer
+        if writer is not None:
+            with self._lock:
+                self._closing = True
+                self._wake.notify()
+            writer.join()
         with self._lock:
             for db in self._all:
                 db.close()

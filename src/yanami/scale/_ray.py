@@ -267,9 +267,16 @@ def limits_actor(ray: Any, url: str, max_concurrency: int, requests_per_minute: 
     ).remote(max_concurrency, requests_per_minute, lease_s)
 
 
-def share_endpoint_limits() -> None:
-    """In a Ray worker: every endpoint this process makes from now on takes its limits from the
-    cluster's one `_Limits` of that endpoint, so the budget is the config's for the whole cluster."""
+def share_endpoint_limits(processes: int | None = None) -> None:
+    """In a Ray worker: every endpoint this process makes from now on keeps to its share of the
+    config's limits, so the budget is the config's for the whole cluster.
+
+    ``processes``: how many processes of the command call the endpoints (a fixed pool of
+    actors). Where each may have at least one request in flight, each takes an even share of
+    the slots and of the requests per minute, kept here with no round trip per request (the
+    shares never add up to more than the budget; a process that idles leaves its share
+    unused). Otherwise (``processes`` unknown, or more processes than slots) each request
+    takes a lease from the cluster's one `_Limits` of the endpoint."""
     import ray
 
     from yanami.models import Endpoint, Fatal, use_endpoint_factory
@@ -298,6 +305,8 @@ def share_endpoint_limits() -> None:
                 self.limits.release.remote(token)
 
     def make(url: str, max_concurrency: int, requests_per_minute: float, timeout_s: float) -> Endpoint:
+        if processes is not None and max_concurrency >= processes:
+            return Endpoint(max_concurrency // processes, requests_per_minute / processes)
         lease = timeout_s + 30.0  # an attempt ends by its deadline: only a dead holder's lease runs out
         limits = limits_actor(ray, url, max_concurrency, requests_per_minute, lease)
         return SharedEndpoint(limits, max_concurrency, requests_per_minute)
