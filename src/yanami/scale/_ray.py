@@ -72,6 +72,13 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
     for name in ("ray", "ray.data", "ray._private", "ray.util"):
         logging.getLogger(name).setLevel(logging.ERROR)
     started = not ray.is_initialized()
+    scratch = None
+    if started and address is None:
+        import tempfile
+
+        # the local Ray's sessions and logs in a folder of its own, removed with it (not /tmp/ray);
+        # short, for the Unix sockets under it
+        scratch = tempfile.mkdtemp(prefix="yr-", dir="/tmp" if os.path.isdir("/tmp") else None)
     if started and address is not None:
         _check_reachable(address)
     if started:
@@ -80,6 +87,7 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
             if address is None:
                 ray.init(
                     address="local",  # a new Ray of this command's own, even where `ray start` runs one here
+                    _temp_dir=scratch,
                     num_cpus=os.cpu_count() or 1,
                     include_dashboard=False,
                     logging_level=logging.ERROR,
@@ -99,6 +107,10 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
             if "AuthToken" in repr(exc.__cause__) or "AuthToken" in str(exc):
                 first = ("the cluster wants its token: copy the head's ~/.ray/auth_token here, or set RAY_AUTH_TOKEN "
                          "(docs/scale.md)")  # fmt: skip
+            if scratch is not None:
+                import shutil
+
+                shutil.rmtree(scratch, ignore_errors=True)
             raise UserError(f"{where}: could not start or join Ray: {first}") from None
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
@@ -112,6 +124,10 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
         _end_limits(ray)
         if started:
             ray.shutdown()
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _end_limits(ray: Any) -> None:
