@@ -224,3 +224,14 @@ def test_a_cluster_nobody_answers_at_is_one_line_and_nothing_written(cli, tmp_pa
     assert len(r.err.strip().splitlines()) == 1 and not out.exists()
     r = cli("build", "--out", out, "--per-scenario", "1", "--ray-address", "127.0.0.1:1")
     assert r.code == 2 and "only with --backend ray" in r.err
+
+
+def test_without_ray_installed_the_backend_says_how_to_install_it(cli, monkeypatch, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray fails, as where the extra is not installed
+    monkeypatch.setitem(sys.modules, "ray.data", None)
+    r = cli("build", "--out", tmp_path / "ds", "--per-scenario", "1", "--backend", "ray")
+    assert r.code == 2 and r.err.strip() == (
+        "error: --backend ray: Ray is not installed; pip install -e '.[ray]' (or pip install 'yanami[ray]')"
+    )
+    assert not (tmp_path / "ds").exists()
+    assert cli("build", "--out", tmp_path / "ds", "--per-scenario", "1").code == 0  # the local backend needs no Ray
