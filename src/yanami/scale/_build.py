@@ -28,7 +28,7 @@ class _Apply:
 def batch_size(tasks: int, cpus: int) -> int:
     """Tasks per Ray task: enough to spread over every CPU a few times, few enough that one
     Ray task's output stays small (4 to 64). Each Ray Data task costs tens of milliseconds
-    beside its work (measured here: batches of 8 world dialogues ran at 64 % of batches of
+    beside its work (measured here: batches of 8 world dialogues ran at about 60 % of batches of
     64), so batches are as large as the spread allows."""
     return max(4, min(128, tasks // max(1, cpus * 4)))
 
