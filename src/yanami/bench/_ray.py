@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import queue
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -187,28 +186,16 @@ def run_on_ray(
     """Run ``rows`` on Ray (one per dialogue: its JSON, the item ids to ask, the stored ones to
     judge), ``concurrency`` chains in flight across the cluster (default: two per CPU), calling
     ``on_row`` in this process for every item as it finishes."""
-    from yanami.scale import cluster_cpus, ray_concurrency, ray_session
+    from yanami.scale import actor_rows, cluster_cpus, ray_concurrency, ray_session
 
     if not rows:
         return
     with ray_session(address) as ray:
-        ctx = ray.data.DataContext.get_current()
-        ctx.execution_options.preserve_order = False
-        ctx.target_max_block_size = 1  # every finished item is its own block: it reaches the driver at once
         cpus = cluster_cpus(ray)
         actors, per_actor = ray_concurrency(cpus, concurrency or 2 * cpus)
-        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
-            ds = ds.map_batches(
-                _ChainRunner,
-                fn_constructor_args=(parts, actors, per_actor),
-                batch_size=1,
-                compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=QUEUED * per_actor),
-                num_cpus=1,
-                max_concurrency=QUEUED * per_actor,
-            )
-        for row in ds.iter_rows():
+        # the actor's Ray threads only hand rows over; its own pool of per_actor runs the chains
+        threads = QUEUED * per_actor
+        for row in actor_rows(ray, rows, _ChainRunner, (parts, actors, per_actor), actors, threads, 0):
             if row["failure"]:
                 if row["user"]:
                     raise UserError(str(row["failure"]))

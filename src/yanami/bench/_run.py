@@ -454,6 +454,24 @@ class _Judged:
     verdict: Verdict | None
 
 
+def _begin(
+    store: Results,
+    selection: Selection,
+    manifest: RunManifest,
+    retry_errors: bool,
+    on_progress: Callable[[int, int], None] | None,
+) -> Summary:
+    """A call's summary before it runs anything: the run's items and those already done (told to
+    ``on_progress``)."""
+    if selection.chosen is None:
+        skipped = store.count_done(errors=not retry_errors)
+    else:
+        skipped = sum(store.count_done(p.id, errors=not retry_errors) for p in selection.chosen if p.items)
+    if on_progress:
+        on_progress(skipped, manifest.items)
+    return Summary(store.run, manifest.items, skipped)
+
+
 def _work_left(d: Dialogue, items: list[Item], store: Results, judge: Judge, retry_errors: bool) -> _Chain | None:
     """What is left of a dialogue's chain (None: nothing): its items not yet asked, and its
     stored ok predictions that this version of the judge has not graded."""
@@ -488,14 +506,8 @@ def _execute(
 ) -> Summary:
     """Run the selection's chains, ``concurrency`` items in flight: the dialogues are read as the
     workers take them, and only those in flight (with their stored rows) are held."""
-    total = manifest.items
-    if selection.chosen is None:
-        skipped = store.count_done(errors=not retry_errors)
-    else:
-        skipped = sum(store.count_done(p.id, errors=not retry_errors) for p in selection.chosen if p.items)
-    summary = Summary(store.run, total, skipped)
-    if on_progress:
-        on_progress(skipped, total)
+    summary = _begin(store, selection, manifest, retry_errors, on_progress)
+    total, skipped = summary.items, summary.skipped
     reader = Results(store.run)  # the workers' own connection: they read past rows while this thread writes
     selfh = manifest.history == "self"
 
@@ -590,14 +602,8 @@ def _execute_ray(
     address: str | None,
 ) -> Summary:
     """`_execute` on Ray (`yanami.bench._ray`): the same rows, written here as they arrive."""
-    total = manifest.items
-    if selection.chosen is None:
-        skipped = store.count_done(errors=not retry_errors)
-    else:
-        skipped = sum(store.count_done(p.id, errors=not retry_errors) for p in selection.chosen if p.items)
-    summary = Summary(store.run, total, skipped)
-    if on_progress:
-        on_progress(skipped, total)
+    summary = _begin(store, selection, manifest, retry_errors, on_progress)
+    total, skipped = summary.items, summary.skipped
     rows = []  # one per dialogue with work left (`_ChainRunner` reads its stored rows there)
     for d in selection:
         chain = _work_left(d, chain_of(d), store, judge, retry_errors)

@@ -1234,9 +1234,8 @@ def _drive_on_ray(
 
     Every row is awaited, as `_drive` awaits its threads: after a stop the dialogues still to
     start end at their first call, and no call is left unsettled."""
-    import warnings
 
-    from yanami.scale import cluster_cpus, ray_concurrency, ray_session
+    from yanami.scale import actor_rows, cluster_cpus, ray_concurrency, ray_session
 
     on_progress("constructing", done, total)
     if not todo:
@@ -1246,27 +1245,12 @@ def _drive_on_ray(
     failure: Exception | None = None
     tasks = {t.k: t for t in todo}
     with ray_session(address) as ray:
-        ctx = ray.data.DataContext.get_current()
-        ctx.execution_options.preserve_order = False  # settled as they end; OUT is written in plan order
-        ctx.target_max_block_size = 1  # every dialogue is its own block: it reaches the driver at once
         actors, per_actor = ray_concurrency(cluster_cpus(ray), concurrency)
         budget = _budget_actor(ray, c.store, c.budget, c.ledger.spent)
         try:
             rows = [{"k": t.k, "task": pickle.dumps((t, notes[t.group.group]))} for t in todo]
-            ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
-                ds = ds.map_batches(
-                    _DialogueMaker,
-                    fn_constructor_args=(parts, budget, actors),
-                    batch_size=1,
-                    compute=ray.data.ActorPoolStrategy(
-                        size=actors, max_tasks_in_flight_per_actor=RAY_QUEUED * per_actor
-                    ),
-                    num_cpus=1,
-                    max_concurrency=per_actor,
-                )
-            for row in ds.iter_rows():
+            queued = (RAY_QUEUED - 1) * per_actor  # settled as they end; OUT is written in plan order
+            for row in actor_rows(ray, rows, _DialogueMaker, (parts, budget, actors), actors, per_actor, queued):
                 outcome, message = row["outcome"], str(row["message"])
                 if outcome == "budget":
                     stopped = "budget"

@@ -8,6 +8,7 @@ it, and shares each endpoint's limits across the cluster. See docs/scale.md.
 from yanami.scale._build import ordered_map
 from yanami.scale._ray import (
     BACKENDS,
+    actor_rows,
     check_backend,
     cluster_cpus,
     ray_concurrency,
@@ -18,6 +19,7 @@ from yanami.scale._ray import (
 
 __all__ = [
     "BACKENDS",
+    "actor_rows",
     "check_backend",
     "cluster_cpus",
     "ordered_map",

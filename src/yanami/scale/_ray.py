@@ -201,6 +201,34 @@ def ray_concurrency(cpus: int, concurrency: int) -> tuple[int, int]:
     return actors, concurrency // actors
 
 
+def actor_rows(
+    ray: Any, rows: list[dict[str, Any]], cls: type, args: tuple[Any, ...], actors: int, threads: int, queued: int
+) -> Iterator[dict[str, Any]]:
+    """``rows`` through a pool of ``actors`` Ray actors of ``cls`` (built with ``args``), one row
+    per call, each output row handed back as it is made, in no particular order.
+
+    Every actor runs ``threads`` calls at once and holds ``queued`` more calls waiting, so none
+    waits for Ray to hand it its next row; each output row is its own block, so it reaches the
+    driver at once rather than with its task's last."""
+    import warnings
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = False
+    ctx.target_max_block_size = 1
+    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Ray's deprecation notices about its own arguments
+        ds = ds.map_batches(
+            cls,
+            fn_constructor_args=args,
+            batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=threads + queued),
+            num_cpus=1,
+            max_concurrency=threads,
+        )
+    yield from ds.iter_rows()
+
+
 # ---------------------------------------------------------------------------------------------
 # One budget per endpoint for the whole cluster
 
