@@ -494,9 +494,12 @@ def audit(
     reading (the request applied to the latest image alone) must fail some check. Under
     Self-History, rollouts that make their own free choices must pass every check as the
     judge rebases it on their own earlier images. Every picture is parsed and compared with
-    the scene its turn's hidden state says it shows (as `validate --deep`). Exit 1 if any
-    check is undecidable or any picture differs.
+    the scene its turn's hidden state says it shows (as `validate --deep`). Every request a
+    run would send is built, and a sample goes through each adapter to a capturing server on
+    loopback: nothing but the conversation may vary with the item. Exit 1 if any check is
+    undecidable, any picture differs or any request field varies with the item.
     """
+    from yanami.bench import blind_audit, blind_text
     from yanami.store import Dataset
     from yanami.world import Parser, audit_bench, audit_text, reparse_bench
 
@@ -509,13 +512,16 @@ def audit(
         result.add_pictures(reparse_bench(ds, parser, on_image=advance))
     if result.others:
         err.print(f"warning: {result.others} dialogue(s) not made by the world were skipped", markup=False)
+    with progress("sending requests to a capturing server", None):
+        blind = blind_audit(ds, lambda turn, side, j, part: ds.image_bytes(part))
     if as_json:
-        out.print(json.dumps(result.figures, indent=2), markup=False)
+        out.print(json.dumps({**result.figures, "requests": blind.summary()}, indent=2), markup=False)
     else:
         out.print(audit_text(str(bench), result), markup=False)
+        out.print(blind_text(blind), markup=False)
     for line in result.problems(MAX_PROBLEMS_SHOWN):
         out.print(line, markup=False)
-    if result.failed:
+    if result.failed or blind.failed:
         raise typer.Exit(1)
 
 

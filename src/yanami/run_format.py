@@ -20,7 +20,7 @@ from yanami.errors import UserError
 from yanami.models import OUTPUT_LONG_EDGE
 
 GLOBAL_SEED = 42
-"""The global seed of a run (``--seed`` of nothing yet: every run uses it)."""
+"""The global seed from which runs of format 4 and older derived each item's request seed."""
 
 
 class History(StrEnum):
@@ -42,11 +42,14 @@ HISTORIES: tuple[History, ...] = tuple(History)
 LAYOUTS: tuple[Layout, ...] = tuple(Layout)
 
 RUN_FORMAT = "yanami-run"
-RUN_VERSION = 4
+RUN_VERSION = 5
 """The run format's version (2: verdicts carry a status; 3: a family, reply items, metric scores
 and graded checks, for WEAVE and IMUG-Bench; a version 2 run is read as a YANAMI run; 4: the
-manifest records ``privileged``, which older runs read as None, not recorded)."""
-READS = (2, 3, 4)
+manifest records ``privileged``, which older runs read as None, not recorded; 5: requests carry
+the run's ``seed`` (the model config's, none by default), no longer one derived from each item's
+id, which told a model the item: ``global_seed`` is recorded by older runs only, and a
+prediction's ``seed`` may be null)."""
+READS = (2, 3, 4, 5)
 RUN_MANIFEST = "manifest.json"
 
 Status = Literal["ok", "refused", "error", "missing"]
@@ -100,7 +103,11 @@ class RunManifest(BaseModel):
     scenarios (None: all). A resumed run may raise it (see `yanami.bench.select_dialogues`)."""
     items: int
     """How many items the run has in all."""
-    global_seed: int = GLOBAL_SEED
+    seed: int | None = None
+    """The seed every request carried (the model config's ``seed``); None: none was sent."""
+    global_seed: int | None = None
+    """Runs of format 4 and older: the global seed from which each item's request seed was
+    derived (`GLOBAL_SEED`); None in newer runs, whose requests never vary with the item."""
     output_long_edge: int = OUTPUT_LONG_EDGE
     max_tokens: int = 512
     temperature: float = 0.0
@@ -151,7 +158,8 @@ class Prediction(BaseModel):
     image: str | None = None
     """SHA-256 of the output image under ``RUN/outputs/``."""
     error: str | None = None
-    seed: int
+    seed: int | None = None
+    """The seed the request carried (None: none)."""
     history_fallbacks: int = 0
     calls: int = 1
     """Model calls the item took (more than one under a test-time strategy)."""

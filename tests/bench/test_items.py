@@ -8,7 +8,7 @@ import math
 import pytest
 from PIL import Image
 
-from yanami.bench import build_request, generation_turns, item_seed, items_of, question_prompt
+from yanami.bench import build_request, generation_turns, items_of, question_prompt
 from yanami.models import InputImage, InputText, output_frame
 from yanami.schema import ImagePart
 from yanami.store import Dataset
@@ -24,10 +24,16 @@ def test_output_frame_keeps_aspect_long_edge_512_multiples_of_16(size, frame) ->
     assert all(v % 16 == 0 for v in frame) and max(frame) == 512
 
 
-def test_item_seeds_are_stable_and_distinct() -> None:
-    assert item_seed("d1/t3") == item_seed("d1/t3")
-    assert len({item_seed(f"d{k}/t{j}") for k in range(50) for j in range(8)}) == 400
-    assert item_seed("d1/t3", 42) != item_seed("d1/t3", 7)
+def test_nothing_outside_the_conversation_varies_with_the_item(world_bench, world_dialogues) -> None:
+    """The seed is the run's, the frame follows the latest picture shown: a request's fields other
+    than its messages are the same for items whose conversations show pictures of one size."""
+    bench = Dataset(world_bench)
+    fields = set()
+    for d in world_dialogues:
+        for item in items_of(d):
+            r = build_request(d, item, "yes-first", lambda t, s, j, p: bench.image_bytes(p), seed=5)
+            fields.add((r.seed, r.size, r.max_tokens, r.temperature, r.json_schema is None, item.kind == "question"))
+    assert fields == {(5, (512, 512), 512, 0.0, True, True), (5, (512, 384), 512, 0.0, True, False)}
 
 
 def test_items_are_target_turns_then_questions(world_dialogues) -> None:

@@ -1,6 +1,7 @@
 """The benchmark runner: items, requests in three layouts, GT-/Self-History, the results store."""
 
 from yanami._lock import DirLock
+from yanami.bench._blind import BlindAudit, blind_audit, blind_text, picture_metadata
 from yanami.bench._format import (
     RUN_FORMAT,
     RUN_MANIFEST,
@@ -20,8 +21,8 @@ from yanami.bench._items import (
     Item,
     build_request,
     composite,
+    frame_of,
     generation_turns,
-    item_seed,
     items_of,
 )
 from yanami.bench._results import RESULTS, Results, RunRows, read_rows
@@ -46,6 +47,7 @@ __all__ = [
     "RUN_MANIFEST",
     "RUN_VERSION",
     "STATUSES",
+    "BlindAudit",
     "CheckResult",
     "DirLock",
     "History",
@@ -61,15 +63,18 @@ __all__ = [
     "Verdict",
     "bench_items",
     "bench_sha256",
+    "blind_audit",
+    "blind_text",
     "build_request",
     "composite",
     "default_concurrency",
     "evaluate",
+    "frame_of",
     "generation_turns",
     "index_dialogues",
-    "item_seed",
     "items_of",
     "open_bench",
+    "picture_metadata",
     "question_prompt",
     "read_manifest",
     "read_rows",

@@ -2,7 +2,9 @@
 
 A request is built from message parts only, in one of three input layouts
 (docs/evaluation.md). Nothing hidden (state, intent, predicates, reference answers, the target
-image) is read here, except the target image's size for the output frame.
+image) is read here, and nothing outside the conversation varies with the item: the output
+frame follows the latest picture the request shows, the seed is the run's (issue 33; `yanami
+audit` shows what each adapter puts on the wire).
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from typing import Literal
 
 from PIL import Image, ImageDraw
 
-from yanami._seeds import derived
 from yanami.models import InputImage, InputMessage, InputText, Request, output_frame, question_prompt
-from yanami.run_format import GLOBAL_SEED, Layout
+from yanami.run_format import Layout
 from yanami.schema import Dialogue, ImagePart, Question, TextPart
 
 
@@ -37,9 +38,19 @@ class Item:
     question: str | None = None
 
 
-def item_seed(item_id: str, global_seed: int = GLOBAL_SEED) -> int:
-    """The per-sample seed: derived from the global seed and the item id, stable across runs."""
-    return derived(global_seed, item_id, bits=32)
+QUESTION_FRAME = (512, 512)
+"""The frame of a request for text (a DSU question): no picture is drawn, but every request names one."""
+
+
+def frame_of(messages: tuple[InputMessage, ...]) -> tuple[int, int]:
+    """The output frame of an image request: the latest picture it shows, aspect kept, long edge
+    512, sides multiples of 16 (`output_frame`); square with none. Never the target's own size,
+    which the model does not see (its aspect would tell it something of the answer)."""
+    for m in reversed(messages):
+        for p in reversed(m.parts):
+            if isinstance(p, InputImage):
+                return output_frame(p.width, p.height)
+    return output_frame(1, 1)
 
 
 def generation_turns(d: Dialogue) -> list[int]:
@@ -80,10 +91,15 @@ NO_REPLY = "(no reply)"
 
 
 def build_request(
-    d: Dialogue, item: Item, layout: Layout, image_bytes: ImageBytes, own_reply: OwnReply | None = None
+    d: Dialogue,
+    item: Item,
+    layout: Layout,
+    image_bytes: ImageBytes,
+    own_reply: OwnReply | None = None,
+    seed: int | None = None,
 ) -> Request:
     """The request for an item: the conversation before it (after the dialogue's system prompt,
-    if it has one), in the given layout."""
+    if it has one), in the given layout, with the run's ``seed``."""
     last = item.turn if item.kind == "question" else item.turn - 1
     raw: list[tuple[str, list[TextPart | InputImage]]] = []
     for t in d.turns[: last + 1]:
@@ -95,16 +111,15 @@ def build_request(
     if item.kind in ("turn", "reply"):
         t = d.turns[item.turn]
         raw.append(("user", [_resolve(p, t.index, "user", j, image_bytes) for j, p in enumerate(t.user.parts)]))
-        target = next((p for p in t.assistant.parts if isinstance(p, ImagePart)), None)
-        # a turn with no reference image (IMUG-Bench) is drawn in a square frame
-        size = output_frame(target.width, target.height) if target is not None else output_frame(1, 1)
+        shown = tuple(InputMessage("user", tuple(p for p in parts if isinstance(p, InputImage))) for _, parts in raw)
+        size = frame_of(shown)
     else:
         raw.append(("user", [TextPart(text=question_prompt(question_of(d, item)))]))
-        size = (512, 512)
+        size = QUESTION_FRAME
     if d.system_prompt:
         raw[0] = (raw[0][0], [TextPart(text=d.system_prompt), *raw[0][1]])
     messages = _lay_out(raw, layout)
-    return Request(item=item.id, messages=messages, seed=item_seed(item.id), size=size)
+    return Request(item=item.id, messages=messages, seed=seed, size=size)
 
 
 class Conversation:
@@ -127,6 +142,7 @@ class Conversation:
         image_bytes: ImageBytes,
         own_reply: OwnReply | None = None,
         fallbacks: Callable[[], int] = lambda: 0,
+        seed: int | None = None,
     ) -> None:
         self.d, self.layout, self.image_bytes, self.own_reply, self.fallbacks = (
             d,
@@ -135,6 +151,8 @@ class Conversation:
             own_reply,
             fallbacks,
         )
+        self.seed = seed
+        """The run's seed, sent with every request (None: none)."""
         self.questions = {q.id: q for q in d.questions}
         self._users: dict[int, InputMessage] = {}
         self._messages: list[InputMessage] = []
@@ -150,21 +168,18 @@ class Conversation:
         """The request for an item, and the fallbacks in the history it shows."""
         if self.layout != "yes-first":
             before = self.fallbacks()
-            request = build_request(self.d, item, self.layout, self.image_bytes, self.own_reply)
+            request = build_request(self.d, item, self.layout, self.image_bytes, self.own_reply, self.seed)
             return request, self.fallbacks() - before
         last = item.turn if item.kind == "question" else item.turn - 1
         while len(self._fell) <= last + 1:
             self._resolve_turn(len(self._fell) - 1)
         if item.kind in ("turn", "reply"):
             tail = self._user(item.turn)
-            target = next((p for p in self.d.turns[item.turn].assistant.parts if isinstance(p, ImagePart)), None)
-            # a turn with no reference image (IMUG-Bench) is drawn in a square frame
-            size = output_frame(target.width, target.height) if target is not None else output_frame(1, 1)
         else:
             tail = InputMessage("user", (InputText(question_prompt(self.question(item))),))
-            size = (512, 512)
         messages = (*self._messages[: 2 * (last + 1)], tail)
-        return Request(item=item.id, messages=messages, seed=item_seed(item.id), size=size), self._fell[last + 1]
+        size = frame_of(messages) if item.kind != "question" else QUESTION_FRAME
+        return Request(item=item.id, messages=messages, seed=self.seed, size=size), self._fell[last + 1]
 
     def _user(self, turn: int) -> InputMessage:
         message = self._users.get(turn)

@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS predictions (
     text TEXT,
     image TEXT,                    -- sha256 of the output image under outputs/
     error TEXT,
-    seed INTEGER NOT NULL,
+    seed INTEGER,                  -- the seed the request carried (null: none; runs before format 5: NOT NULL)
     history_fallbacks INTEGER NOT NULL DEFAULT 0,
     calls INTEGER NOT NULL DEFAULT 1    -- model calls the item took (test-time strategies)
 );

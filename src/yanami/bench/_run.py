@@ -39,7 +39,6 @@ from yanami.bench._items import (
     Conversation,
     Item,
     generation_turns,
-    item_seed,
     items_of,
 )
 from yanami.bench._ray import EvalParts, run_on_ray
@@ -265,6 +264,7 @@ def evaluate(
         bench_split=dataset.manifest.split,
         model=model,
         model_settings=config.model_dump(mode="json") if config is not None else None,
+        seed=config.seed if config is not None else None,
         model_name=the_model.name,
         privileged=privileged,
         answers=answers,
@@ -734,7 +734,7 @@ class _Runner:
             text=text,
             image=image,
             error=error,
-            seed=item_seed(item.id, self.manifest.global_seed),
+            seed=request.seed,
             history_fallbacks=fallbacks,
             calls=self.model.calls(item.id) if isinstance(self.model, StrategyModel) else 1,
         )
@@ -773,7 +773,9 @@ class _Chat:
         self.selfh = runner.manifest.history == "self"
         self.fallbacks = 0
         own_reply = self.own_reply if self.selfh else None
-        self.conversation = Conversation(d, runner.manifest.layout, self.image_bytes, own_reply, lambda: self.fallbacks)
+        self.conversation = Conversation(
+            d, runner.manifest.layout, self.image_bytes, own_reply, lambda: self.fallbacks, runner.manifest.seed
+        )
 
     def own_image(self, t: int) -> str | None:
         return self.own.get(t) if t in self.own else self.runner._earlier_image(self.d, t)

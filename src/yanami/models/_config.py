@@ -9,6 +9,7 @@ image_model: gpt-image-1          # generation and editing (optional)
 image_api: images                 # images (generations / edits) or chat (images in chat replies)
 layout: yes-first                 # the input layout this model wants
 temperature: 0.0
+seed: 42                          # optional: sent with every request, the same for every item (default: none)
 max_tokens: 8192                  # optional: what every request gets (default: what each asks, 512 for answers)
 timeout_s: 120                    # the most one request may take, connecting to the last byte
 max_image_bytes: 50000000         # the most an image reply may take on the wire (base64 included)
@@ -102,6 +103,8 @@ class ModelConfig(BaseModel):
     """For ``kind: infer-http``: whether the server generates images."""
     layout: Literal["yes-first", "yes-front", "concatenate"] = "yes-first"
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    seed: int | None = Field(None, ge=0, lt=2**63)
+    """The seed every request of a run carries (the same for every item); None: none is sent."""
     max_tokens: int | None = Field(None, ge=1)
     """The most tokens a reply may have; None: what each request asks (512 for an answer, as the
     protocol says; more for a construction plan). Set, it is what every request gets, never less

@@ -62,13 +62,17 @@ class Request:
     """Everything a model is given for one item."""
 
     item: str
-    """The item's public id (``dialogue/t3`` for turn 3, ``dialogue/q1`` for question q1)."""
+    """The item's public id (``dialogue/t3`` for turn 3, ``dialogue/q1`` for question q1), for the
+    caller's own bookkeeping (logs, a strategy's call count, a reference agent's lookup): no adapter
+    sends it (`yanami audit` shows every field each adapter puts on the wire)."""
     messages: tuple[InputMessage, ...]
     """The conversation so far, ending with the user message to respond to."""
-    seed: int
-    """The per-sample seed, derived from the global seed and the item id."""
     size: tuple[int, int]
     """The requested output frame (width, height): aspect kept, long edge 512, multiples of 16."""
+    seed: int | None = None
+    """The seed sent with the request: the run's (the model config's ``seed``; none by default), or
+    a test-time strategy's per-sample one (Best-of-N draws distinct candidates). Never derived from
+    the item: a seed that varies per item lets a model read which item it is answering (issue 33)."""
     max_tokens: int = 512
     temperature: float = 0.0
     json_schema: Mapping[str, object] | None = None

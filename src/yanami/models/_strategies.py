@@ -12,8 +12,9 @@ timing.
   conversation (a text call); on a rejection its feedback is added to the request and it draws
   again, at most N rounds. The last image is the output; the rejected ones and the feedback
   never enter the history.
-- ``best-of:N``: N drawings with seeds derived from the item's, then the model (or, with
-  ``best-of:N@FILE``, the model a config file names) picks one by number.
+- ``best-of:N``: N drawings with seeds derived from the run's seed and the candidate's number
+  (never the item's), then the model (or, with ``best-of:N@FILE``, the model a config file
+  names) picks one by number.
 
 `calls` tells the runner how many model calls an item took.
 """
@@ -92,8 +93,9 @@ def final_answer(text: str) -> str:
     return found[-1] if found else text.strip()
 
 
-def _seed(seed: int, k: int) -> int:
-    return derived(seed, "candidate", k, bits=32)
+def _seed(seed: int | None, k: int) -> int:
+    """Candidate ``k``'s seed: from the run's seed and ``k`` alone (the same for every item)."""
+    return derived("candidate", "none" if seed is None else seed, k, bits=32)
 
 
 def _with(request: Request, *messages: InputMessage, **changes: Any) -> Request:

@@ -246,6 +246,7 @@ class FakeServer:
         image_urls: bool = False,
         reasoning: str | None = None,
         oversized_bytes: int = 4_000_000,
+        capture: bool = False,
     ) -> None:
         """``record=False`` keeps each request's path only, not its body (a long benchmark run
         would otherwise hold every image it was sent). ``image_sizes``: the only sizes its images
@@ -255,7 +256,9 @@ class FakeServer:
         DALL-E models do by default, instead of ``b64_json``. ``reasoning``: a reasoning model
         served by vLLM or SGLang with a reasoning parser: each chat reply carries this text as
         ``reasoning_content`` beside the answer, and its tokens count against ``max_tokens``
-        first (a limit it uses up ends the reply with no content, ``finish_reason: length``)."""
+        first (a limit it uses up ends the reply with no content, ``finish_reason: length``).
+        ``capture``: keep each request as it came on the wire (`wire`: path, headers in order,
+        raw body), for `yanami audit`'s look at what each adapter sends."""
         self.latency_s = latency_s
         self.oversized_bytes = oversized_bytes
         self.image_sizes = image_sizes
@@ -268,6 +271,9 @@ class FakeServer:
         self.brain = brain
         self.hang_s = hang_s
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.capture = capture
+        self.wire: list[tuple[str, list[tuple[str, str]], bytes]] = []
+        """With ``capture``: every request's path, headers (in order) and raw body."""
         self.arrivals: list[float] = []
         """When each request arrived (time.monotonic)."""
         self.in_flight = 0
@@ -386,6 +392,8 @@ class FakeServer:
                 body = self._body(raw)
                 with server._lock:
                     server.requests.append((self.path, body if server.record else {}))
+                    if server.capture:
+                        server.wire.append((self.path, list(self.headers.items()), raw))
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 fault = server._fault(self.path)
