@@ -26,6 +26,10 @@ Trivial agents measure the floor, and read nothing hidden (they never see the be
   ``union`` draws the latest image with every object of the earlier ones added (read
   through the parser, placed where they fit); ``blank`` is a white picture and ``noise`` a
   picture of random pixels: each answers a random option;
+- ``jitter-input``, ``jitter-first`` and ``jitter-previous`` redraw the image that the copy of
+  the same name returns with every object shifted together by 0.2 to 1.0 units in a random
+  direction (every relation holds, and the picture is no longer the same one), and answer a
+  random option;
 - ``random`` answers a random option and shows a random valid scene (one of 64), from its own seed.
 
 One agent reads nothing hidden either and aims for the top: ``visible`` (`yanami.world._visible`)
@@ -59,7 +63,7 @@ from yanami.world._ops import OpError, View, apply_op
 from yanami.world._parse import IN_PROCESS, Parser, parse_image
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
-from yanami.world._scene import BASE_AZIMUTH, Scene
+from yanami.world._scene import BASE_AZIMUTH, EXTENT, Scene
 from yanami.world._selfhistory import read_in_history, view_of
 
 if TYPE_CHECKING:
@@ -67,7 +71,10 @@ if TYPE_CHECKING:
 
 AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
-TRIVIAL = ("copy-input", "copy-first", "copy-previous", "collage", "union", "blank", "noise", "random")
+JITTERED = ("jitter-input", "jitter-first", "jitter-previous")
+"""The copies redrawn with every object shifted a little (`jittered`): of the latest, the first and
+the previous image, as ``copy-input``, ``copy-first`` and ``copy-previous`` pick them."""
+TRIVIAL = ("copy-input", "copy-first", "copy-previous", *JITTERED, "collage", "union", "blank", "noise", "random")
 """The floor: agents that read nothing but their request."""
 VISIBLE = ("visible",)
 """The agent that reads nothing but its request and tracks the dialogue's state (`yanami.world._visible`)."""
@@ -205,12 +212,10 @@ class TrivialAgent:
         kind = self.kind
         if kind == "random" or not images:
             return _random_picture(self._rng(request).randrange(RANDOM_SCENES))
-        if kind == "copy-input":
-            return images[-1]
-        if kind == "copy-first":
-            return images[0]
-        if kind == "copy-previous":
-            return images[-2] if len(images) > 1 else images[-1]
+        if kind in JITTERED:
+            return jitter(_copied(kind.replace("jitter", "copy"), images), self._rng(request))
+        if kind.startswith("copy-"):
+            return _copied(kind, images)
         if kind == "collage":
             return collage(images, request.size)
         if kind == "union":
@@ -225,6 +230,44 @@ class TrivialAgent:
         text = " ".join(p.text for p in last.parts if isinstance(p, InputText))
         letters = _OPTION.findall(text) or ["A"]
         return letters[0] if self.kind == "copy-input" else self._rng(request).choice(letters)
+
+
+def _copied(kind: str, images: Sequence[bytes]) -> bytes:
+    """The image ``copy-input``, ``copy-first`` or ``copy-previous`` returns."""
+    if kind == "copy-first":
+        return images[0]
+    if kind == "copy-previous" and len(images) > 1:
+        return images[-2]
+    return images[-1]
+
+
+JITTER = (0.2, 1.0)
+"""The least and the most by which the ``jitter-*`` strategies shift a picture's objects (world units)."""
+
+
+def jittered(scene: Scene, rng: random.Random, least: float = JITTER[0], most: float = JITTER[1]) -> Scene:
+    """``scene`` with every object shifted together by one displacement of ``least`` to ``most``
+    units in a random direction (so every relation between them holds), every centre kept on
+    the table; a shorter one toward the centre where no direction leaves room."""
+    objs = scene.objects
+    for _ in range(64):
+        length, angle = rng.uniform(least, most), rng.uniform(0, 2 * math.pi)
+        dx, dy = length * math.cos(angle), length * math.sin(angle)
+        if all(abs(o.x + dx) <= EXTENT and abs(o.y + dy) <= EXTENT for o in objs):
+            break
+    else:
+        cx, cy = (sum(o.x for o in objs) / len(objs), sum(o.y for o in objs) / len(objs)) if objs else (0.0, 0.0)
+        norm = math.hypot(cx, cy) or 1.0
+        dx, dy = -least * cx / norm, -least * cy / norm
+    return Scene.model_construct(
+        objects=tuple(o.model_copy(update={"x": round(o.x + dx, 3), "y": round(o.y + dy, 3)}) for o in objs)
+    )
+
+
+def jitter(data: bytes, rng: random.Random) -> bytes:
+    """A ``jitter-*`` strategy's picture: ``data`` read through the parser and redrawn `jittered`."""
+    seen = parse_image(data)
+    return render_png(jittered(seen.to_scene(), rng), BASE_AZIMUTH, seen.style)
 
 
 def _png(image: Image.Image) -> bytes:

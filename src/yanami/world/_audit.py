@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, Turn
-from yanami.world._agents import union_of
+from yanami.world._agents import jittered, union_of
 from yanami.world._frames import Shown, credited, in_frame, read_candidate
 from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize, realize_anywhere
 from yanami.world._hidden import turn_intent, turn_state
@@ -276,10 +276,29 @@ def _audit_target(
         report.reducible.append((d.id, t.index))
 
 
-FLOORS = ("copy-input", "copy-first", "copy-previous", "union", "blank", "noise")
+FLOORS = (
+    "copy-input",
+    "copy-first",
+    "copy-previous",
+    "jitter-input",
+    "jitter-first",
+    "jitter-previous",
+    "union",
+    "blank",
+    "noise",
+)
 """The trivial strategies the audit plays on the world's own scenes (``collage`` needs pictures:
 the demo measures it), beside the stateless reading."""
-CLEAN = {"copy-input", "copy-first", "copy-previous", "union", "stateless"}
+CLEAN = {
+    "copy-input",
+    "copy-first",
+    "copy-previous",
+    "jitter-input",
+    "jitter-first",
+    "jitter-previous",
+    "union",
+    "stateless",
+}
 """The strategies whose pictures are clean world renders (Visual Quality 10); blank and noise show no object (0)."""
 
 
@@ -289,10 +308,15 @@ def _floors(report: Audit, d: Dialogue, t: Turn, target: View, shown: list[View]
     frame, a copy of an earlier picture earning no change, another viewpoint no relation."""
     latest = shown[-1]
     rng = draw_rng(seed, d.id, t.index, 2000)
+    previous = shown[-2] if len(shown) > 1 else latest
     drawn = {
         "copy-input": latest,
         "copy-first": shown[0],
-        "copy-previous": shown[-2] if len(shown) > 1 else latest,
+        "copy-previous": previous,
+        **{
+            f"jitter-{name}": View(jittered(v.scene, rng), v.azimuth, v.style)
+            for name, v in (("input", latest), ("first", shown[0]), ("previous", previous))
+        },
         "union": View(union_of(latest.scene, [v.scene for v in shown[:-1]], rng), latest.azimuth, latest.style),
         "blank": View(Scene(), target.azimuth, latest.style),
         "noise": View(Scene(), target.azimuth, latest.style),  # the parser reads no object from noise

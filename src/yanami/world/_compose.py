@@ -57,7 +57,7 @@ from yanami.world._language import (
     phrase,
 )
 from yanami.world._ops import View, apply_op
-from yanami.world._predicates import evaluate, select
+from yanami.world._predicates import STAY_ROLL, STAY_TOLERANCE, evaluate, select
 from yanami.world._render import render_png
 from yanami.world._scene import pairs, relation
 from yanami.world._shortcuts import (
@@ -299,6 +299,9 @@ class Composer:
             if not evaluate(pred, new.scene, new.azimuth):
                 raise AssertionError(f"check {check.text!r} {pred} fails on the ground truth {new}: a builder bug")
         checks = [c for c in checks if self._decidable(c, variants)]
+        stays = self._stays_check(new, variants, spots, attrs)
+        if stays is not None:
+            checks.append(stays)
         checks += self._change_checks(checks, new, variants, spots, attrs)
         if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
             distinguishing = self._distinguishing_check(new, naive, variants, spots, attrs)
@@ -410,7 +413,11 @@ class Composer:
         def naive_passes(c: Check) -> bool:
             return evaluate(c.hidden.predicate, naive.scene, naive.azimuth)  # type: ignore[arg-type]
 
-        kept = {c.id for c in sorted(preserved, key=naive_passes)[: len(change)]}
+        def order(c: Check) -> tuple[bool, bool]:
+            # what the stateless reading fails first, then the check that everything stays in place
+            return naive_passes(c), c.hidden.predicate.get("op") != "stays"  # type: ignore[union-attr]
+
+        kept = {c.id for c in sorted(preserved, key=order)[: len(change)]}
         out = []
         for c in checks:
             if c.kind is not CheckKind.ATOMIC:
@@ -420,6 +427,65 @@ class Composer:
                 pred = {**c.hidden.predicate, "effect": effect}  # type: ignore[dict-item]
                 out.append(c.model_copy(update={"hidden": CheckHidden(predicate=pred)}))
         return out
+
+    def _stays_check(
+        self, new: View, variants: list[View], spots: set[int], attrs: dict[int, set[str]]
+    ) -> Check | None:
+        """The atomic check that every object whose place the words fix stands there (where it
+        stood, or where the request puts it, as a swap or a return to a picture does), up to
+        the parser's error, and that nothing else is in the picture but the objects placed
+        freely. An object whose spot a free choice sets (``spots``) is left out, as is one whose
+        place differs between the realizations; None where no object's place is fixed."""
+        before = {o.id: o for o in self.view.scene.objects} if self.view is not None else {}
+        scene = new.scene
+        fixed = []
+        for o in scene.objects:
+            was = before.get(o.id)
+            if o.id in spots:
+                continue
+            # named by what the turn leaves as it was: the check is on where it stands, not on its colour
+            w = {
+                k: v
+                for k, v in full_where(o).items()
+                if k not in attrs.get(o.id, set()) and (was is None or getattr(was, k) == v)
+            }
+            same = [v for v in variants if any(p.id == o.id and (p.x, p.y) == (o.x, o.y) for p in v.scene.objects)]
+            if len(same) < len(variants) or len(select(scene, w)) != 1:
+                continue
+            if any(len(select(v.scene, w)) != 1 for v in variants):
+                continue
+            fixed.append((o, w, was is not None and (was.x, was.y) == (o.x, o.y)))
+        if not fixed:
+            return None
+        others = len(scene.objects) - len(fixed)
+        pred: dict[str, Any] = {
+            "op": "stays",
+            "objects": [{"where": w, "at": [o.x, o.y]} for o, w, _ in fixed],
+            "others": others,
+            "tolerance": STAY_TOLERANCE,
+            "roll": STAY_ROLL,
+        }
+        if not all(evaluate(pred, v.scene, v.azimuth) for v in [new, *variants]):
+            return None
+        stayed = [phrase(w) for _, w, kept in fixed if kept]
+        put = [phrase(w) for _, w, kept in fixed if not kept]
+        parts = []
+        if stayed:
+            parts.append(
+                f"the {_listed(stayed)} {'stands' if len(stayed) == 1 else 'stand'} exactly where "
+                f"{'it' if len(stayed) == 1 else 'they'} stood"
+            )
+        if put:
+            parts.append(
+                f"the {_listed(put)} {'is' if len(put) == 1 else 'are'} exactly where the request puts "
+                f"{'it' if len(put) == 1 else 'them'}"
+            )
+        if others == 0:
+            parts.append("there is no other object")
+        else:
+            parts.append(f"there {'is' if others == 1 else 'are'} {others} other object{'' if others == 1 else 's'}")
+        text = ", ".join(parts[:-1]) + ", and " + parts[-1] + "."
+        return self._check(text[0].upper() + text[1:], pred, category=CheckCategory.RELATION)
 
     def _decidable(self, check: Check, variants: list[View]) -> bool:
         """Whether ``check`` holds on every realization; one that does not is dropped (and
@@ -688,3 +754,10 @@ class Composer:
 
 def _a(text: str) -> str:
     return ("an " if text[0] in "aeiou" else "a ") + text
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and the b``, ``a, the b and the c``: names after a leading "the"."""
+    if len(names) == 1:
+        return names[0]
+    return ", the ".join(names[:-1]) + " and the " + names[-1]

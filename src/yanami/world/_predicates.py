@@ -28,6 +28,17 @@ camera frame of the azimuth the image was rendered from, as the parser reports t
                                                           up to tolerance (the parser's error on a
                                                           position, so that a push just at the
                                                           limit is not judged by noise)
+    {"op": "stays", "objects": [{"where": {...}, "at": [x, y]}, ...], "others": 1,
+     "tolerance": 0.12, "roll": 2.5}
+                                                          each where matches exactly one object
+                                                          (each a different one), standing at its
+                                                          ground position "at" (where it stood, or
+                                                          the place the words fix for it) up to
+                                                          tolerance, once the picture's roll (its
+                                                          turn about its own centre, at most roll
+                                                          degrees, common to all) is undone; and,
+                                                          where "others" is given, exactly that many
+                                                          objects besides them (see `placed`)
 
 Where the user leaves a choice open (a substitute for a refused colour, a spot on a side,
 how far "a bit" is), a check states the requirement with these, never the world's own pick.
@@ -35,8 +46,12 @@ how far "a bit" is), a check states the requirement with these, never the world'
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
+
+from yanami.world._camera import Camera
 from yanami.world._scene import Scene, WorldObject, axes, relation
 
 ATTRIBUTES = ("shape", "colour", "size", "material")
@@ -94,6 +109,8 @@ def evaluate(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
         along, sideways = displacement(o.x, o.y, predicate["from"], predicate["direction"], azimuth)
         slack = float(predicate.get("tolerance", 0.0))
         return bool(along >= predicate["margin"] - slack and abs(sideways) < along + slack)
+    if op == "stays":
+        return placed(predicate, scene, azimuth)
     if op == "on_ground":
         a = _one(scene, predicate["a"])
         return a is not None and a.on is None
@@ -127,3 +144,68 @@ def map_relation(rel: str, from_azimuth: float, to_azimuth: float) -> str:
     if abs(right) >= abs(forward):
         return "right" if right > 0 else "left"
     return "behind" if forward > 0 else "front"
+
+
+STAY_TOLERANCE = 0.12
+"""How far (world units) an object the turn leaves in place may stand from where it stood: the
+parser's error on a position (under 0.05 on a clean render, through JPEG, tone, crops and
+resizing alike) twice over (a model redraws from its own reading of the earlier picture), and
+well under the 0.2 by which a redrawn copy's objects are displaced at the least."""
+STAY_ROLL = 2.5
+"""The largest turn of the whole picture about its centre (degrees) that `placed` undoes: a
+photographed or re-encoded picture may be turned by a degree or two, which shifts every ground
+position the parser reads by up to 0.25, all together and all one way round the centre."""
+
+
+def placed(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
+    """Whether a ``stays`` predicate holds (see the module docstring).
+
+    Positions are compared in the picture: each ground position is projected by the camera of
+    ``azimuth``, the one turn about the picture's centre (within ``roll``) that brings the
+    expected positions nearest the found ones is undone, and each object's distance from its
+    expected place is measured back on the ground. A turn of the whole picture is one number
+    for every object; objects each displaced their own way, or all shifted one way, are not
+    explained by it."""
+    entries = predicate["objects"]
+    found = []
+    for entry in entries:
+        o = _one(scene, entry["where"])
+        if o is None:
+            return False
+        found.append(o)
+    if len({o.id for o in found}) != len(found):
+        return False
+    if "others" in predicate and len(scene.objects) - len(found) != int(predicate["others"]):
+        return False
+    if not found:
+        return True
+    heights = [_centre_height(o, scene) for o in found]
+    want = np.array([[*e["at"], h] for e, h in zip(entries, heights, strict=True)], dtype=float)
+    got = np.array([[o.x, o.y, h] for o, h in zip(found, heights, strict=True)], dtype=float)
+    off = residuals(want, got, azimuth, float(predicate.get("roll", 0.0)))
+    return bool(off.max() <= float(predicate["tolerance"]))
+
+
+def _centre_height(o: WorldObject, scene: Scene) -> float:
+    """The height of an object's centre (on the ground, or on its support)."""
+    below = scene.by_id(o.on) if o.on is not None else None
+    return o.half + (below.height if below is not None else 0.0)
+
+
+def residuals(want: np.ndarray, got: np.ndarray, azimuth: float, roll: float) -> np.ndarray:
+    """Per object, the ground distance between where it stands (``got``, rows x, y, centre
+    height) and where it should (``want``), once the picture's best turn about its centre
+    (at most ``roll`` degrees, least squares) is undone."""
+    cam = Camera(azimuth)
+    centre = np.array([cam.width / 2, cam.height / 2])
+    p, q = cam.project(want) - centre, cam.project(got) - centre
+    turn = math.atan2(float(np.sum(p[:, 0] * q[:, 1] - p[:, 1] * q[:, 0])), float(np.sum(p * q)))
+    limit = math.radians(roll)
+    turn = min(max(turn, -limit), limit)
+    c, s = math.cos(turn), math.sin(turn)
+    turned = np.stack([c * p[:, 0] - s * p[:, 1], s * p[:, 0] + c * p[:, 1]], axis=1) + centre
+    out = []
+    for (x, y), (gx, gy, h) in zip(turned, got, strict=True):
+        ex, ey = cam.ground_point(float(x), float(y), float(h))
+        out.append(math.hypot(gx - ex, gy - ey))
+    return np.array(out)

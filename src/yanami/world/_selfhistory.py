@@ -179,6 +179,8 @@ def _track(d: Dialogue) -> dict[int, Tracked]:
 
 
 def _named(pred: dict[str, Any]) -> list[dict[str, Any]]:
+    if pred["op"] == "stays":
+        return [e["where"] for e in pred["objects"]]
     names = [pred[k] for k in ("where", "a", "b") if isinstance(pred.get(k), dict)]
     return names[:1] if pred["op"] == "moved" else names
 
@@ -191,7 +193,7 @@ def exposed(pred: dict[str, Any], scene: Scene, tracked: Tracked) -> bool:
         for o in select(scene, where):
             if set(where) & set(opened.attrs.get(o.id, {})):
                 return True
-            if pred["op"] in ("relation", "on", "moved") and o.id in opened.spots:
+            if pred["op"] in ("relation", "on", "moved", "stays") and o.id in opened.spots:
                 return True
     return False
 
@@ -325,6 +327,15 @@ def rebase_predicate(
             out["rel"] = horizontal if pred["rel"] in ("left", "right") else depth
     elif op == "moved" and len(one) == 1 and own_before is not None and one[0].id in own_before.spots:
         out["from"] = [*own_before.spots[one[0].id]]
+    elif op == "stays":
+        # an object whose spot an earlier free choice set stays where the model's own picture put it
+        entries = []
+        for entry in pred["objects"]:
+            found = select(gt.scene, entry["where"])
+            where = _selector(entry["where"], gt.scene, rebased, own)
+            at = own.spots.get(found[0].id) if len(found) == 1 else None
+            entries.append({"where": where, "at": [*at] if at is not None else entry["at"]})
+        out["objects"] = entries
     return out
 
 
