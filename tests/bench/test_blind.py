@@ -113,3 +113,15 @@ def test_png_text_chunks_are_metadata() -> None:
     info.add_text("item", "world-fusion-000007/t3")
     assert picture_metadata(_png(info)) == ["tEXt"]
     assert picture_metadata(_png()) == []
+
+
+def test_a_run_whose_requests_carried_per_item_seeds_is_read_but_not_resumed(cli, world_bench, tmp_path) -> None:
+    run = tmp_path / "run"
+    assert cli("eval", world_bench, "--model", "reference:copy-input", "--out", run, "--limit", "4").code == 0
+    path = run / "manifest.json"
+    m = json.loads(path.read_text())
+    del m["seed"]
+    path.write_text(json.dumps({**m, "version": 4, "global_seed": 42}))  # as yanami wrote it before format 5
+    assert cli("score", run).code == 0
+    again = cli("eval", world_bench, "--model", "reference:copy-input", "--out", run, "--limit", "4")
+    assert again.code == 2 and "global_seed=42" in again.err and "Traceback" not in again.err

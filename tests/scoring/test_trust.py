@@ -101,7 +101,7 @@ def _evaluate(monkeypatch: pytest.MonkeyPatch, bench: Path, model: object, out: 
 @pytest.fixture(scope="module")
 def trust_runs(world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A plug-in that reads the bench, one that does not, and two reference agents."""
-    from yanami.bench import evaluate
+    from yanami.bench import RUN_VERSION, evaluate
 
     root = tmp_path_factory.mktemp("trust")
     mp = pytest.MonkeyPatch()
@@ -173,7 +173,7 @@ def test_a_privileged_run_is_marked_in_every_table_and_format(cli, trust_runs, t
 def test_a_run_of_an_older_format_is_read_and_privilege_is_asked_of_the_agent(trust_runs, tmp_path) -> None:
     import shutil
 
-    from yanami.bench import evaluate
+    from yanami.bench import RUN_VERSION, evaluate
 
     for key, expected in (("reference:oracle", True), ("reference:copy-input", False), ("peeker", False)):
         old = tmp_path / key.replace(":", "-")
@@ -189,7 +189,7 @@ def test_a_run_of_an_older_format_is_read_and_privilege_is_asked_of_the_agent(tr
     bench = read_manifest(old).bench
     evaluate(bench, "reference:oracle", old, limit=LIMIT)
     m = json.loads((old / "manifest.json").read_text())
-    assert m["version"] == 4 and m["privileged"] is True
+    assert m["version"] == RUN_VERSION and m["privileged"] is True
 
 
 # Coverage ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import numpy as np
 from yanami.bench import Prediction, RunManifest, Verdict, read_rows
 from yanami.errors import UserError
 from yanami.scenarios import FACTS
+from yanami.scoring._floor import Floor, above_floor, bench_facts, floor_of
 from yanami.scoring._weights import generation_score, image_generation_score, image_sc, scene_score
 
 SCENARIOS = tuple(s.value for s in FACTS)
@@ -422,6 +423,13 @@ class RunScores:
     unjudged) counted as 0, over the scenarios the run has items in (None: see its note)."""
     failures_as_zero_note: str | None = None
     """Why there is no failures-as-zero score, e.g. ``n/a, 12 items not run``."""
+    bench: str = ""
+    """Whether the bench is public (anyone can rebuild it: a model may have seen it) or private, in words."""
+    floor: Floor | None = None
+    """The bench's floor: the best trivial strategy over this run's scenarios, scored as this run
+    is (`yanami.scoring._floor`); None where the bench records no floors."""
+    above_floor: float | None = None
+    """``(score - floor) / (100 - floor)`` on 0-100: how far the run is from the floor to a perfect score."""
 
     @property
     def average_text(self) -> str | float | None:
@@ -498,6 +506,8 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
         zero_note = f"n/a, {unrun} item{'s' if unrun != 1 else ''} not run"
     else:
         zero = _macro([failures_as_zero(by[s], run.answers) for s in present])
+    facts = bench_facts(run.bench_path or "", run.bench_sha256)
+    floor = floor_of(facts, present, run.answers)
     return RunScores(
         run.label,
         per,
@@ -518,6 +528,9 @@ def run_scores(run: Run, bootstrap: int = BOOTSTRAP) -> RunScores:
         withheld=withheld,
         failures_as_zero=zero,
         failures_as_zero_note=zero_note,
+        bench=facts.line,
+        floor=floor,
+        above_floor=above_floor(average["scene"], floor.score if floor else None),
     )
 
 

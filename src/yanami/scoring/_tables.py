@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from yanami.errors import printable
 from yanami.scenarios import FACTS
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats
+from yanami.scoring._floor import CHANCE_DSU, FLOOR_LABEL
 from yanami.scoring._scores import (
     MIN_COVERAGE,
     PRIVILEGED_NOTE,
@@ -107,30 +108,70 @@ def _ensure_labels(runs: list[Run], scores: list[RunScores]) -> None:
             s.label = r.label
 
 
+ABOVE_FLOOR = "Above floor"
+"""The header of the column that places each run between the bench's floor and 100."""
+
+
+def _floor_rows(t: Table, scores: list[RunScores], columns: list[str]) -> Table:
+    """Say whether the bench is public or private, and add its floor to ``t``: its own row (the best trivial strategy, scored as the first
+    run that has a floor is) and a column placing each run above it, ``(score - floor) / (100 -
+    floor)``; nothing where no run's bench records floors. ``columns`` names what the floor row
+    holds in each of the table's columns after the label: a scenario, ``avg``, ``dsu``, ``sc``,
+    ``vq``, or anything else (a dash)."""
+    benches = sorted({s.bench for s in scores if s.bench})
+    if benches:
+        t.notes.append(f"Bench: {'; '.join(benches)}.")
+    with_floor = [s for s in scores if s.floor is not None]
+    if not with_floor:
+        return t
+    ref = with_floor[0]
+    floor = ref.floor
+    assert floor is not None
+    t.header.append(ABOVE_FLOOR)
+    for row, s in zip(t.rows, scores, strict=True):
+        row.append(s.above_floor)
+    values = {"avg": floor.score, "dsu": floor.dsu, "sc": floor.sc, "vq": floor.vq, **floor.scenarios}
+    t.rows.append([f"{FLOOR_LABEL} ({floor.strategy})", *[values.get(c) for c in columns], 0.0])
+    differs = [s.label for s in with_floor if s.floor != floor]
+    t.notes.append(
+        f"{FLOOR_LABEL}: the best trivial strategy on this bench (copies and jittered copies of an input, their "
+        "union, a blank or noise picture), played as the exact judge reads it under GT-History with the DSU "
+        f"questions answered at chance ({CHANCE_DSU:g}), scored as {ref.label} is. {ABOVE_FLOOR}: (Avg. - floor) "
+        "/ (100 - floor), 0-100: how far a run is from the floor to a perfect score."
+        + (f" Other runs' floors differ (their scenarios or equation): {', '.join(differs)}." if differs else "")
+    )
+    return t
+
+
 def summary_table(scores: list[RunScores]) -> Table:
-    """The main table printed by ``eval``, ``score`` and ``demo``: Table 2's shape plus DSU, SC, VQ and coverage."""
-    return _marked(
-        Table(
-            "summary",
-            "Scores (0-100; Avg. is the macro-average over scenarios; 95 % bootstrap interval)",
-            ["Model", *SCENARIOS, "Avg.", FAILURES_AS_ZERO, "95 % CI", "DSU", "SC", "VQ", "valid/items"],
-            [
+    """The main table printed by ``eval``, ``score`` and ``demo``: Table 2's shape plus DSU, SC, VQ and
+    coverage, the bench's floor as a row of its own and each run's score above it."""
+    return _floor_rows(
+        _marked(
+            Table(
+                "summary",
+                "Scores (0-100; Avg. is the macro-average over scenarios; 95 % bootstrap interval)",
+                ["Model", *SCENARIOS, "Avg.", FAILURES_AS_ZERO, "95 % CI", "DSU", "SC", "VQ", "valid/items"],
                 [
-                    s.label,
-                    *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
-                    _average_cell(s, "scene"),
-                    s.failures_as_zero_text,
-                    s.interval_text,
-                    s.average["understanding"],
-                    s.average["sc"],
-                    s.average["vq"],
-                    f"{s.coverage['valid']}/{s.coverage['expected']}",
-                ]
-                for s in scores
-            ],
-            [FAILURES_AS_ZERO_NOTE],
+                    [
+                        s.label,
+                        *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
+                        _average_cell(s, "scene"),
+                        s.failures_as_zero_text,
+                        s.interval_text,
+                        s.average["understanding"],
+                        s.average["sc"],
+                        s.average["vq"],
+                        f"{s.coverage['valid']}/{s.coverage['expected']}",
+                    ]
+                    for s in scores
+                ],
+                [FAILURES_AS_ZERO_NOTE],
+            ),
+            scores,
         ),
         scores,
+        [*SCENARIOS, "avg", "avg", "-", "dsu", "sc", "vq", "-"],
     )
 
 
@@ -143,21 +184,25 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
     out: list[Table] = []
     short = {s.value: f.short for s, f in FACTS.items()}
     out.append(
-        Table(
-            "table2",
-            "Table 2: scores across the four scenarios (0-100; Avg. is the macro-average; 95 % bootstrap interval)",
-            ["Model", *[short[s] for s in SCENARIOS], "Avg.", FAILURES_AS_ZERO, "95 % CI"],
-            [
+        _floor_rows(
+            Table(
+                "table2",
+                "Table 2: scores across the four scenarios (0-100; Avg. is the macro-average; 95 % bootstrap interval)",
+                ["Model", *[short[s] for s in SCENARIOS], "Avg.", FAILURES_AS_ZERO, "95 % CI"],
                 [
-                    s.label,
-                    *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
-                    _average_cell(s, "scene"),
-                    s.failures_as_zero_text,
-                    s.interval_text,
-                ]
-                for s in scores
-            ],
-            [FAILURES_AS_ZERO_NOTE],
+                    [
+                        s.label,
+                        *[s.scenarios[sc].scene if sc in s.scenarios else None for sc in SCENARIOS],
+                        _average_cell(s, "scene"),
+                        s.failures_as_zero_text,
+                        s.interval_text,
+                    ]
+                    for s in scores
+                ],
+                [FAILURES_AS_ZERO_NOTE],
+            ),
+            scores,
+            [*SCENARIOS, "avg", "avg", "-"],
         )
     )
     if any(s.coverage.get("strategy", "none") != "none" for s in scores):

@@ -14,7 +14,7 @@ from yanami.store._images import (
     sha256_hex,
 )
 from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicate, find_leakage, phash
-from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest
+from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest, provenance
 from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, Location, open_dataset_dir
 from yanami.store._sources import Imported, import_source
@@ -64,6 +64,7 @@ __all__ = [
     "open_image_bytes",
     "phash",
     "place_file",
+    "provenance",
     "read_webdataset",
     "scan_image_files",
     "sha256_file",

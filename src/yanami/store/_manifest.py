@@ -66,3 +66,28 @@ class Manifest(BaseModel):
     """Each dialogue shard's path (``dialogues/00000.jsonl``) and the SHA-256 of its bytes."""
     images_sha256: str
     """SHA-256 of the sorted image hashes, one per line: a checksum of the image set."""
+    floors: dict[str, dict[str, tuple[float, int]]] | None = None
+    """A world bench's trivial floors under GT-History, as the exact judge of the yanami that built
+    it reads them (`yanami.world.floor_shares`): per scenario and strategy (``copy-input``,
+    ``jitter-first``, ``blank`` …, and ``stateless``), the sum over target images of the share of
+    atomic checks the strategy's picture passes, and the number of images. Tables show the best
+    trivial strategy as the bench's floor. None: none recorded (a training set, imported data)."""
+
+
+def provenance(generator: Generator) -> tuple[str, str]:
+    """Whether a bench is public or private, and a line saying why it matters (contamination):
+    ``("public", ...)`` for a world bench anyone can rebuild from the code and its seed, or data
+    imported from a published benchmark; ``("private", ...)`` for a world bench built with
+    ``--private``; ``("unknown", ...)`` otherwise. docs/evaluation.md, "Contamination"."""
+    p = generator.params
+    if generator.name == "world" and p.get("private"):
+        digest = str(p.get("seed_sha256", ""))[:12]
+        return "private", f"private (a secret seed, SHA-256 {digest}…): no model can have seen it"
+    if generator.name == "world":
+        return "public", (
+            f"public (the world's seed {p.get('seed')}: anyone can rebuild it from the code, so a model may have"
+            " been trained on it)"
+        )
+    if generator.name == "import":
+        return "public", f"public (imported from {p.get('family', 'a benchmark')}'s published data)"
+    return "unknown", f"made by {generator.name!r}: public or private as its maker kept it"

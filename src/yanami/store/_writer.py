@@ -108,6 +108,8 @@ class DatasetWriter:
             if folder != DIALOGUES_DIR or SHARD_NAME.fullmatch(name) is None:
                 raise ValueError(f"not a shard path: {rel!r} (shards are {DIALOGUES_DIR}/NAME.jsonl)")
         self.keep_manifest = keep_manifest
+        self.floors: dict[str, dict[str, tuple[float, int]]] | None = None
+        """The bench's trivial floors, for the manifest (`Manifest.floors`): set before `commit`."""
         self._turns = self._questions = self._checks = 0
         self._family: str | None = None
         self._done = False
@@ -282,6 +284,7 @@ class DatasetWriter:
             ),
             shards={rel: sha256_file(self.work / rel) for rel in self._shards},
             images_sha256=images_digest(self._image_hashes),
+            floors=self.floors,
         )
         kept = self.keep_manifest
         write_manifest(self.work, kept if kept is not None and _describes(kept, manifest) else manifest)
@@ -327,11 +330,13 @@ def write_manifest(directory: Path, manifest: Manifest | str) -> None:
 
 
 def _describes(text: str, manifest: Manifest) -> bool:
-    """Whether a manifest's text says exactly what ``manifest`` says."""
+    """Whether a manifest's text says exactly what ``manifest`` says (its floors aside: only the build
+    that made a bench measured them, and a copy keeps them)."""
     try:
-        return Manifest.model_validate_json(text) == manifest
+        kept = Manifest.model_validate_json(text)
     except ValueError:
         return False
+    return kept == manifest.model_copy(update={"floors": kept.floors})
 
 
 def _check_target(path: Path, overwrite: bool) -> None:

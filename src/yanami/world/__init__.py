@@ -9,6 +9,7 @@ from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._audit_text import SHORTCUT_LIMIT, AuditResult, audit_bench, audit_text
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import HEIGHT, WIDTH, Camera
+from yanami.world._floors import FLOOR_VQ, floor_shares
 from yanami.world._frames import Shown, credited, read_candidate, shown_before
 from yanami.world._hidden import (
     ConstraintState,
@@ -37,6 +38,7 @@ __all__ = [
     "BASE_AZIMUTH",
     "COLOURS",
     "DEFAULT_STYLE",
+    "FLOOR_VQ",
     "HEIGHT",
     "IN_PROCESS_PARSER",
     "MATERIALS",
@@ -79,6 +81,7 @@ __all__ = [
     "compose_dialogue",
     "credited",
     "evaluate",
+    "floor_shares",
     "parse_cached",
     "parse_image",
     "parse_views",
