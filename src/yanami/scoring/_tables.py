@@ -113,11 +113,11 @@ ABOVE_FLOOR = "Above floor"
 
 
 def _floor_rows(t: Table, scores: list[RunScores], columns: list[str]) -> Table:
-    """Say whether the bench is public or private, and add its floor to ``t``: its own row (the best trivial strategy, scored as the first
-    run that has a floor is) and a column placing each run above it, ``(score - floor) / (100 -
-    floor)``; nothing where no run's bench records floors. ``columns`` names what the floor row
-    holds in each of the table's columns after the label: a scenario, ``avg``, ``dsu``, ``sc``,
-    ``vq``, or anything else (a dash)."""
+    """Say whether the bench is public or private, and add its floor to ``t``: its own row (the best
+    trivial strategy, scored as the first run that has a floor is) and a column placing each run
+    above it, ``(score - floor) / (100 - floor)``; no floor where no run's bench records floors.
+    ``columns`` names what the floor row holds in each of the table's columns after the label: a
+    scenario, ``avg``, ``dsu``, ``sc``, ``vq``, or anything else (a dash)."""
     benches = sorted({s.bench for s in scores if s.bench})
     if benches:
         t.notes.append(f"Bench: {'; '.join(benches)}.")
