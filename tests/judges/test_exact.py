@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
-from tests.world.test_render_parse import TRANSFORMS
 from yanami.judges import ExactJudge, JudgeError
 from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import render_png
 from yanami.world._scene import Scene
+from yanami.world._transforms import NOISY, TARGETLESS, TRANSFORMS
 
 
 def _targets(bench: Dataset, dialogues: list) -> list:
@@ -93,14 +93,16 @@ def _png(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("name", list(TRANSFORMS))
+@pytest.mark.parametrize("name", [name for name in TRANSFORMS if name not in TARGETLESS])
 def test_a_changed_ground_truth_passes_its_checks_with_full_quality(world_bench, world_dialogues, name) -> None:
-    """Brightness, white balance, gamma, JPEG, size, borders, bars, a crop: nothing a person would see."""
+    """Brightness, white balance, gamma, JPEG, size, borders, bars, a crop, lines along an edge, a
+    frame, a watermark, a slight turn, hue, a slight blur: nothing a person would count against
+    the picture. Noise is: it costs Visual Quality, never a check."""
     judge = ExactJudge()
     for d, t, data in _targets(Dataset(world_bench), world_dialogues)[:2]:
         v = judge.judge_image(d, t, TRANSFORMS[name](Image.open(io.BytesIO(data)).convert("RGB")))
         assert all(v.checks.values()), (d.id, t.index, v.reason)
-        assert v.vq >= 9, (d.id, t.index, v.vq)
+        assert v.vq >= (5 if name in NOISY else 8), (d.id, t.index, v.vq)
 
 
 def _broken(state: dict, how: str) -> bytes:  # type: ignore[type-arg]

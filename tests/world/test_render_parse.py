@@ -13,7 +13,7 @@ from PIL import Image
 
 from yanami.world import STYLES, VIEWS, parse_image, random_scene, render_array, render_png
 from yanami.world._scene import relation
-from yanami.world._transforms import TARGETLESS, TRANSFORMS
+from yanami.world._transforms import TARGETLESS, TRANSFORMS, TURNED
 
 
 def test_rendering_is_deterministic_and_sized() -> None:
@@ -151,10 +151,11 @@ def test_a_changed_picture_reads_as_the_render(name: str) -> None:
         parsed = parse_image(TRANSFORMS[name](Image.fromarray(render_array(scene, az, style))), az)
         assert len(parsed.objects) == len(scene.objects), (seed, parsed)
         pairs = _match(scene, parsed)
+        near = 0.25 if name in TURNED else 0.15  # a turn is not undone: a position moves with it
         for o, q in pairs:
             assert (q.shape, q.colour, q.size, q.material) == (o.shape, o.colour, o.size, o.material), (seed, o, q)
             assert (q.on is None) == (o.on is None)
-            assert abs(q.x - o.x) < 0.15 and abs(q.y - o.y) < 0.15, (seed, o, q)
+            assert abs(q.x - o.x) < near and abs(q.y - o.y) < near, (seed, o, q)
         assert [(o.shape, o.colour, o.on) for o in parsed.objects] == [(o.shape, o.colour, o.on) for o in clean.objects]
         ps = parsed.to_scene()
         index = {id(q): k for k, q in enumerate(parsed.objects)}

@@ -55,7 +55,7 @@ from yanami._regions import regions
 from yanami._workers import quiet_worker, starting_workers
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
-from yanami.world._scene import BASE_AZIMUTH, SIZES, Scene, WorldObject
+from yanami.world._scene import BASE_AZIMUTH, EXTENT, SIZES, Scene, WorldObject
 
 FOREGROUND = 48
 """Summed absolute RGB difference from the floor above which a pixel is foreground."""
@@ -72,6 +72,15 @@ SHORTLIST = 4
 """Hypotheses (of 12) whose silhouettes are ray-cast, after ranking all by their box's fit."""
 STACK_TIE = 0.01
 """Silhouette IoU within which a lone object and a stack on it explain an outline equally well."""
+CORNER = (0.3, 0.25)
+"""A corner's share of the picture's width and height where a watermark may lie (a box of 7.5 %)."""
+OVERLAY_FIT = 0.6
+"""Silhouette IoU under which no hypothesis explains a component (a world object's is 0.75 or more,
+JPEG'd, blurred or resized; a letter's, a line's or a corner's under 0.4)."""
+OVERLAY_REACH = 0.5
+"""How far (world units) beyond the floor's area (`EXTENT`) a component in the margin may stand, an object."""
+OVERLAY_PAD = 6
+"""Pixels around a thing drawn over the picture that count with it (a letter's specks, a logo's rim)."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +204,10 @@ class _Prepared:
     speckle: float
     content: tuple[int, int, int, int]
     zoom: float
+    mask: np.ndarray
+    """The foreground: pixels that differ from the floor by more than `FOREGROUND`."""
+    floor: np.ndarray
+    """The pixels the residual is measured on: two pixels clear of the foreground."""
 
 
 def _prepare(frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int], zoom: float) -> _Prepared:
@@ -215,7 +228,7 @@ def _prepare(frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int],
     residual = float(diff[floor].mean()) / 3 if floor.any() else 255.0
     kept = sum(int(c.area) for c in comps)
     speckle = max(0, int(np.count_nonzero(mask)) - kept) / mask.size
-    return _Prepared(frame, rgb, tone, diff, comps, residual, speckle, content, zoom)
+    return _Prepared(frame, rgb, tone, diff, comps, residual, speckle, content, zoom, mask, floor)
 
 
 def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
@@ -223,22 +236,29 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
     objects: list[ParsedObject] = []
     reads: list[_Read] = []
     comps = prep.comps
+    residual, speckle = prep.residual, prep.speckle
     if comps:
         cam = _camera(azimuth)
         edges = [_edges(prep.diff, c) for c in comps]
         exact = prep.tone.exact
         anchors = np.array([_anchor(c) if exact else _outline_anchor(c, e) for c, e in zip(comps, edges, strict=True)])
         positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
+        overlays = []
         for k, comp in enumerate(comps):
             found, read = _explain(prep, comp, edges[k], cam, positions[k], dims[k], len(objects))
+            if _overlay(comp, read, found[0]):
+                overlays.append(comp)
+                continue
             objects.extend(found)
             reads.append(read)
+        if overlays:
+            residual, speckle = _discounted(prep, overlays)
     tone = prep.tone
     parse = Parse(
         tone.style,
         tuple(objects),
-        prep.residual,
-        prep.speckle,
+        residual,
+        speckle,
         misfits=tuple(_misfit(r) for r in reads),
         content=prep.content,
         zoom=prep.zoom,
@@ -247,6 +267,41 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         gamma=tone.gamma,
     )
     return parse, reads
+
+
+def _overlay(comp: _Component, read: _Read, found: ParsedObject) -> bool:
+    """Whether a component is something drawn over the picture (a watermark, a logo, a line along
+    an edge, a corner a turn left empty) rather than an object of the world.
+
+    Only in the margin: a component that touches the picture's edge (the renderer keeps every
+    object `EDGE_CLEAR` pixels inside) or lies wholly in a corner (`CORNER`, where watermarks
+    go). There, one that no hypothesis explains (`OVERLAY_FIT`: letters, lines, slivers), or
+    whose best hypothesis would stand off the floor's area (`EXTENT`; a logo shaped like an
+    object but where no object can be), is not an object. Elsewhere every component is one: a
+    smear or a pasted patch in the picture is damage, charged to Visual Quality, not discounted.
+    """
+    h, w = comp.mask.shape
+    x0, y0, x1, y1 = comp.x0, comp.y0, comp.x0 + w, comp.y0 + h
+    edge = x0 <= 1 or y0 <= 1 or x1 >= WIDTH - 1 or y1 >= HEIGHT - 1
+    cw, ch = CORNER[0] * WIDTH, CORNER[1] * HEIGHT
+    corner = (x1 <= cw or x0 >= WIDTH - cw) and (y1 <= ch or y0 >= HEIGHT - ch)
+    if not (edge or corner):
+        return False
+    return read.iou < OVERLAY_FIT or max(abs(found.x), abs(found.y)) > EXTENT + OVERLAY_REACH
+
+
+def _discounted(prep: _Prepared, overlays: list[_Component]) -> tuple[float, float]:
+    """The residual and speckle with what is drawn over the picture (and `OVERLAY_PAD` around it) left out."""
+    out = np.zeros(prep.mask.shape, dtype=bool)
+    for c in overlays:
+        h, w = c.mask.shape
+        p = OVERLAY_PAD
+        out[max(c.y0 - p, 0) : c.y0 + h + p, max(c.x0 - p, 0) : c.x0 + w + p] = True
+    floor = prep.floor & ~out
+    residual = float(prep.diff[floor].mean()) / 3 if floor.any() else 255.0
+    kept = sum(int(c.area) for c in prep.comps if not any(c is o for o in overlays))
+    speckle = max(0, int(np.count_nonzero(prep.mask & ~out)) - kept) / prep.mask.size
+    return residual, speckle
 
 
 class Parser:
@@ -404,7 +459,8 @@ def _decode(data: bytes | Image.Image | np.ndarray) -> np.ndarray:
 
 
 def _frame(raw: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int], _Tone]:
-    """The picture in the renderer's frame (borders stripped, resized), where it lay, and its first tone map."""
+    """The picture in the renderer's frame (borders, lines and a frame stripped, resized, a turn
+    undone), where it lay, and its first tone map."""
     h, w = raw.shape[:2]
     if (h, w) == (HEIGHT, WIDTH):
         tone = _identity_if_exact(raw)
@@ -416,20 +472,25 @@ def _frame(raw: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int], _Ton
     if content != (0, 0, w, h) or (h, w) != (HEIGHT, WIDTH):
         img = Image.fromarray(np.ascontiguousarray(raw[top:bottom, left:right]))
         frame = np.asarray(img.resize((WIDTH, HEIGHT), Image.Resampling.BILINEAR))
-    return frame, content, _fit_tone(frame, _style(frame), 1.0)
+    tone = _fit_tone(frame, _style(frame), 1.0)
+    return frame, content, tone
 
 
-# Geometry: borders, letterbox bars, a crop ----------------------------------------------
+# Geometry: borders, lines along an edge, letterbox bars, a crop -------------------------
 
 BORDER_MAX = 0.3
 """A border or bar covers at most this share of the image's height (width)."""
-BORDER_EDGE = 60
-"""Summed |RGB| difference between a border's colour and the picture just inside it."""
+BAND_STEP = 8
+"""Smallest change over two lines (summed |RGB| of their means over 8-pixel blocks, the median
+over the blocks) that ends a band: a line of the floor's colour along an edge differs from the
+shaded floor by more, a JPEG block edge or the floor's own shading by less."""
+BAND_FLAT = 30
+"""A band's lines are one colour: each block within this (summed |RGB|) of the band's first line."""
 
 
 def _content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
-    """(left, top, right, bottom) of the picture once uniform borders and letterbox bars are
-    stripped: on each side, a band of lines of one colour that ends in a sharp edge."""
+    """(left, top, right, bottom) of the picture once uniform borders, lines along its edges and
+    letterbox bars are stripped: on each side, a band of lines of one colour that ends in a step."""
     h, w = rgb.shape[:2]
     cols = rgb.transpose(1, 0, 2)
     top, bottom = _band(rgb), _band(rgb[::-1])
@@ -440,30 +501,39 @@ def _content_box(rgb: np.ndarray) -> tuple[int, int, int, int]:
 
 
 def _band(lines: np.ndarray) -> int:
-    """How many of ``lines`` (``lines[0]`` outermost) form a uniform band that ends in an edge.
+    """How many of ``lines`` (``lines[0]`` outermost) form a band of one colour that ends in a step:
+    a border, a letterbox bar, a frame or a line drawn along the edge, of any colour and width.
 
-    The world's floor never does: along a row it changes slowly, so a run of similar rows
-    never ends in a sharp step (objects stand well inside the picture), and along a column
-    it changes too much to be uniform.
+    Lines are compared by their means over 8-pixel blocks (noise and JPEG average out), the
+    median over the blocks (an object crossing a few blocks does not count). The world's floor
+    never makes a band: it changes slowly from line to line, with no step, and objects keep
+    clear of the edges.
     """
     n = lines.shape[0]
     limit = int(n * BORDER_MAX)
     if limit < 2:
         return 0
-    step = max(1, lines.shape[1] // 128)  # a sample of each line is enough to know its colour
-    head = lines[: limit + 4, ::step].astype(np.int16)
-    typical = np.median(head, axis=1)
-    drift = np.abs(typical - typical[0]).sum(axis=1)
-    beyond = np.flatnonzero(drift > 12)
-    k = int(beyond[0]) if len(beyond) else len(drift)
-    if k == 0 or k >= limit or drift[min(k + 3, len(drift) - 1)] < BORDER_EDGE:
+    m = lines.shape[1] // 8 * 8
+    head = lines[: limit + 4, :m].astype(np.float32).reshape(limit + 4, m // 8, 8, 3).mean(axis=2)
+    from_first = np.median(np.abs(head - head[0]).sum(axis=2), axis=1)  # each line against the outermost
+    # steps[k]: line k to line k + 2 (a step blended over two lines by a resize counts whole)
+    steps = np.median(np.abs(head[2:] - head[:-2]).sum(axis=2), axis=1)
+    baseline = float(np.median(steps[limit // 2 : limit]))  # the floor's own change (and noise)
+    threshold = max(BAND_STEP, 3.0 * baseline)
+    jumps = np.flatnonzero(steps[:limit] >= threshold)
+    if len(jumps) == 0:
         return 0
-    if (np.abs(head[:k] - typical[0]).sum(axis=2) <= 30).mean() < 0.9:
-        return 0  # not one colour across the lines
-    # The picture starts at the first line nearer to it than to the band (a blended line
-    # that is mostly band belongs to the band).
-    inner = drift[min(k + 3, len(drift) - 1)]
-    while k < limit and drift[k] < inner / 2:
+    k = int(jumps[0]) + 1  # lines 0 .. k - 1 before the first step
+    if from_first[k - 1] > max(BAND_FLAT / 3, 2.0 * baseline):
+        return 0  # the lines before the step are not one band
+    if (np.abs(head[0] - np.median(head[0], axis=0)).sum(axis=1) <= BAND_FLAT).mean() < 0.8:
+        return 0  # the outermost line is not one colour
+    beyond = min(k + 4, len(head) - 1)
+    if from_first[beyond] < threshold:
+        return 0  # no lasting step: the band's colour comes back
+    # The picture starts at the first line that is the picture's: a line blended from the band
+    # and the picture (a frame resized) belongs to the band.
+    while k < limit and np.median(np.abs(head[k] - head[beyond]).sum(axis=1)) >= threshold:
         k += 1
     return k
 
@@ -685,12 +755,23 @@ def _floor_samples(style: str) -> np.ndarray:
     return out
 
 
+EDGE_CLEAR = 4
+"""The renderer keeps every object this many pixels clear of the picture's edges (`GAP`)."""
+
+
 def _identity_if_exact(rgb: np.ndarray) -> _Tone | None:
-    """The identity map, when most sampled pixels are exactly one style's floor (a clean render)."""
+    """The identity map, when most sampled pixels are exactly one style's floor and so is every
+    pixel along the edges, where the renderer draws nothing else (a clean render; a line drawn
+    along an edge is stripped first)."""
     seen = rgb[2::TONE_STEP, 2::TONE_STEP].reshape(-1, 3)
     for style in STYLES:
         if np.count_nonzero((seen == _floor_samples(style)).all(axis=1)) * 2 > len(seen):
-            return _Tone(style, 1.0, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), 0.0, exact=True)
+            floor, e = ground_srgb(style, WIDTH, HEIGHT), EDGE_CLEAR
+            edges = ((slice(0, e), slice(None)), (slice(-e, None), slice(None)))
+            edges += ((slice(None), slice(0, e)), (slice(None), slice(-e, None)))
+            if all(np.array_equal(rgb[at], floor[at]) for at in edges):
+                return _Tone(style, 1.0, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), 0.0, exact=True)
+            return None
     return None
 
 
@@ -799,9 +880,14 @@ def _components(mask: np.ndarray) -> list[_Component]:
     order = sorted(filled, key=lambda i: -int(filled[i].sum()))
     # A part wholly inside an object's outline belongs to it, however it came apart (a
     # highlight ringed by a blend that happens to match the floor): objects never overlap.
+    # What touches the picture's edge is no object's outline (a line along the edges would
+    # hold the whole picture).
     owner = np.zeros(mask.shape, dtype=np.int32)
+    h, w = mask.shape
     for i in reversed(order):  # the largest outline is drawn last and wins
         p = parts[i]
+        if p.x0 <= 0 or p.y0 <= 0 or p.x0 + p.mask.shape[1] >= w or p.y0 + p.mask.shape[0] >= h:
+            continue
         owner[p.y0 : p.y0 + p.mask.shape[0], p.x0 : p.x0 + p.mask.shape[1]][filled[i]] = i + 1
     area = {i: parts[i].area for i in order}
     inside = set()
