@@ -16,9 +16,10 @@ Robustness: every ground-truth target image of the bench, changed in a way that 
 what it shows untouched, graded by the exact judge: SC and VQ (0-100, as `yanami score` computes
 them) and the parser's object F1 (a parsed object counts when shape, colour, size, material and
 support match a ground-truth object standing within 0.2 units of it), one row per transform, with
-the untransformed images ("none") measured in the same run. Target: SC >= 97 and VQ >= 90 under
-every transform. The transforms (`yanami.world._transforms`, which the tests use too; the
-picture is 512 x 384; PNG unless JPEG is named):
+the untransformed images ("none") measured in the same run. Target (issue 33): SC >= 97 and
+VQ >= 80 under every transform; noise is damage a person sees, so its rows target SC only. The
+transforms (`yanami.world._transforms`, which the tests use too; the picture is 512 x 384; PNG
+unless JPEG is named):
 
   none                    the ground truth as it is
   brightness +20 / -20    every channel +-20 grey levels (clipped)
@@ -34,6 +35,21 @@ picture is 512 x 384; PNG unless JPEG is named):
   crop 4 %, resized       4 % off every edge (20 px, 15 px), resized back to 512 x 384 (bicubic)
   crop 3 % off-centre     2 % off the left and top, 4 % off the right and bottom, resized back: the
                           picture's centre moves; reported, not a target (see docs/evaluation.md)
+  line N px C, EDGES      a line N px wide (1-4) of colour C (black, white, grey, red, blue, or the
+                          picture's own floor colour: its median) drawn over the picture along each edge named
+  frame N px C[, resized] the picture padded with a frame N px wide of colour C (nothing covered),
+                          kept at its larger size or resized back to 512 x 384 (bicubic)
+  watermark text, CORNER  text in Pillow's default font (10-20 px) 6 px inside a corner
+  watermark logo / badge  a solid disc (56 px) or square (48 px), or a rounded badge (80 x 40) with a
+                          white letter, 6 px inside a corner (at most 4 % of the picture)
+  rotate +-D, FILL        turned D degrees (1 or 2) about the centre (bicubic); the corners left empty
+                          filled black, white or with the picture's edge colour, or cropped: the largest
+                          centred rectangle of the picture's shape inside, resized back
+  hue +10 / -10           every colour's hue (HSV) turned by 10 degrees
+  blur 1.0 / 1.5          Gaussian blur of sigma 1.0 and 1.5 px
+  JPEG q30 / q50          JPEG at quality 30 and 50
+  noise 3 / 5             Gaussian noise of sigma 3 and 5 grey levels on every channel (one fixed draw);
+                          VQ may fall (SC target only)
 """
 
 from __future__ import annotations
@@ -57,7 +73,7 @@ from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import Parse, build_world, parse_cached, render_png
 from yanami.world._scene import Scene, WorldObject
-from yanami.world._transforms import TARGETLESS, TRANSFORMS
+from yanami.world._transforms import NOISY, TARGETLESS, TRANSFORMS
 
 
 def _candidates(bench: Path) -> list[tuple[str, int, bytes]]:
@@ -278,7 +294,7 @@ def bench_robustness(bench: Path, limit: int | None, names: list[str], workers: 
         f"robustness: {len(targets)} ground-truth target images of {len(chosen)} dialogues, under each transform"
         f" ({seconds:.0f} s)"
     )
-    print(f"{'transform':<22} {'SC':>6} {'VQ':>6} {'F1':>7}   target SC >= 97, VQ >= 90")
+    print(f"{'transform':<30} {'SC':>6} {'VQ':>6} {'F1':>7}   target SC >= 97, VQ >= 80 (noise: SC only)")
     for name in names:
         mine = [r for r in rows if r[0] == name]
         scs = [r[1] for r in mine if r[1] is not None]
@@ -286,9 +302,9 @@ def bench_robustness(bench: Path, limit: int | None, names: list[str], workers: 
         vq = 10 * sum(r[2] for r in mine) / len(mine)
         tp, fp, fn = sum(r[3] for r in mine), sum(r[4] for r in mine), sum(r[5] for r in mine)
         f1 = 2 * tp / max(2 * tp + fp + fn, 1)
-        met = sc >= 97 and vq >= 90
+        met = sc >= 97 and (vq >= 80 or name in NOISY)
         mark = "  (no target)" if name in TARGETLESS else "" if met else "  below target"
-        print(f"{name:<22} {sc:6.1f} {vq:6.1f} {f1:7.4f}{mark}")
+        print(f"{name:<30} {sc:6.1f} {vq:6.1f} {f1:7.4f}{mark}")
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ cannot tell a view from its 90-degree orbits; relations read the same either way
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import os
@@ -171,6 +172,10 @@ def _parse_all(data: bytes | Image.Image | np.ndarray, azimuths: list[float]) ->
     raw = _decode(data)
     frame, content, tone = _frame(raw)
     prep = _prepare(frame, tone, content, 1.0)
+    if tone.exact and _halo(prep) > HALO_MAX:
+        # The renderer's floor but not its objects: a blur leaves a smooth floor exactly as it
+        # was and spreads every edge. Read it as any other changed picture (the map stays the identity).
+        tone = prep.tone = dataclasses.replace(tone, exact=False)
     first, reads = _synthesise(prep, azimuths[0])
     if not tone.exact:
         # Not the renderer's own pixels: the objects' sizes say whether the picture was
@@ -229,6 +234,23 @@ def _prepare(frame: np.ndarray, tone: _Tone, content: tuple[int, int, int, int],
     kept = sum(int(c.area) for c in comps)
     speckle = max(0, int(np.count_nonzero(mask)) - kept) / mask.size
     return _Prepared(frame, rgb, tone, diff, comps, residual, speckle, content, zoom, mask, floor)
+
+
+HALO_MAX = 0.5
+"""Faint pixels (off the floor, under `FOREGROUND`) per pixel of the foreground's rim above which
+the objects' edges are spread (a clean render's are under 0.25, a blur's of 1 pixel 1.6 or more)."""
+
+
+def _halo(prep: _Prepared) -> float:
+    """How many faint pixels lie around the foreground, per pixel of its rim."""
+    mask = prep.mask
+    inner = mask.copy()
+    inner[1:, :] &= mask[:-1, :]
+    inner[:-1, :] &= mask[1:, :]
+    inner[:, 1:] &= mask[:, :-1]
+    inner[:, :-1] &= mask[:, 1:]
+    rim = int(np.count_nonzero(mask & ~inner))
+    return int(np.count_nonzero((prep.diff > 0) & ~mask)) / max(rim, 1)
 
 
 def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
@@ -1148,6 +1170,12 @@ def _explain(
     crop = _crop(rgb, x0, y0, m.shape[1] + 2, m.shape[0] + 2)
     region = np.zeros((m.shape[0] + 2, m.shape[1] + 2), dtype=bool)
     region[1:-1, 1:-1] = m
+    if not prep.tone.exact:
+        # Where a blur or JPEG spreads the object into the floor around it, the threshold's
+        # region takes in a halo of mixed pixels: the silhouette that explains it says which are the object's.
+        inside = region & silhouette[pad - 1 : 1 - pad, pad - 1 : 1 - pad]
+        if np.count_nonzero(inside) >= 12:
+            region = inside
     if h.top is None:
         colour, material = _appearance(crop, region, (shape,), style)
         read = _Read(iou, silhouette, edges, [(x0, y0, region, (shape,))])
