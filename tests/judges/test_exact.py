@@ -171,3 +171,72 @@ def test_checks_without_predicates_are_one_clear_error_not_a_crash(world_bench, 
     image = Dataset(plain).image_bytes(t.assistant.images()[0])
     with pytest.raises(JudgeError, match="has no predicate the exact judge can evaluate"):
         ExactJudge().grade(d, Output(f"{d.id}/t{t.index}", "turn", t.index, image=image), GT_HISTORY)
+
+
+# A pipeline's changes do not hide a wrong picture ------------------------------------------
+
+PIPELINE = [
+    "line 2 px white, left",
+    "line 1 px grey, all edges",
+    "frame 12 px white, resized",
+    "watermark logo, top right",
+    "watermark text, top left",
+    "rotate -2, white corners",
+    "rotate -1, cropped",
+    "hue +10",
+    "blur 1.5",
+    "JPEG q30",
+    "noise 5",
+]
+
+
+def _wrong(state: dict, how: str, seed: int) -> bytes | None:  # type: ignore[type-arg]
+    """The ground truth made wrong: a free-standing object left out, recoloured or moved at least
+    a unit away, or another object added; None where the scene leaves no room for it."""
+    import random
+
+    from yanami.world._place import place, with_object
+    from yanami.world._scene import WorldObject
+
+    scene = Scene.model_validate({"objects": state["scene"]})
+    carries = {o.on for o in scene.objects}
+    victim = next(o for o in scene.objects if o.on is None and o.id not in carries)
+    rest = Scene(objects=tuple(o for o in scene.objects if o.id != victim.id))
+    rng = random.Random(seed)
+    if how == "missing":
+        wrong: Scene | None = rest
+    elif how == "recoloured":
+        wrong = with_object(scene, victim.model_copy(update={"colour": "red" if victim.colour != "red" else "blue"}))
+    elif how == "moved":
+        wrong = None
+        for _ in range(20):
+            moved = place(rest, victim, rng)
+            if moved is not None and np.hypot(moved.x - victim.x, moved.y - victim.y) >= 1.0:
+                wrong = with_object(rest, moved)
+                break
+    else:
+        new = WorldObject(id=99, shape="sphere", colour="yellow", size="small", material="matte", x=0.0, y=0.0)
+        extra = place(scene, new, rng)
+        wrong = None if extra is None else with_object(scene, extra)
+    return None if wrong is None else render_png(wrong, state["azimuth"], state["style"])
+
+
+@pytest.mark.parametrize("name", PIPELINE)
+def test_a_wrong_picture_fails_the_same_checks_through_a_pipelines_change(world_bench, world_dialogues, name) -> None:
+    """An object missing, recoloured, moved or added fails the same checks before and after the change:
+    lines, frames, watermarks, turns, hue, blur, JPEG and noise neither hide it nor add a failure."""
+    judge = ExactJudge()
+    tried = 0
+    for k, (d, t, _) in enumerate(_targets(Dataset(world_bench), world_dialogues)[:4]):
+        for how in ("missing", "recoloured", "moved", "extra"):
+            data = _wrong(t.hidden.state, how, k)
+            if data is None:
+                continue
+            before = judge.judge_image(d, t, data)
+            failed = {c for c, ok in before.checks.items() if ok is False}
+            if not failed:
+                continue  # no check of this turn looks at what changed
+            after = judge.judge_image(d, t, TRANSFORMS[name](Image.open(io.BytesIO(data)).convert("RGB")))
+            assert {c for c, ok in after.checks.items() if ok is False} == failed, (d.id, t.index, how, after.reason)
+            tried += 1
+    assert tried >= 6

@@ -266,13 +266,18 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         anchors = np.array([_anchor(c) if exact else _outline_anchor(c, e) for c, e in zip(comps, edges, strict=True)])
         positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
         overlays = []
-        for k, comp in enumerate(comps):
+        claimed = np.zeros(prep.mask.shape, dtype=bool)  # the silhouettes explained so far, grown by `CLAIM_GROW`
+        for k, comp in enumerate(comps):  # largest first
+            h, w = comp.mask.shape
+            if np.count_nonzero(claimed[comp.y0 : comp.y0 + h, comp.x0 : comp.x0 + w] & comp.mask) * 2 >= comp.area:
+                continue  # a piece of an object already explained, come apart (a blur, a reflection like the floor)
             found, read = _explain(prep, comp, edges[k], cam, positions[k], dims[k], len(objects))
             if _overlay(comp, read, found[0]):
                 overlays.append(comp)
                 continue
             objects.extend(found)
             reads.append(read)
+            _claim(claimed, read.silhouette, comp.x0 - _PAD, comp.y0 - _PAD)
         if overlays:
             residual, speckle = _discounted(prep, overlays)
     tone = prep.tone
@@ -289,6 +294,23 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         gamma=tone.gamma,
     )
     return parse, reads
+
+
+CLAIM_GROW = 2
+"""Pixels by which an explained silhouette is grown to claim the pieces of its object that came apart."""
+
+
+def _claim(claimed: np.ndarray, silhouette: np.ndarray, x0: int, y0: int) -> None:
+    """Mark ``silhouette`` (whose box starts at ``x0``, ``y0``), grown by `CLAIM_GROW`, in ``claimed``."""
+    g = CLAIM_GROW
+    grown = np.zeros((silhouette.shape[0] + 2 * g, silhouette.shape[1] + 2 * g), dtype=bool)
+    for dy in range(2 * g + 1):
+        for dx in range(2 * g + 1):
+            grown[dy : dy + silhouette.shape[0], dx : dx + silhouette.shape[1]] |= silhouette
+    x0, y0 = x0 - g, y0 - g
+    sy0, sx0 = max(y0, 0), max(x0, 0)
+    sy1, sx1 = min(y0 + grown.shape[0], claimed.shape[0]), min(x0 + grown.shape[1], claimed.shape[1])
+    claimed[sy0:sy1, sx0:sx1] |= grown[sy0 - y0 : sy1 - y0, sx0 - x0 : sx1 - x0]
 
 
 def _overlay(comp: _Component, read: _Read, found: ParsedObject) -> bool:
