@@ -811,8 +811,7 @@ def _identity_if_exact(rgb: np.ndarray) -> _Tone | None:
     for style in STYLES:
         if np.count_nonzero((seen == _floor_samples(style)).all(axis=1)) * 2 > len(seen):
             floor, e = ground_srgb(style, WIDTH, HEIGHT), EDGE_CLEAR
-            edges = ((slice(0, e), slice(None)), (slice(-e, None), slice(None)))
-            edges += ((slice(None), slice(0, e)), (slice(None), slice(-e, None)))
+            edges = (np.s_[:e, :], np.s_[-e:, :], np.s_[:, :e], np.s_[:, -e:])
             if all(np.array_equal(rgb[at], floor[at]) for at in edges):
                 return _Tone(style, 1.0, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), 0.0, exact=True)
             return None

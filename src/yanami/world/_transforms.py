@@ -96,7 +96,7 @@ def _text(img: Image.Image, corner: str, text: str, fill: str, size: int) -> Ima
     """``text`` in Pillow's default font at ``size`` px, in ``corner``."""
     out = img.copy()
     font = ImageFont.load_default(size=size)
-    left, top, right, bottom = font.getbbox(text)
+    left, top, right, bottom = (round(v) for v in font.getbbox(text))
     x, y = _corner(out.size, (right - left, bottom - top), corner)
     ImageDraw.Draw(out).text((x - left, y - top), text, fill=_colour(img, fill), font=font)
     return out
