@@ -33,7 +33,7 @@ from yanami.world import (
     view_of,
 )
 
-VERSION = "4"
+VERSION = "5"
 """2: a stack hidden inside its support's outline is told from a lone object by colour.
 3: under Self-History, a check on a value an earlier free choice set is judged against the
 model's own earlier image (`yanami.world.rebase_checks`).
@@ -44,15 +44,25 @@ floor damage) once those are undone: such pictures scored far lower under 3. A c
 read as a person reads it (`yanami.world._frames`): a copy of an earlier picture earns no
 check that needs a change, a picture drawn from another viewpoint no relation; a check the
 model's own earlier choices made ill-posed (Self-History) is undecidable (None), not failed;
-a DSU reply is read for the one option it names (`yanami.judges.read_options`)."""
+a DSU reply is read for the one option it names (`yanami.judges.read_options`).
+5: the parser reads through what real pipelines add (issue 33): lines of any colour and 1-4 px
+along the edges and frames outside the picture (resized back or not) are stripped; what is
+drawn over the margin (a watermark, a logo, the corners a slight turn leaves filled) and reads
+as no object of the world is discounted: not an object, and neither specks nor floor damage to
+Visual Quality; a blurred render is read as a changed picture; a changed picture's colours are
+read inside the silhouette that explains them; the pieces of one object that came apart are
+one object. Under 4, a 1-px grey line along the edges scored SC 23 and VQ 0, a corner
+watermark was read as an extra object (SC 79, VQ 0), a turn of 1 degree scored SC 77-80."""
 
 
 def world_quality(parse: Parse) -> int:
     """Visual Quality (0..10): the faults a person sees in a picture of the world.
 
     The parser has already undone what leaves a picture's content untouched (its tone,
-    white balance and gamma, JPEG, its size, borders and letterbox bars, a slight crop), so
-    none of that costs anything: a clean render and such copies of it score 10. What does:
+    white balance, gamma and hue, JPEG, a slight blur, its size, borders, frames, letterbox
+    bars and lines along its edges, a slight crop), reads through a slight turn, and leaves out
+    what is drawn over the margin (a watermark, a logo, a turn's filled corners), so none of
+    that costs anything: a clean render and such copies of it score 10. What does:
 
     - nothing that reads as an object of the world (blank, noise, garbage): 0;
     - damage to the floor: 1 point per grey level by which the floor, tone undone, strays

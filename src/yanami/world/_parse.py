@@ -2,11 +2,12 @@
 
 It is the eyes of the exact judge, so it is built to be right rather than clever. It reads
 a picture as a person would, so a correct picture whose pixels are not the renderer's own
-(another brightness, white balance or gamma, JPEG, another size, a border, a crop) reads
-the same:
+(another brightness, white balance, gamma or hue, JPEG, a blur, another size, a border, a
+frame, lines along its edges, a crop, a slight turn, a watermark in a corner) reads the same:
 
-1. bring the picture to the renderer's frame: strip uniform borders and letterbox bars
-   (bands of one colour that end in a sharp edge), and resize what is left to 512 x 384;
+1. bring the picture to the renderer's frame: strip borders, frames, letterbox bars and
+   lines along the edges (bands of one colour, of any width, that end in a step), and
+   resize what is left to 512 x 384;
 2. bring it to the renderer's tone: the style is the one whose floor tint is nearest, and
    a per-channel map (gain and offset) is fitted from that style's known empty floor to
    the picture's floor pixels; a clean render fits exactly, with the identity. A picture
@@ -20,7 +21,10 @@ the same:
 4. explain each component by synthesis: for every hypothesis (a single object of each
    shape and size, or a stack of each allowed pair), solve the ground position that puts
    its silhouette's bottom and centre where the component's are, ray-cast that silhouette,
-   and keep the hypothesis whose silhouette best overlaps the component. Objects come in
+   and keep the hypothesis whose silhouette best overlaps the component. A component in the
+   margin that reads as no object (a watermark, a logo, a turn's filled corner) is drawn
+   over the picture and left out (`_overlay`); one inside an object's explained silhouette
+   is a piece of that object. Objects come in
    two sizes, so their areas against their silhouettes tell whether the picture was
    cropped: if so, it is scaled back about its centre and steps 2-4 run again;
 5. read each object's colour and material against reference renders (see Appearance).
