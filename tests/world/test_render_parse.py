@@ -177,6 +177,11 @@ def test_borders_bars_and_crops_are_found() -> None:
     img = Image.fromarray(render_array(scene, VIEWS[0], "sand"))
     assert parse_image(TRANSFORMS["letterbox black"](img)).content == (0, 64, 512, 448)
     assert parse_image(TRANSFORMS["border white"](img)).content == (16, 16, 496, 368)
+    # Lines and frames of any colour and width, the floor's own colour too, are found by their step.
+    assert parse_image(TRANSFORMS["line 1 px grey, all edges"](img)).content == (1, 1, 511, 383)
+    assert parse_image(TRANSFORMS["line 4 px floor, top and left"](img)).content == (4, 4, 512, 384)
+    assert parse_image(TRANSFORMS["frame 8 px black"](img)).content == (8, 8, 520, 392)
+    assert parse_image(TRANSFORMS["frame 16 px green"](img)).content == (16, 16, 528, 400)
     assert parse_image(TRANSFORMS["crop 4 %, resized"](img)).zoom == pytest.approx(1 / 0.92, abs=0.01)
     assert parse_image(TRANSFORMS["JPEG q70"](img)).zoom == 1.0  # a blur does not look like a crop
 
