@@ -72,13 +72,15 @@ def test_same_seed_same_bytes_for_any_worker_count(tmp_path: Path) -> None:
 
 def test_the_build_balances_as_balancing_the_composed_dialogues_again_does(tiny: Path) -> None:
     """A build weighs the option sets its workers drew while composing; drawn again from the
-    dialogues they composed (what `balance_questions` does on its own), they give the same questions."""
+    dialogues they composed (what `balance_questions` does on its own, then the letters dealt
+    and the filter, `finish_questions`), they give the same questions."""
+    from yanami.world._build import BALANCE_BLOCK
+    from yanami.world._filter import finish_questions
     from yanami.world._scenarios import compose_for_build
-    from yanami.world._shortcuts import balance_questions
 
     composed = [compose_for_build(s, did, 7)[0] for s, did in plan("tiny", None, None, list(Scenario))]
     built = {d.id: d for d in Dataset(tiny)}
-    again = balance_questions(composed)
+    again = finish_questions(composed, 7, filtered=True, block=BALANCE_BLOCK)
     assert any(
         q.hidden.intent.get("candidates") and len(q.hidden.intent["candidates"]) > 3 for d in again for q in d.questions
     )  # type: ignore[union-attr, arg-type]

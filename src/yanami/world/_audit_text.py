@@ -10,11 +10,14 @@ from typing import Any
 from yanami.schema import Dialogue
 from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._free import AUDIT_DRAWS
+from yanami.world._readers import READER_LIMIT, Figure, audit_readers
 from yanami.world._reparse import Reparsed
 from yanami.world._shortcuts import Battery, Shortcuts
 
 SHORTCUT_LIMIT = 0.35
 """Above this share, a text-only rule is reported as a shortcut (chance is 25 %)."""
+READER_DIALOGUES = 2000
+"""The learned readers are trained and held out on at most this many world dialogues (the first)."""
 
 
 @dataclass
@@ -26,6 +29,8 @@ class AuditResult:
     battery: Battery
     others: int
     """Dialogues skipped: not made by the world."""
+    readers: dict[str, dict[str, Figure]] | None = None
+    """reader -> type -> held-out accuracy (`yanami.world._readers.audit_readers`)."""
     pictures: Reparsed | None = None
     """Every picture read again against its turn's hidden state (`add_pictures`)."""
 
@@ -67,10 +72,13 @@ def audit_bench(
 ) -> AuditResult:
     """Audit a bench's world dialogues (others are skipped and counted) and run the text-only rules."""
     report, shortcuts, others = Audit(), Shortcuts(), 0
+    world: list[Dialogue] = []
     for d in dialogues:
         if d.meta.generator == "world":
             report.add(audit_dialogue(d, draws))
             shortcuts.add(d)
+            if len(world) < READER_DIALOGUES:
+                world.append(d)
         else:
             others += 1
         if on_dialogue is not None:
@@ -78,7 +86,13 @@ def audit_bench(
     figures = report.summary()
     battery = shortcuts.result()
     figures["text_only_rules"] = battery.summary()
-    return AuditResult(figures, report, battery, others)
+    readers = audit_readers(world) if world else {}
+    figures["learned_readers"] = {
+        name: {t: {"accuracy": f.accuracy, "low": f.low, "high": f.high, "questions": f.questions}
+               for t, f in per.items()}
+        for name, per in readers.items()
+    }  # fmt: skip
+    return AuditResult(figures, report, battery, others, readers)
 
 
 def audit_text(bench: str, result: AuditResult) -> str:
@@ -101,7 +115,9 @@ def audit_text(bench: str, result: AuditResult) -> str:
         f" images, {figures['per_dialogue']['atomic_checks']:.2f} atomic checks\n"
         f"answer letters (four options): {letters}; two questions of a dialogue share their letter"
         f" {battery.same_letter:.1%} of the time (independent letters: 25 %)\n"
+        f"{_letter_lines(battery)}"
         f"{_shortcut_lines(battery)}"
+        f"{_reader_lines(result.readers or {})}"
         f"visible agent (sees only what a model sees, on the ground truth's history): misses"
         f" {figures['visible_agent']['misses']} of {figures['visible_agent']['items']} turns and questions\n"
         f"language lint: {figures['language_findings']} findings in {figures['messages_linted']} messages\n"
@@ -157,4 +173,33 @@ def _shortcut_lines(battery: Battery) -> str:
     if battery.short or battery.unmentioned:
         short, silent = battery.short, battery.unmentioned
         lines.append(f"  {short} question(s) with fewer than four options; {silent} option(s) never mentioned")
+    return "\n".join(lines) + "\n"
+
+
+def _letter_lines(battery: Battery) -> str:
+    """The answer letters' shares per question type (see `yanami.world._filter.Letters`)."""
+    parts = []
+    for qtype, counts in battery.letters_by_type.items():
+        n = sum(counts.values()) or 1
+        parts.append(f"{qtype} " + " ".join(f"{k} {counts.get(k, 0) / n:.1%}" for k in "ABCD"))
+    return f"  per type: {'; '.join(parts)}\n" if parts else ""
+
+
+def _reader_lines(readers: dict[str, dict[str, Figure]]) -> str:
+    """The learned readers' held-out accuracies, a line per reader (see `yanami.world._readers`)."""
+    if not readers:
+        return ""
+    lines = [
+        "learned text-only readers (held out: 5 folds by dialogue, split and seed apart from the build's filter;"
+        " 95 % Wilson intervals):"
+    ]
+    worst = ("", "", 0.0)
+    for name, per in readers.items():
+        cells = [f"{t} {f.accuracy:.1%} [{f.low:.1%}, {f.high:.1%}]" for t, f in per.items()]
+        lines.append(f"  {name}: " + "; ".join(cells))
+        for t, f in per.items():
+            if f.accuracy > worst[2]:
+                worst = (name, t, f.accuracy)
+    if worst[2] > READER_LIMIT:
+        lines.append(f"  learned shortcut: {worst[0]} answers {worst[1]} {worst[2]:.1%}, above {READER_LIMIT:.0%}")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from yanami.errors import UserError
 from yanami.scenarios import FACTS, PRESETS
 from yanami.schema import Dialogue, Scenario
 from yanami.store import DatasetWriter, Generator, Manifest, open_dataset_dir, scan_image_files
+from yanami.world._filter import Letters, finish_block
 from yanami.world._shortcuts import Balancer, OptionSets
 
 TRAIN_MIX = {s: f.train_share for s, f in FACTS.items()}
@@ -126,6 +127,9 @@ def build_world(
     with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
         tasks = [(s, did, seed) for s, did in todo]
         balancer = Balancer()
+        letters = Letters(seed)
+        filtered = PRESETS[preset]["split"] != "train" or per_scenario is not None
+        block: list[Dialogue] = []
         for k, (d, images, sets) in enumerate(_results(tasks, workers, backend, ray_address)):
             parts = {p.sha256: p for p in d.images()}
             for sha, data in images.items():
@@ -137,12 +141,20 @@ def build_world(
                 w.add_encoded(parts[sha], data)
             if k % BALANCE_BLOCK == 0:
                 balancer = Balancer()
-            w.add_dialogue(balancer.balance(d, sets))  # in the plan's order, as the dialogues come
+                for done in finish_block(block, letters, seed, filtered):
+                    w.add_dialogue(done)
+                block = []
+            block.append(balancer.balance(d, sets))  # in the plan's order, as the dialogues come
             if on_dialogue is not None:
                 on_dialogue()
+        for done in finish_block(block, letters, seed, filtered):  # letters dealt, options filtered
+            w.add_dialogue(done)
         return w.commit()
 
 
 BALANCE_BLOCK = 2000
-"""Dialogues whose questions are balanced together (`balance_questions`), in the plan's order: a
-bench is one block; a training set, blocks of this many (the same for any number of workers)."""
+"""Dialogues whose questions are balanced together (`balance_questions`) and filtered together
+(`yanami.world._filter`), in the plan's order: a bench is one block; a training set, blocks of
+this many (the same for any number of workers). A training set (preset ``train`` without
+``--per-scenario``) is balanced and its letters dealt, but not filtered against learned readers
+(see docs/evaluation.md)."""

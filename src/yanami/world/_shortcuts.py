@@ -381,6 +381,8 @@ class Battery:
     """type -> the cross-validated accuracy of a linear reader over every feature."""
     letters: dict[str, int] = field(default_factory=dict)
     """How often each letter is the right one."""
+    letters_by_type: dict[str, dict[str, int]] = field(default_factory=dict)
+    """type -> how often each letter is the right one."""
     same_letter: float = 0.0
     """How often two questions of one dialogue share their right letter (independent letters: 1/4)."""
     short: int = 0
@@ -416,6 +418,7 @@ class Battery:
             "linear_reader_cross_validated": self.linear,
             "rules": self.single,
             "answer_letters": self.letters,
+            "answer_letters_by_type": self.letters_by_type,
             "same_letter_within_dialogue": self.same_letter,
             "questions_with_fewer_options": self.short,
             "options_never_mentioned": self.unmentioned,
@@ -433,6 +436,7 @@ class Shortcuts:
     def __init__(self) -> None:
         self._rows: dict[str, list[tuple[str, np.ndarray, int]]] = {}
         self._letters: dict[str, int] = {}
+        self._by_type: dict[str, dict[str, int]] = {}
         self._same = self._pairs = 0
         self.short = 0
         """Questions with fewer than four options (left out of the battery)."""
@@ -454,6 +458,8 @@ class Shortcuts:
             self._rows.setdefault(v.qtype, []).append((d.id, x, v.answer))
             letter = "ABCD"[v.answer]
             self._letters[letter] = self._letters.get(letter, 0) + 1
+            per = self._by_type.setdefault(v.qtype, {})
+            per[letter] = per.get(letter, 0) + 1
             mine.append(letter)
         for i in range(len(mine)):
             for j in range(i + 1, len(mine)):
@@ -464,6 +470,7 @@ class Shortcuts:
         """Every rule's accuracy per question type."""
         out = Battery(
             letters=dict(sorted(self._letters.items())),
+            letters_by_type={t: dict(sorted(c.items())) for t, c in sorted(self._by_type.items())},
             same_letter=self._same / self._pairs if self._pairs else 0.0,
             short=self.short,
             unmentioned=self.unmentioned,
@@ -740,7 +747,8 @@ class Balancer:
             seen += picks[best]
             lead += known.lead[best]
             chosen = [str(cands[k]) for k in known.triples[best]]
-            options = arranged(q.answer, chosen, rng, answer_place(seed, d.id, q.id, 4))
+            # the answer keeps its letter: a build deals letters afterwards (`yanami.world._filter.Letters`)
+            options = arranged(q.answer, chosen, rng, q.choices.index(q.answer))
             alternatives = intent.get("alternatives")
             kept = alternatives.items() if isinstance(alternatives, dict) else ()
             hidden = {**intent, "alternatives": {k: a for k, a in kept if a in options and a != q.answer}}
@@ -761,8 +769,8 @@ def balance_questions(dialogues: list[Dialogue]) -> list[Dialogue]:
     in order, each question takes the distractors (among its candidates, kept in its hidden
     intent) whose picks by every one-feature rule fall where the questions of its type before
     it left the fewest, so that over a bench the answer's place in the order of every feature
-    comes out even, even where single questions cannot all reach every place. Letters stay
-    where `answer_place` put them. Deterministic in the order given (`Balancer` does the same
-    one dialogue at a time)."""
+    comes out even, even where single questions cannot all reach every place. Answers keep
+    their letters (a build deals them afterwards, `yanami.world._filter.Letters`). Deterministic
+    in the order given (`Balancer` does the same one dialogue at a time)."""
     b = Balancer()
     return [b.balance(d) for d in dialogues]
