@@ -299,16 +299,14 @@ class Composer:
             if not evaluate(pred, new.scene, new.azimuth):
                 raise AssertionError(f"check {check.text!r} {pred} fails on the ground truth {new}: a builder bug")
         checks = [c for c in checks if self._decidable(c, variants)]
-        stays = self._stays_check(new, variants, spots, attrs)
-        if stays is not None:
-            checks.append(stays)
+        checks += self._stays_checks(new, variants, spots, attrs)
         checks += self._change_checks(checks, new, variants, spots, attrs)
         if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
             distinguishing = self._distinguishing_check(new, naive, variants, spots, attrs)
             if distinguishing is None:
                 raise Reducible(user_text)
             checks.append(distinguishing)
-        checks = self._balanced(checks, naive)
+        checks = self._balanced(checks, naive, new)
         if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
             raise Reducible(user_text)
         self.view = new
@@ -377,13 +375,17 @@ class Composer:
         latest = self.latest.scene
         objs = list(scene.objects)
         rng.shuffle(objs)
+        appear: list[tuple[str, dict[str, Any], CheckCategory]] = []
         for o in objs:
             w = {k: v for k, v in full_where(o).items() if k not in attrs.get(o.id, set())}
-            yield f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE
+            appear.append((f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE))
+        gone: list[tuple[str, dict[str, Any], CheckCategory]] = []
         for o in latest.objects:
             w = full_where(o)
             if not select(scene, w):
-                yield f"There is no {phrase(w)} any more.", {"op": "absent", "where": w}, CheckCategory.ABSENCE
+                gone.append((f"There is no {phrase(w)} any more.", {"op": "absent", "where": w}, CheckCategory.ABSENCE))
+        yield from appear
+        yield from gone
         n = len(scene.objects)
         yield f"There are exactly {n} objects.", {"op": "total", "n": n}, CheckCategory.COUNT
         rel_pairs = [(a, b) for a, b in pairs(scene) if a.id not in spots and b.id not in spots]
@@ -403,21 +405,39 @@ class Composer:
                     text = f"The {phrase(wa)} rests on top of the {phrase(wb)}."
                     yield text, {"op": "on", "a": wa, "b": wb}, CheckCategory.SUPPORT
 
-    def _balanced(self, checks: list[Check], naive: View) -> list[Check]:
+    def _balanced(self, checks: list[Check], naive: View, new: View) -> list[Check]:
         """At most as many atomic checks that a copy of the latest image passes (preservation)
         as ones it fails (change), keeping first those the stateless reading fails; each
-        atomic check's predicate is tagged with its ``effect``."""
+        atomic check's predicate is tagged with its ``effect``.
+
+        A kept preservation check that the stateless reading passes and that names an object
+        which must stay where it stood ("there is a red cube", "the red cube is left of ...")
+        is stated as that object's ``stays`` check instead: still there, and where it stood."""
         change = {c.id for c in checks if c.kind is CheckKind.ATOMIC and not self._copy_passes(c)}
-        preserved = [c for c in checks if c.kind is CheckKind.ATOMIC and c.id not in change]
+
+        def op(c: Check) -> str:
+            pred = c.hidden.predicate
+            return str(pred["op"]) if isinstance(pred, dict) else ""
+
+        stays: dict[int, Check] = {}
+        for c in checks:
+            pred = c.hidden.predicate
+            if c.kind is CheckKind.ATOMIC and isinstance(pred, dict) and pred["op"] == "stays" and c.id not in change:
+                stays[select(new.scene, pred["where"])[0].id] = c  # type: ignore[arg-type]
+        held = {c.id for c in stays.values()}
+        preserved = [c for c in checks if c.kind is CheckKind.ATOMIC and c.id not in change and c.id not in held]
 
         def naive_passes(c: Check) -> bool:
             return evaluate(c.hidden.predicate, naive.scene, naive.azimuth)  # type: ignore[arg-type]
 
-        def order(c: Check) -> tuple[bool, bool]:
-            # what the stateless reading fails first, then the check that everything stays in place
-            return naive_passes(c), c.hidden.predicate.get("op") != "stays"  # type: ignore[union-attr]
-
-        kept = {c.id for c in sorted(preserved, key=order)[: len(change)]}
+        kept = set()
+        for c in sorted(preserved, key=naive_passes)[: len(change)]:
+            pred = c.hidden.predicate
+            assert isinstance(pred, dict)
+            named = pred.get("where") if op(c) == "exists" else pred.get("a") if op(c) in ("relation", "on") else None
+            found = select(new.scene, named) if isinstance(named, dict) else []
+            stronger = stays.pop(found[0].id, None) if len(found) == 1 and naive_passes(c) else None
+            kept.add(c.id if stronger is None else stronger.id)
         out = []
         for c in checks:
             if c.kind is not CheckKind.ATOMIC:
@@ -428,14 +448,13 @@ class Composer:
                 out.append(c.model_copy(update={"hidden": CheckHidden(predicate=pred)}))
         return out
 
-    def _stays_check(
+    def _stays_checks(
         self, new: View, variants: list[View], spots: set[int], attrs: dict[int, set[str]]
-    ) -> Check | None:
-        """The atomic check that every object whose place the words fix stands there (where it
+    ) -> list[Check]:
+        """Atomic checks that each object whose place the words fix stands there (where it
         stood, or where the request puts it, as a swap or a return to a picture does), up to
-        the parser's error, and that nothing else is in the picture but the objects placed
-        freely. An object whose spot a free choice sets (``spots``) is left out, as is one whose
-        place differs between the realizations; None where no object's place is fixed."""
+        the parser's error. An object whose spot a free choice sets (``spots``) is left out, as
+        is one whose place differs between the realizations."""
         before = {o.id: o for o in self.view.scene.objects} if self.view is not None else {}
         scene = new.scene
         fixed = []
@@ -455,37 +474,25 @@ class Composer:
             if any(len(select(v.scene, w)) != 1 for v in variants):
                 continue
             fixed.append((o, w, was is not None and (was.x, was.y) == (o.x, o.y)))
-        if not fixed:
-            return None
-        others = len(scene.objects) - len(fixed)
-        pred: dict[str, Any] = {
-            "op": "stays",
-            "objects": [{"where": w, "at": [o.x, o.y]} for o, w, _ in fixed],
-            "others": others,
-            "tolerance": STAY_TOLERANCE,
-            "roll": STAY_ROLL,
-        }
-        if not all(evaluate(pred, v.scene, v.azimuth) for v in [new, *variants]):
-            return None
-        stayed = [phrase(w) for _, w, kept in fixed if kept]
-        put = [phrase(w) for _, w, kept in fixed if not kept]
-        parts = []
-        if stayed:
-            parts.append(
-                f"the {_listed(stayed)} {'stands' if len(stayed) == 1 else 'stand'} exactly where "
-                f"{'it' if len(stayed) == 1 else 'they'} stood"
-            )
-        if put:
-            parts.append(
-                f"the {_listed(put)} {'is' if len(put) == 1 else 'are'} exactly where the request puts "
-                f"{'it' if len(put) == 1 else 'them'}"
-            )
-        if others == 0:
-            parts.append("there is no other object")
-        else:
-            parts.append(f"there {'is' if others == 1 else 'are'} {others} other object{'' if others == 1 else 's'}")
-        text = ", ".join(parts[:-1]) + ", and " + parts[-1] + "."
-        return self._check(text[0].upper() + text[1:], pred, category=CheckCategory.RELATION)
+        out = []
+        for o, w, kept in fixed:
+            frame = [{"where": fw, "at": [f.x, f.y]} for f, fw, _ in fixed if f.id != o.id]
+            pred = {
+                "op": "stays",
+                "where": w,
+                "at": [o.x, o.y],
+                "frame": frame,
+                "most": len(scene.objects),
+                "tolerance": STAY_TOLERANCE,
+                "roll": STAY_ROLL,
+            }
+            if not all(evaluate(pred, v.scene, v.azimuth) for v in [new, *variants]):
+                continue
+            where = "where it stood" if kept else "where the request puts it"
+            n = len(scene.objects)
+            text = f"The {phrase(w)} stands exactly {where}, among at most {n} object{'' if n == 1 else 's'}."
+            out.append(self._check(text, pred, category=CheckCategory.RELATION))
+        return out
 
     def _decidable(self, check: Check, variants: list[View]) -> bool:
         """Whether ``check`` holds on every realization; one that does not is dropped (and
@@ -754,10 +761,3 @@ class Composer:
 
 def _a(text: str) -> str:
     return ("an " if text[0] in "aeiou" else "a ") + text
-
-
-def _listed(names: list[str]) -> str:
-    """``a``, ``a and the b``, ``a, the b and the c``: names after a leading "the"."""
-    if len(names) == 1:
-        return names[0]
-    return ", the ".join(names[:-1]) + " and the " + names[-1]

@@ -28,17 +28,20 @@ camera frame of the azimuth the image was rendered from, as the parser reports t
                                                           up to tolerance (the parser's error on a
                                                           position, so that a push just at the
                                                           limit is not judged by noise)
-    {"op": "stays", "objects": [{"where": {...}, "at": [x, y]}, ...], "others": 1,
-     "tolerance": 0.12, "roll": 2.5}
-                                                          each where matches exactly one object
-                                                          (each a different one), standing at its
-                                                          ground position "at" (where it stood, or
-                                                          the place the words fix for it) up to
-                                                          tolerance, once the picture's roll (its
-                                                          turn about its own centre, at most roll
-                                                          degrees, common to all) is undone; and,
-                                                          where "others" is given, exactly that many
-                                                          objects besides them (see `placed`)
+    {"op": "stays", "where": {...}, "at": [x, y], "frame": [{"where": {...}, "at": [x, y]}, ...],
+     "most": 5, "tolerance": 0.12, "roll": 2.5}
+                                                          exactly one object matches where, and it
+                                                          stands at the ground position "at" (where
+                                                          it stood, or the place the words fix for
+                                                          it) up to tolerance, once the picture's
+                                                          roll (its turn about its own centre, at
+                                                          most roll degrees) is undone: the turn is
+                                                          read from it and from the "frame" objects
+                                                          (the others whose places the words fix)
+                                                          found once each (see `placed`); where
+                                                          "most" is given, the picture holds at
+                                                          most that many objects (nothing added
+                                                          beside what stays)
 
 Where the user leaves a choice open (a substitute for a refused colour, a spot on a side,
 how far "a bit" is), a check states the requirement with these, never the world's own pick.
@@ -161,29 +164,25 @@ def placed(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
     """Whether a ``stays`` predicate holds (see the module docstring).
 
     Positions are compared in the picture: each ground position is projected by the camera of
-    ``azimuth``, the one turn about the picture's centre (within ``roll``) that brings the
-    expected positions nearest the found ones is undone, and each object's distance from its
+    ``azimuth``, the turn about the picture's centre that brings each expected position onto
+    the found one is measured (for the object and for each frame object found once), the
+    median of those turns (within ``roll``) is undone, and the object's distance from its
     expected place is measured back on the ground. A turn of the whole picture is one number
-    for every object; objects each displaced their own way, or all shifted one way, are not
+    for every object; objects displaced each their own way, or all shifted one way, are not
     explained by it."""
-    entries = predicate["objects"]
-    found = []
-    for entry in entries:
-        o = _one(scene, entry["where"])
-        if o is None:
-            return False
-        found.append(o)
-    if len({o.id for o in found}) != len(found):
+    o = _one(scene, predicate["where"])
+    if o is None or len(scene.objects) > int(predicate.get("most", len(scene.objects))):
         return False
-    if "others" in predicate and len(scene.objects) - len(found) != int(predicate["others"]):
-        return False
-    if not found:
-        return True
-    heights = [_centre_height(o, scene) for o in found]
-    want = np.array([[*e["at"], h] for e, h in zip(entries, heights, strict=True)], dtype=float)
-    got = np.array([[o.x, o.y, h] for o, h in zip(found, heights, strict=True)], dtype=float)
+    pairs = [(o, predicate["at"])]
+    for entry in predicate.get("frame", []):
+        other = _one(scene, entry["where"])
+        if other is not None and all(other.id != p.id for p, _ in pairs):
+            pairs.append((other, entry["at"]))
+    heights = [_centre_height(p, scene) for p, _ in pairs]
+    want = np.array([[*at, h] for (_, at), h in zip(pairs, heights, strict=True)], dtype=float)
+    got = np.array([[p.x, p.y, h] for (p, _), h in zip(pairs, heights, strict=True)], dtype=float)
     off = residuals(want, got, azimuth, float(predicate.get("roll", 0.0)))
-    return bool(off.max() <= float(predicate["tolerance"]))
+    return bool(off[0] <= float(predicate["tolerance"]))
 
 
 def _centre_height(o: WorldObject, scene: Scene) -> float:
@@ -194,12 +193,13 @@ def _centre_height(o: WorldObject, scene: Scene) -> float:
 
 def residuals(want: np.ndarray, got: np.ndarray, azimuth: float, roll: float) -> np.ndarray:
     """Per object, the ground distance between where it stands (``got``, rows x, y, centre
-    height) and where it should (``want``), once the picture's best turn about its centre
-    (at most ``roll`` degrees, least squares) is undone."""
+    height) and where it should (``want``), once the picture's turn about its centre (the
+    median of the objects' own turns, at most ``roll`` degrees: an object out of place does
+    not drag the others with it) is undone."""
     cam = Camera(azimuth)
     centre = np.array([cam.width / 2, cam.height / 2])
     p, q = cam.project(want) - centre, cam.project(got) - centre
-    turn = math.atan2(float(np.sum(p[:, 0] * q[:, 1] - p[:, 1] * q[:, 0])), float(np.sum(p * q)))
+    turn = float(np.median(np.arctan2(p[:, 0] * q[:, 1] - p[:, 1] * q[:, 0], np.sum(p * q, axis=1))))
     limit = math.radians(roll)
     turn = min(max(turn, -limit), limit)
     c, s = math.cos(turn), math.sin(turn)

@@ -179,8 +179,6 @@ def _track(d: Dialogue) -> dict[int, Tracked]:
 
 
 def _named(pred: dict[str, Any]) -> list[dict[str, Any]]:
-    if pred["op"] == "stays":
-        return [e["where"] for e in pred["objects"]]
     names = [pred[k] for k in ("where", "a", "b") if isinstance(pred.get(k), dict)]
     return names[:1] if pred["op"] == "moved" else names
 
@@ -329,13 +327,15 @@ def rebase_predicate(
         out["from"] = [*own_before.spots[one[0].id]]
     elif op == "stays":
         # an object whose spot an earlier free choice set stays where the model's own picture put it
-        entries = []
-        for entry in pred["objects"]:
+        if len(one) == 1 and one[0].id in own.spots:
+            out["at"] = [*own.spots[one[0].id]]
+        frame = []
+        for entry in pred.get("frame", []):
             found = select(gt.scene, entry["where"])
-            where = _selector(entry["where"], gt.scene, rebased, own)
             at = own.spots.get(found[0].id) if len(found) == 1 else None
-            entries.append({"where": where, "at": [*at] if at is not None else entry["at"]})
-        out["objects"] = entries
+            where = _selector(entry["where"], gt.scene, rebased, own)
+            frame.append({"where": where, "at": [*at] if at is not None else entry["at"]})
+        out["frame"] = frame
     return out
 
 
