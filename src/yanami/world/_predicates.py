@@ -181,7 +181,8 @@ def placed(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
     heights = [_centre_height(p, scene) for p, _ in pairs]
     want = np.array([[*at, h] for (_, at), h in zip(pairs, heights, strict=True)], dtype=float)
     got = np.array([[p.x, p.y, h] for (p, _), h in zip(pairs, heights, strict=True)], dtype=float)
-    off = residuals(want, got, azimuth, float(predicate.get("roll", 0.0)))
+    # the turn is read from the frame where there is one: the object is not its own witness
+    off = residuals(want, got, azimuth, float(predicate.get("roll", 0.0)), slice(1, None) if len(pairs) > 1 else None)
     return bool(off[0] <= float(predicate["tolerance"]))
 
 
@@ -191,15 +192,19 @@ def _centre_height(o: WorldObject, scene: Scene) -> float:
     return o.half + (below.height if below is not None else 0.0)
 
 
-def residuals(want: np.ndarray, got: np.ndarray, azimuth: float, roll: float) -> np.ndarray:
+def residuals(
+    want: np.ndarray, got: np.ndarray, azimuth: float, roll: float, witnesses: slice | None = None
+) -> np.ndarray:
     """Per object, the ground distance between where it stands (``got``, rows x, y, centre
-    height) and where it should (``want``), once the picture's turn about its centre (the
-    median of the objects' own turns, at most ``roll`` degrees: an object out of place does
-    not drag the others with it) is undone."""
+    height) and where it should (``want``), once the picture's turn about its centre is undone:
+    the median of the turns that bring each of the ``witnesses`` (rows; all by default) onto
+    where it stands, at most ``roll`` degrees (an object out of place does not drag the others
+    with it)."""
     cam = Camera(azimuth)
     centre = np.array([cam.width / 2, cam.height / 2])
     p, q = cam.project(want) - centre, cam.project(got) - centre
-    turn = float(np.median(np.arctan2(p[:, 0] * q[:, 1] - p[:, 1] * q[:, 0], np.sum(p * q, axis=1))))
+    w = slice(None) if witnesses is None else witnesses
+    turn = float(np.median(np.arctan2(p[w, 0] * q[w, 1] - p[w, 1] * q[w, 0], np.sum(p[w] * q[w], axis=1))))
     limit = math.radians(roll)
     turn = min(max(turn, -limit), limit)
     c, s = math.cos(turn), math.sin(turn)
