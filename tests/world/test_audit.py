@@ -187,6 +187,10 @@ def test_audit_cli(cli: Callable[..., Any], small: Path) -> None:
     rules = figures["text_only_rules"]
     assert set(rules["questions"]) == {"RR", "CR", "CT", "CU"} and rules["questions_with_fewer_options"] == 0
     assert all(0 <= acc <= 1 for _, acc in rules["best_single"].values())
+    readers = figures["learned_readers"]  # held out, with an interval
+    assert set(readers) == {"logistic", "trees"} and set(readers["trees"]) == {"RR", "CR", "CT", "CU"}
+    assert all(f["low"] <= f["accuracy"] <= f["high"] for per in readers.values() for f in per.values())
+    assert set(rules["answer_letters_by_type"]) == {"RR", "CR", "CT", "CU"}
     assert figures["self_history_undecidable_checks"] == 0 and figures["self_history_checks"] > 0
     assert figures["language_findings"] == 0 and figures["messages_linted"] == 2 * sum(
         len(d.turns) for d in Dataset(small)

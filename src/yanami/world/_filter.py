@@ -19,8 +19,10 @@ question's distractors against the hand-written battery:
    their log-odds from the answer's): distractors as plausible as the answer, neither less
    (a tell) nor more (an inverted tell, which the next reader would learn).
    It stops when no reader beats `TARGET` on any type, when a round no longer helps
-   (`PROGRESS`), or after `ROUNDS`. The answer's letter never moves, so the letters stay
-   exactly balanced.
+   (`PROGRESS`: that round's redraw is undone), or after `ROUNDS`; and it gives up its changes
+   where they would hand the hand-written battery a shortcut (above 35 %) the balanced
+   questions did not have. The answer's letter never moves, so the letters stay exactly
+   balanced.
 """
 
 from __future__ import annotations
@@ -154,6 +156,8 @@ class FilterReport:
     """Per round: type -> share of questions whose every alternative left the answer the readers' pick."""
     changed: int = 0
     """Questions whose options the filter changed."""
+    reverted: bool = False
+    """Whether the filter gave its changes up because the hand-written battery found a shortcut in them."""
 
 
 def filter_questions(
@@ -197,7 +201,7 @@ def filter_questions(
                 out.append((o.text, options(mine) if mine is not None else list(o.choices)))
         return out
 
-    best = 1.0
+    best, kept = 1.0, dict(chosen)
     for r in range(rounds + 1):
         accuracies: dict[str, dict[str, float]] = {}
         stuck: dict[str, float] = {}
@@ -249,9 +253,12 @@ def filter_questions(
             report.rounds.append(accuracies)
             report.stuck.append(stuck)
         worst = max(a for per in accuracies.values() for a in per.values())
-        if r == rounds or worst <= target or (r > 0 and worst > best - PROGRESS):
+        if r > 0 and worst > best - PROGRESS:  # the last redraw did not help: undo it
+            chosen.update(kept)
             break
-        best = min(best, worst)
+        best, kept = worst, dict(chosen)
+        if r == rounds or worst <= target:
+            break
         for qtype, picks in plans.items():
             for it, p in zip(by_type[qtype], picks, strict=True):
                 chosen[it.key] = p
@@ -266,7 +273,20 @@ def filter_questions(
         out.append(d.model_copy(update={"questions": questions}))
     if report is not None:
         report.changed = changed
+    if changed and _battery_worse(dialogues, out):
+        if report is not None:
+            report.changed, report.reverted = 0, True
+        return dialogues
     return out
+
+
+def _battery_worse(before: list[Dialogue], after: list[Dialogue]) -> bool:
+    """Whether the filtered questions give the hand-written battery a shortcut the balanced ones did not."""
+    from yanami.world._audit_text import SHORTCUT_LIMIT
+    from yanami.world._shortcuts import run_battery
+
+    strongest = run_battery(after).strongest()[2]
+    return strongest > SHORTCUT_LIMIT and strongest > run_battery(before).strongest()[2]
 
 
 FILTER_FROM = 40
