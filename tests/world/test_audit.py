@@ -57,6 +57,16 @@ def test_every_check_is_decidable_and_every_target_turn_irreducible(small: Path)
     assert figures["per_dialogue"]["atomic_checks"] == pytest.approx(shape.atomic_checks_per_dialogue)
 
 
+def test_every_floor_stays_two_points_below_the_stateless_reading(small: Path) -> None:
+    """The audit's floors, jittered copies among them, each at least 2 points of SC below the
+    stateless reading (GT-History, on the world's own scenes)."""
+    floors = audit(Dataset(small), draws=2).floors()
+    assert {"jitter-input", "jitter-first", "jitter-previous"} <= set(floors)
+    stateless = floors.pop("stateless")["sc"]
+    for name, f in floors.items():
+        assert f["sc"] <= stateless - 2.0, (name, f["sc"], stateless)
+
+
 def test_every_atomic_check_says_what_it_tests(small: Path) -> None:
     for d in Dataset(small):
         for t in d.turns:
