@@ -375,17 +375,13 @@ class Composer:
         latest = self.latest.scene
         objs = list(scene.objects)
         rng.shuffle(objs)
-        appear: list[tuple[str, dict[str, Any], CheckCategory]] = []
         for o in objs:
             w = {k: v for k, v in full_where(o).items() if k not in attrs.get(o.id, set())}
-            appear.append((f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE))
-        gone: list[tuple[str, dict[str, Any], CheckCategory]] = []
+            yield f"There is {_a(phrase(w))}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE
         for o in latest.objects:
             w = full_where(o)
             if not select(scene, w):
-                gone.append((f"There is no {phrase(w)} any more.", {"op": "absent", "where": w}, CheckCategory.ABSENCE))
-        yield from appear
-        yield from gone
+                yield f"There is no {phrase(w)} any more.", {"op": "absent", "where": w}, CheckCategory.ABSENCE
         n = len(scene.objects)
         yield f"There are exactly {n} objects.", {"op": "total", "n": n}, CheckCategory.COUNT
         rel_pairs = [(a, b) for a, b in pairs(scene) if a.id not in spots and b.id not in spots]
