@@ -436,7 +436,18 @@ def build(
     scenarios: Annotated[
         str, typer.Option(metavar="<name,...>", help=f"Comma-separated, any of: {', '.join(Scenario)}.")
     ] = ",".join(Scenario),
-    seed: Annotated[int, typer.Option(help="Seed; the same seed gives a byte-identical dataset.", metavar="N")] = 42,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Seed; the same seed gives a byte-identical dataset.  [default: 42]", metavar="N"),
+    ] = None,
+    private: Annotated[
+        bool,
+        typer.Option(
+            "--private",
+            help="Draw a secret seed and record only its SHA-256: a fresh bench no model can have seen "
+            "(nobody can rebuild it; keep the directory).",
+        ),
+    ] = False,
     workers: Annotated[int, typer.Option(min=1, help="Processes that build dialogues.", metavar="N")] = 1,
     exclude: Annotated[
         Path | None, typer.Option(help="A training set whose images the build must not reuse.", metavar="TRAIN")
@@ -445,7 +456,12 @@ def build(
     backend: BackendOpt = Backend.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Build a dataset of world dialogues (offline, exact by construction)."""
+    """Build a dataset of world dialogues (offline, exact by construction).
+
+    The default bench (seed 42) is public: anyone can rebuild it from the code, so a model may
+    have been trained on it. --private builds one nobody has seen (docs/evaluation.md,
+    "Contamination").
+    """
     from yanami.world import build_world, plan
 
     if per_scenario is not None and dialogues is not None:
@@ -469,6 +485,7 @@ def build(
             on_dialogue=advance,
             backend=backend.value,
             ray_address=ray_address,
+            private=private,
         )
     c = m.counts
     out.print(

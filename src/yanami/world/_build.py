@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from multiprocessing import get_context
 from pathlib import Path
@@ -56,16 +58,23 @@ def plan(
     return out
 
 
-def _one(task: tuple[Scenario, str, int]) -> tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]:
+Composed = tuple[Dialogue, dict[str, bytes], dict[str, OptionSets], dict[str, dict[int, float]]]
+"""A dialogue as a worker returns it: the dialogue, its encoded images by hash, its questions'
+option sets, and its trivial floors per strategy and target turn (empty where not measured)."""
+
+
+def _one(task: tuple[Scenario, str, int, bool]) -> Composed:
+    from yanami.world._floors import floor_shares
     from yanami.world._scenarios import compose_for_build
 
-    scenario, did, seed = task
-    return compose_for_build(scenario, did, seed)  # pickled across processes: no JSON round trip
+    scenario, did, seed, measure = task
+    d, images, sets = compose_for_build(scenario, did, seed)  # pickled across processes: no JSON round trip
+    return d, images, sets, floor_shares(d) if measure else {}
 
 
 def _results(
-    tasks: list[tuple[Scenario, str, int]], workers: int, backend: str = "local", ray_address: str | None = None
-) -> Iterator[tuple[Dialogue, dict[str, bytes], dict[str, OptionSets]]]:
+    tasks: list[tuple[Scenario, str, int, bool]], workers: int, backend: str = "local", ray_address: str | None = None
+) -> Iterator[Composed]:
     if backend == "ray":
         from yanami.scale import ordered_map
 
@@ -88,13 +97,14 @@ def build_world(
     per_scenario: int | None = None,
     dialogues: int | None = None,
     scenarios: list[Scenario] | None = None,
-    seed: int = 42,
+    seed: int | None = 42,
     workers: int = 1,
     exclude: str | Path | None = None,
     overwrite: bool = False,
     on_dialogue: Callable[[], None] | None = None,
     backend: str = "local",
     ray_address: str | None = None,
+    private: bool = False,
 ) -> Manifest:
     """Build a world dataset at ``out``; see `plan` for what goes in.
 
@@ -103,6 +113,10 @@ def build_world(
 
     With ``exclude`` (a training set), any image that also occurs there aborts the build
     before anything is written.
+
+    ``private`` draws a secret seed (``seed`` must then be None): the manifest records only its
+    SHA-256, no dialogue records it, and the secret is kept nowhere, so the bench is one that no
+    model can have seen and nobody can rebuild (`PRIVATE_SEED_BITS`).
     """
     if preset not in PRESETS:
         raise UserError(f"--preset: unknown preset {preset!r} (choose {', '.join(PRESETS)})")
@@ -115,22 +129,37 @@ def build_world(
     if exclude is not None:
         root, _, _ = open_dataset_dir(exclude)
         banned = set(scan_image_files(root)[0].values())
+    if private and seed is not None:
+        raise UserError("--private draws its own secret seed: leave out --seed")
+    secret = secrets.randbits(PRIVATE_SEED_BITS) if private else None
     todo = plan(preset, per_scenario, dialogues, scenarios)
-    params = {
+    params: dict[str, object] = {
         "preset": preset,
         "per_scenario": per_scenario,
         "dialogues": dialogues,
         "scenarios": [s.value for s in scenarios],
         "seed": seed,
     }
+    if secret is not None:
+        params["private"] = True
+        params["seed_sha256"] = hashlib.sha256(str(secret).encode()).hexdigest()
+        seed = secret
+    elif seed is None:
+        seed = params["seed"] = DEFAULT_SEED
     generator = Generator(name="world", version=__version__, params=params)
     with DatasetWriter(out, split=PRESETS[preset]["split"], generator=generator, overwrite=overwrite) as w:
-        tasks = [(s, did, seed) for s, did in todo]
+        measure = PRESETS[preset]["split"] != "train"  # a bench records its floors (`Manifest.floors`)
+        tasks = [(s, did, seed, measure) for s, did in todo]
+        floors: dict[str, dict[str, list[float]]] = {}
         balancer = Balancer()
         letters = Letters(seed)
         filtered = PRESETS[preset]["split"] != "train" or per_scenario is not None
         block: list[Dialogue] = []
-        for k, (d, images, sets) in enumerate(_results(tasks, workers, backend, ray_address)):
+        for k, (d, images, sets, shares) in enumerate(_results(tasks, workers, backend, ray_address)):
+            for name, by_turn in shares.items():  # summed in the plan's order: the same for any --workers
+                total = floors.setdefault(d.group, {}).setdefault(name, [0.0, 0])
+                total[0] += sum(by_turn.values())
+                total[1] += len(by_turn)
             parts = {p.sha256: p for p in d.images()}
             for sha, data in images.items():
                 if sha in banned:
@@ -142,15 +171,28 @@ def build_world(
             if k % BALANCE_BLOCK == 0:
                 balancer = Balancer()
                 for done in finish_block(block, letters, seed, filtered):
-                    w.add_dialogue(done)
+                    w.add_dialogue(published(done, private))
                 block = []
-            block.append(balancer.balance(d, sets))  # in the plan's order, as the dialogues come
+            block.append(balancer.balance(d, sets))  # in the plan's order, as they come
             if on_dialogue is not None:
                 on_dialogue()
         for done in finish_block(block, letters, seed, filtered):  # letters dealt, options filtered
-            w.add_dialogue(done)
+            w.add_dialogue(published(done, private))
+        if measure:
+            w.floors = {sc: {n: (t, int(c)) for n, (t, c) in per.items()} for sc, per in floors.items()}
         return w.commit()
 
+
+def published(d: Dialogue, private: bool) -> Dialogue:
+    """A dialogue as written: a private bench's keeps no trace of its secret seed."""
+    return d.model_copy(update={"meta": d.meta.model_copy(update={"seed": None})}) if private else d
+
+
+DEFAULT_SEED = 42
+"""The public bench's seed (``yanami build`` without ``--seed``)."""
+
+PRIVATE_SEED_BITS = 128
+"""The secret seed of ``--private``: too many bits to find from the SHA-256 the manifest records."""
 
 BALANCE_BLOCK = 2000
 """Dialogues whose questions are balanced together (`balance_questions`) and filtered together
