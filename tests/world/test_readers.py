@@ -15,7 +15,7 @@ from yanami.store import Dataset
 from yanami.world import build_world
 from yanami.world._audit_text import _reader_lines
 from yanami.world._filter import FilterReport, Letters, deal_letters, filter_questions
-from yanami.world._readers import Figure, Reader, TextReader, audit_readers, featurize, wilson
+from yanami.world._readers import Figure, Reader, TextReader, audit_readers, best_text_reader, featurize, wilson
 
 COLOURS = ["gray", "red", "blue", "green", "brown", "purple", "cyan", "yellow"]
 
@@ -126,6 +126,8 @@ def test_a_text_reader_fitted_on_one_set_answers_another() -> None:
     right = [reader.answer(d, d.questions[0]) == d.questions[0].answer_letters[0] for d in test]
     assert np.mean(right) > 0.9
     assert featurize(test[0], test[0].questions[0]).shape[0] == 4
+    best = best_text_reader(train)
+    assert np.mean([best.answer(d, d.questions[0]) == d.questions[0].answer_letters[0] for d in test]) > 0.9
 
 
 def test_wilson_interval_and_the_audit_lines() -> None:

@@ -422,3 +422,11 @@ class TextReader:
         """The letter of the option the reader picks."""
         s = self.scores(d, q)
         return "ABCDEFG"[int(np.argmax(s))] if len(s) else "A"
+
+
+def best_text_reader(dialogues: Sequence[Dialogue], seed: int = 0) -> TextReader:
+    """The audit's best learned reader of ``dialogues`` (the highest held-out accuracy on its
+    strongest type, as `audit_readers` measures it), fitted on all of them."""
+    figures = audit_readers(dialogues)
+    best = max(AUDIT_READERS, key=lambda r: max((f.accuracy for f in figures.get(r.name, {}).values()), default=0.0))
+    return TextReader(best, seed).fit(dialogues)
