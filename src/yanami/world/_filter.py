@@ -54,7 +54,7 @@ ROUNDS = 2
 PROGRESS = 0.02
 """A round that lowers the strongest reader's held-out accuracy by less than this is the last:
 the questions left are ones no alternative hides (their candidates give nothing to redraw)."""
-FOLDS = 4
+FOLDS = 3
 """Folds of the filter's readers (by dialogue)."""
 ALTERNATIVES = 48
 """At most this many alternatives (distractor set and order) weighed per question and round."""

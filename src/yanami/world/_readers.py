@@ -264,7 +264,7 @@ class Reader:
             return make_pipeline(StandardScaler(), lr)  # type: ignore[no-any-return]
         if self.name == "trees":
             return HistGradientBoostingClassifier(
-                max_iter=300 if self.strong else 100,
+                max_iter=300 if self.strong else 60,
                 learning_rate=0.05 if self.strong else 0.1,
                 max_leaf_nodes=31 if self.strong else 15,
                 min_samples_leaf=10 if self.strong else 20,
