@@ -307,10 +307,13 @@ CLAIM_GROW = 2
 def _claim(claimed: np.ndarray, silhouette: np.ndarray, x0: int, y0: int) -> None:
     """Mark ``silhouette`` (whose box starts at ``x0``, ``y0``), grown by `CLAIM_GROW`, in ``claimed``."""
     g = CLAIM_GROW
-    grown = np.zeros((silhouette.shape[0] + 2 * g, silhouette.shape[1] + 2 * g), dtype=bool)
-    for dy in range(2 * g + 1):
-        for dx in range(2 * g + 1):
-            grown[dy : dy + silhouette.shape[0], dx : dx + silhouette.shape[1]] |= silhouette
+    h, w = silhouette.shape
+    wide = np.zeros((h, w + 2 * g), dtype=bool)  # grown sideways, then up and down
+    for d in range(2 * g + 1):
+        wide[:, d : d + w] |= silhouette
+    grown = np.zeros((h + 2 * g, w + 2 * g), dtype=bool)
+    for d in range(2 * g + 1):
+        grown[d : d + h] |= wide
     x0, y0 = x0 - g, y0 - g
     sy0, sx0 = max(y0, 0), max(x0, 0)
     sy1, sx1 = min(y0 + grown.shape[0], claimed.shape[0]), min(x0 + grown.shape[1], claimed.shape[1])
