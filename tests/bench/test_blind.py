@@ -125,3 +125,14 @@ def test_a_run_whose_requests_carried_per_item_seeds_is_read_but_not_resumed(cli
     assert cli("score", run).code == 0
     again = cli("eval", world_bench, "--model", "reference:copy-input", "--out", run, "--limit", "4")
     assert again.code == 2 and "global_seed=42" in again.err and "Traceback" not in again.err
+
+
+def test_a_composite_picture_carries_no_metadata(world_bench, world_dialogues) -> None:
+    """The concatenate layout's composite is drawn by yanami: nothing in its bytes but pixels."""
+    from yanami.bench import build_request, items_of
+
+    ds = Dataset(world_bench)
+    d = world_dialogues[0]
+    item = next(i for i in items_of(d) if i.kind == "turn")
+    r = build_request(d, item, "concatenate", lambda t, s, j, p: ds.image_bytes(p))
+    assert len(r.images()) == 1 and picture_metadata(r.images()[0].data) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -85,6 +86,15 @@ def test_best_of_draws_n_with_their_own_seeds_and_keeps_the_pick() -> None:
     again = Scripted(best=3)
     assert StrategyModel(again, parse_strategy("best-of:3")).generate(request()) == PICTURES[2]  # type: ignore[misc]
     assert [r.seed for r in again.drawn] == seeds  # the same item draws the same candidates
+    # another item draws with the very same seeds: they follow the run's seed and the candidate's
+    # number, never the item (issue 33: nothing outside the conversation varies with the item)
+    other = Scripted(best=3)
+    StrategyModel(other, parse_strategy("best-of:3")).generate(replace(request(), item="d9/t5"))  # type: ignore[misc]
+    assert [r.seed for r in other.drawn] == seeds
+    unseeded = Scripted(best=3)
+    StrategyModel(unseeded, parse_strategy("best-of:3")).generate(replace(request(), seed=None))  # type: ignore[misc]
+    drawn = [r.seed for r in unseeded.drawn]
+    assert drawn[0] is None and len(set(drawn[1:])) == 2 and None not in drawn[1:]
 
 
 @pytest.mark.parametrize("bad", ["best-of", "best-of:0", "self-verify:99", "beam:4", "cot:2"])
