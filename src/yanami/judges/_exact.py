@@ -70,14 +70,17 @@ def world_quality(parse: Parse) -> int:
     - specks: 1 point per 1 % of the picture in foreground specks too small to be objects;
     - broken objects: for each object or stack, 2.5 points per pixel by which its outline
       strays on average from the silhouette of the hypothesis that explains it beyond 2
-      (half erased, smeared, doubled, melted into another, blurred), at most 10 each.
+      (half erased, smeared, doubled, melted into another, blurred), at most 10 each;
+    - a blur: 3 points per pixel by which the objects' edges are spread beyond 4 (`Parse.spread`:
+      a JPEG, a resize or a blur of sigma up to 1.5 spreads them less; sigma 3 or 4 more).
     """
     if not parse.objects:
         return 0
     floor = max(0.0, parse.residual - 1.0)
     specks = 100 * parse.speckle
     shapes = sum(min(10.0, 2.5 * max(0.0, misfit - 2.0)) for misfit in parse.misfits)
-    return max(0, min(10, round(10 - floor - specks - shapes)))
+    blur = 3.0 * max(0.0, parse.spread - 4.0)
+    return max(0, min(10, round(10 - floor - specks - shapes - blur)))
 
 
 def unreadable_check(dialogues: Iterable[Dialogue]) -> str | None:

@@ -121,6 +121,11 @@ class Parse:
     lies there) strays from the silhouette of the hypothesis that explains it, in pixels on
     average along the silhouette's boundary. A clean render's are within about a pixel; a
     broken, smeared or doubled object's are several."""
+    spread: float = 0.0
+    """How wide the objects' edges are, in pixels: per component, the pixels its contrast says it
+    covers in part (a tenth to nine tenths) per pixel of its silhouette's boundary, the median over
+    the components. A clean render's are about 1, a JPEG'd, resized or slightly blurred one's (sigma
+    up to 1.5) under 4, a blur of sigma 3 or 4 spreads them to 5 to 7."""
     content: tuple[int, int, int, int] | None = None
     """Where the picture lies in the image (left, top, right, bottom), once uniform borders and
     letterbox bars are stripped; it was then resized to the renderer's frame."""
@@ -291,6 +296,7 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         residual,
         speckle,
         misfits=tuple(_misfit(r) for r in reads),
+        spread=float(np.median([_spread(r) for r in reads])) if reads else 0.0,
         content=prep.content,
         zoom=prep.zoom,
         gain=tone.gain,
@@ -703,6 +709,19 @@ def _misfit(read: _Read) -> float:
     inside[:, :-1] &= silhouette[:, 1:]
     boundary = int(np.count_nonzero(silhouette & ~inside))
     return int(np.count_nonzero(outline ^ silhouette)) / max(boundary, 1)
+
+
+def _spread(read: _Read) -> float:
+    """How wide the component's edge is (see `Parse.spread`)."""
+    share = read.edges.share()
+    silhouette = read.silhouette
+    inside = silhouette.copy()
+    inside[1:, :] &= silhouette[:-1, :]
+    inside[:-1, :] &= silhouette[1:, :]
+    inside[:, 1:] &= silhouette[:, :-1]
+    inside[:, :-1] &= silhouette[:, 1:]
+    boundary = int(np.count_nonzero(silhouette & ~inside))
+    return int(np.count_nonzero((share > 0.1) & (share < 0.9))) / max(boundary, 1)
 
 
 def _rescaled(
