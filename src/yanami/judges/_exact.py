@@ -51,8 +51,10 @@ drawn over the margin (a watermark, a logo, the corners a slight turn leaves fil
 as no object of the world is discounted: not an object, and neither specks nor floor damage to
 Visual Quality; a blurred render is read as a changed picture; a changed picture's colours are
 read inside the silhouette that explains them; the pieces of one object that came apart are
-one object. Under 4, a 1-px grey line along the edges scored SC 23 and VQ 0, a corner
-watermark was read as an extra object (SC 79, VQ 0), a turn of 1 degree scored SC 77-80."""
+one object; a blur costs Visual Quality by how far it spreads the objects' edges
+(`Parse.spread`; a blurred render was read as a clean one before, with no such cost). Under 4,
+a 1-px grey line along the edges scored SC 23 and VQ 0, a corner watermark was read as an
+extra object (SC 79, VQ 0), a turn of 1 degree scored SC 77-80."""
 
 
 def world_quality(parse: Parse) -> int:
