@@ -110,8 +110,11 @@ def test_parse_scenarios_keeps_the_order_given() -> None:
 # issue 21's throughput (a push, a move and a placement try every choice with room before the
 # dialogue starts over; a scene without room for what a later turn adds is dropped at once; a
 # turn's change checks are worked out only as far as needed); issue 33's stays checks (one per
-# object whose place the words fix, stated in place of a kept check that the object is there).
-COMPOSED_SHA256 = "fbf639be15965c6d04e14b8a99427e7de9ae23f0f05fbb84e47d4b3bf7334673"
+# object whose place the words fix, stated in place of a kept check that the object is there);
+# issue 33's answer places (a correction goes back before the last or an earlier edit, or to a
+# colour the user passed over; a colour ban is acknowledged in varied frames and the colours it
+# calls fine are the ones the user names again).
+COMPOSED_SHA256 = "84668f5353c0edfceaf729f04c830eab578b30497f604cd6a9dd09235e295298"
 
 
 def test_scripts_compose_exactly_the_pinned_dialogues(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,7 +106,17 @@ _RECOLOUR = [
 """A recolouring: a plain edit, an edit against a colour rule, an edit of "it", a what-if."""
 _DROPPED = re.compile(rf"\bi thought about (?:{_COLOUR}), but |\bnot (?:{_COLOUR}): ")
 """A colour the user weighs and drops ("Not gray: green."): the one after it is meant."""
-_FALLBACK = re.compile(rf"\bif that's not possible, (?P<alt>{_COLOUR})\b|\bor (?P<alt2>{_COLOUR}), if that won't work")
+_WEIGHED = re.compile(
+    rf"\bi thought about (?P<d1>(?:{_COLOUR})(?: or (?:{_COLOUR}))?), but "
+    rf"|\bnot (?P<d2>(?:{_COLOUR})(?: or (?:{_COLOUR}))?): "
+)
+"""The colours the user weighs and drops in a recolouring, in the order named."""
+_PASSED_OVER = re.compile(r"\bthe (?:(?P<which>first|second) )?colour i (?:passed over|turned down) there\b")
+"""A correction that picks a colour the user dropped in the turn it names."""
+_FALLBACK = re.compile(
+    rf"\bif that's not possible, (?P<alt>{_COLOUR})\b|\bor (?P<alt2>{_COLOUR}), if that won't work"
+    rf"|\botherwise, (?P<alt3>{_COLOUR})\b|\b(?P<alt4>{_COLOUR}) would be my second choice"
+)
 _RETRIEVE_COLOUR = re.compile(
     rf"\bsmall (?P<shape>{_SHAPE})\b.*?(?:colour (?P<r1>{REF}) had in my first picture|original colour of (?P<r2>{REF})"
     rf"|whatever colour (?P<r3>{REF}) was originally|coloured like (?P<r4>{REF}) was before)"
@@ -135,7 +145,9 @@ _LISTED = re.compile(rf"\b(?:{'|'.join(SIZES)}) (?:{_COLOUR}) (?:{'|'.join(_MATE
 """An object named by all four attributes, as the assistant lists a picture's objects."""
 _SUGGESTED = re.compile(rf"\bthe (?P<what>{_PHRASE}) from the (?P<nth>{_ORDINAL}) picture")
 _PLAN = re.compile(rf"\bstep (?P<k>\d+), remove the (?P<what>{_PHRASE})")
-_BANNED = re.compile(rf"\bno (?P<c1>{_COLOUR}) from now on|\b(?P<c2>{_COLOUR}) is not\b")
+_BANNED = re.compile(
+    rf"\bno (?P<c1>{_COLOUR}) from now on|\b(?P<c2>{_COLOUR}) is not\b|\b(?P<c3>{_COLOUR}) is out from now on"
+)
 _SUBSTITUTE = re.compile(rf"\bpainted it (?P<c1>{_COLOUR})\b|\bhere it is in (?P<c2>{_COLOUR})\b")
 """Where the assistant names the colour it chose instead of a ruled-out one (among others it names)."""
 _OPTION = re.compile(r"^([A-G])\. (.*)$", re.MULTILINE)
@@ -205,6 +217,8 @@ class Did:
     back: WorldObject | None = None
     """The object a correction brought back."""
     removed: WorldObject | None = None
+    dropped: list[str] = field(default_factory=list)
+    """The colours the user weighed and dropped in a recolouring ("Not gray or red: green.")."""
 
 
 @dataclass
@@ -382,7 +396,7 @@ class Reader:
                     self.listed.append(found)
         banned = _BANNED.search(low)
         if ruled and banned and self.forbidden is not None:
-            self.forbidden = _group(banned, "c1", "c2")  # the acknowledgement names it
+            self.forbidden = _group(banned, "c1", "c2", "c3")  # the acknowledgement names it
         if not self.suggested and len(self.pictures) > 1:
             for m in _SUGGESTED.finditer(low):
                 k = _nth(m.group("nth")) - 1
@@ -505,7 +519,10 @@ class Reader:
 
     def _recoloured(self, low: str, did: Did) -> Intent | None:
         fallback = _FALLBACK.search(low)
-        alt = _group(fallback, "alt", "alt2") if fallback else None
+        alt = _group(fallback, "alt", "alt2", "alt3", "alt4") if fallback else None
+        weighed = _WEIGHED.search(low)
+        if weighed:
+            did.dropped = re.findall(_COLOUR, _group(weighed, "d1", "d2") or "")
         words = _FALLBACK.sub("", _DROPPED.sub("", low))
         for pattern in _RECOLOUR:
             m = pattern.search(words)
@@ -538,6 +555,16 @@ class Reader:
             return Intent(op, [{"slot": "position", "accept": [rule]}], did, target.id)
         if then.attr is None:
             return Intent({"op": "none"}, did=did)
+        passed = _PASSED_OVER.search(low)
+        if passed and then.dropped:
+            # a colour the user weighed and dropped in that turn, named by its place there
+            k = 1 if passed.group("which") == "second" else 0
+            value = then.dropped[min(k, len(then.dropped) - 1)]
+            did.attr, did.before, did.told = then.attr, getattr(target, then.attr), value
+            self.told.pop((target.id, then.attr), None)
+            self.chosen.get(target.id, set()).discard(then.attr)
+            op = {"op": "set", "where": {"id": target.id}, "attr": then.attr, "value": value}
+            return Intent(op, did=did, focus=target.id)
         # back to the value the picture before that turn showed; the words then named it so
         did.attr, did.before, did.told = then.attr, getattr(target, then.attr), then.told
         self.told.pop((target.id, then.attr), None)

@@ -42,7 +42,9 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
         if target.colour == forbidden:
             raise Retry("target already forbidden colour")
         substitutes = colours_except(forbidden, target.colour)
-        alt = c.rng.choice(substitutes)
+        # the colours the acknowledgement said are fine come first: the user names them again, as
+        # the banned colour is named again here
+        alt = c.rng.choice(fine(c, substitutes) or substitutes)
         where = minimal_where(target, scene, c.rng)
         op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": alt})
         literal = {"op": "set", "where": where, "attr": "colour", "value": forbidden}
@@ -59,15 +61,30 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
                 "I want {ref} to be {col} now.",
                 "Switch {ref} over to {col}.",
                 "{ref} would look better in {col}; change it.",
+                "No more waiting: make {ref} {col}.",
+                "Don't be shy with colour: make {ref} {col}.",
             ],
             ref=ref,
             col=said,
         )
-        if fallback:
-            user += pick(c.rng, [" If that's not possible, {alt}.", " Or {alt}, if that won't work."], alt=alt)
+        if fallback:  # in a frame drawn at random: negated or not, like the other colours the user names
+            user += pick(
+                c.rng,
+                [
+                    " If that's not possible, {alt}.",
+                    " Or {alt}, if that won't work.",
+                    " Otherwise, {alt}.",
+                    " {Alt} would be my second choice.",
+                ],
+                alt=alt,
+                Alt=alt.capitalize(),
+            )
+        if c.rng.random() < 0.5:  # the request is not always the message's first sentence
+            user = pick(c.rng, ["Next change. ", "Here's another idea. ", "Something new now. "]) + user
         # The reply names the substitute, not the ruled-out colour (the acknowledgement did), and
         # colours it could have used as well: the substitute is one colour among several it names.
-        also = c.rng.sample([x for x in substitutes if x != alt], 2)
+        rest = [x for x in substitutes if x != alt]
+        also = c.rng.sample(fine(c, rest), 2) if len(fine(c, rest)) >= 2 else c.rng.sample(rest, 2)
         asst = pick(
             c.rng,
             [
@@ -102,7 +119,10 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
             ]
 
         free = [] if fallback else [{"slot": "value", "choices": substitutes}]
-        move(c, user, op, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT, focus=recoloured, free=free)
+        before = len(c.images)
+        turn = move(c, user, op, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT, focus=recoloured, free=free)
+        if fallback:  # a later correction may go back to before this edit
+            c.notes["first_edit"] = (turn, target.id, old, before)
         return
     # protect: the user asks to remove the protected object; the assistant declines
     protected = select(scene, k.value)
@@ -133,6 +153,11 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
     move(c, user, {"op": "none"}, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT)
 
 
+def fine(c: Composer, colours: list[str]) -> list[str]:
+    """Those of ``colours`` the acknowledgement of a colour ban said are fine (in its order)."""
+    return [x for x in c.notes.get("fine", []) if x in colours]
+
+
 def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> None:
     """A recolouring that refers to the last changed object as "it" (never to ``avoid``)."""
     assert c.view is not None
@@ -143,10 +168,13 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
     where = minimal_where(current, scene, c.rng)
     forbidden = [k.value for k in c.constraints if k.kind == "forbid_colour"]
     choices = colours_except(current.colour, *forbidden, *([avoid] if avoid else []))
+    # the colours the acknowledgement said are fine first (see `banned_reply`)
+    preferred = fine(c, choices)
+    order = c.rng.sample(preferred, len(preferred)) + c.rng.sample(
+        [x for x in choices if x not in preferred], len(choices) - len(preferred)
+    )
     op = first_allowed(
-        c,
-        ({"op": "set", "where": where, "attr": "colour", "value": v} for v in c.rng.sample(choices, len(choices))),
-        "no allowed change",
+        c, ({"op": "set", "where": where, "attr": "colour", "value": v} for v in order), "no allowed change"
     )
     value = op["value"]
     latest = c.latest.scene
@@ -165,7 +193,9 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
         w=value,
     )
     # the user weighs one or two alternatives and drops them
-    others = c.rng.sample(colours_except(value, current.colour, *forbidden), c.rng.choice([1, 2]))
+    pool = colours_except(value, current.colour, *forbidden)
+    many = c.rng.choice([1, 2])
+    others = c.rng.sample(fine(c, pool), many) if len(fine(c, pool)) >= many else c.rng.sample(pool, many)
     user += pick(
         c.rng,
         [" I thought about {o}, but {w} is better.", " Not {o}: {w}."],
@@ -182,6 +212,7 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
     turn = move(c, user, op, asst, {COREF}, stateless=stateless, lacking=COREF, focus=changed)
     # the picture before this edit (1-based): what a correction of it goes back to
     c.notes["revertible"] = (turn, current.id, "colour", current.colour, value, len(c.images) - 1)
+    c.notes["dropped"] = others
 
 
 def described(c: Composer) -> list[str]:
@@ -190,30 +221,68 @@ def described(c: Composer) -> list[str]:
     return list(dict.fromkeys(phrase(full_where(o)) for view in c.images for o in view.scene.objects))
 
 
+BEFORE_WORDS = (
+    "On second thought, give that object back the {attr} it had before my {nth} message.",
+    "Correction: the {attr} it had just before my {nth} message was right; bring that back.",
+    "I made a mistake. Put it back to the {attr} it had before my {nth} message.",
+    "Scratch the recent changes to it: the {attr} it had before my {nth} message was better.",
+)
+"""A correction that brings back the value an object had before a turn (the last edit of it or
+an earlier one: the same words either way)."""
+UNDO_WORDS = (
+    "Wait, I take back what I asked in my {nth} message: put that object back the way it was.",
+    "On second thought, undo the change from my {nth} message; the {attr} was better before.",
+    "Correction: forget the {attr} change from my {nth} message and restore what it replaced.",
+    "I made a mistake in my {nth} message. Please reverse that {attr} change.",
+    "Scratch what I said in my {nth} message; the old {attr} was right.",
+)
+"""A correction that takes back the last edit of an object."""
+PASSED_OVER = (
+    "In my {nth} message I chose wrong: give it the {which}colour I passed over there instead.",
+    "Correction to my {nth} message: I'd rather have the {which}colour I turned down there.",
+    "I changed my mind about my {nth} message. Use the {which}colour I passed over there after all.",
+)
+"""A correction that picks a colour the user weighed and dropped in an earlier edit ("Not gray: green.")."""
+
+
 def correction_revert(c: Composer) -> None:
-    """The user takes back the pronoun edit: the object goes back to how it was."""
+    """The user corrects the edit of "it", in one of three ways drawn at random (each has the same
+    kind of words): back to the value before that edit, back to the value before an earlier edit
+    of the same object (the colour it had before the first recolouring), or to a colour the user
+    weighed and dropped in that edit. So the answer of the question about it sits in a different
+    place of the text each time: the fallback or the first recolouring, the listing or the
+    suggestion, the colours the user passed over."""
     assert c.view is not None
     turn, oid, attr, old, new_value, image = c.notes["revertible"]
     current = live(c, oid, "corrected object gone")
-    # back to the value in the picture before the edit (under Self-History: the model's own, if it chose it)
     where = minimal_where(current, c.view.scene, c.rng)
-    op = checked(c, {"op": "set", "where": where, "attr": attr, "value": old, "reverts": image})
-    user = pick(
-        c.rng,
-        [
-            "Wait, I take back what I asked in my {nth} message: put that object back the way it was.",
-            "On second thought, undo the change from my {nth} message; the {attr} was better before.",
-            "Correction: forget the {attr} change from my {nth} message and restore what it replaced.",
-            "I made a mistake in my {nth} message. Please reverse that {attr} change.",
-            "Scratch what I said in my {nth} message; the old {attr} was right.",
-        ],
-        nth=ordinal(turn + 1),
-        attr=attr,
-    )
+    dropped: list[str] = c.notes.get("dropped", [])
+    first = c.notes.get("first_edit")
+    ways = ["before"]
+    if first is not None and first[1] == oid and first[2] not in (old, new_value):
+        ways.append("earlier")
+    if dropped:
+        ways.append("dropped")
+    way = c.rng.choice(ways)
+    if way == "dropped":
+        k = c.rng.randrange(len(dropped))
+        value = dropped[k]
+        op = checked(c, {"op": "set", "where": where, "attr": attr, "value": value})
+        which = "" if len(dropped) == 1 else ["first ", "second "][k]
+        user = pick(c.rng, list(PASSED_OVER), nth=ordinal(turn + 1), which=which)
+    else:
+        if way == "earlier":
+            assert first is not None
+            turn, _, old, image = first
+        # back to the value in the picture before the edit (under Self-History: the model's own, if it chose it)
+        value = old
+        op = checked(c, {"op": "set", "where": where, "attr": attr, "value": value, "reverts": image})
+        words = BEFORE_WORDS if way == "earlier" else (*BEFORE_WORDS, *UNDO_WORDS)
+        user = pick(c.rng, list(words), nth=ordinal(turn + 1), attr=attr)
     # The reply does not name the value: the CU question asks for it.
     asst = pick(
         c.rng,
-        ["Reverted, as you asked.", "Sure, that change is undone; everything else stays.", "Done: back to before."],
+        ["Changed, as you asked.", "That is corrected; everything else stays.", "Done: it is corrected."],
     )
 
     def reverted(after: Scene) -> list[tuple[str, Op]]:
@@ -224,7 +293,7 @@ def correction_revert(c: Composer) -> None:
         ]
 
     turn_now = move(c, user, op, asst, {CORRECTION, RETRIEVAL}, lacking=CORRECTION, correction=reverted)
-    c.notes["correction"] = (turn_now, attr, old, new_value)
+    c.notes["correction"] = (turn_now, attr, value, new_value)
 
 
 def _at_least_three(answer: str, pool: list[str]) -> list[str]:

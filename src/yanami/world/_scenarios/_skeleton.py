@@ -295,17 +295,34 @@ def extreme(scene: Scene, azimuth: float, side: str) -> WorldObject | None:
 
 def banned_reply(c: Composer, col: str, candidates: list[str]) -> str:
     """How the assistant acknowledges a colour ban: it names the banned colour among three it may
-    still use (from ``candidates`` where it can), in a place drawn at random among the four."""
+    still use (from ``candidates`` where it can), in a frame and a place drawn at random, often in
+    the same sentence and under the same kind of words (a negation, a contrast) as the colours it
+    may use. The three are kept in ``c.notes["fine"]``: later requests draw their colours from them
+    first, so the banned colour is not the only one the acknowledgement names that the user names
+    again."""
     others = [x for x in candidates if x != col]
     if len(others) < 3:
         others = colours_except(col)
     a, b, d = c.rng.sample(others, 3)
-    return [
-        f"Understood: no {col} from now on, though {a}, {b} and {d} are still fine.",
-        f"Understood. {a.capitalize()} is fine, {col} is not, and {b} and {d} are fine too.",
-        f"Understood. {a.capitalize()} and {b} are fine, {col} is not, and {d} is fine too.",
-        f"Understood: {a}, {b} and {d} are still fine, but no {col} from now on.",
-    ][c.rng.randrange(4)]
+    c.notes["fine"] = [a, b, d]
+    return pick(
+        c.rng,
+        [
+            "Understood: no {col} from now on, though {a}, {b} and {d} are still fine.",
+            "Understood. {A} is fine, {col} is not, and {b} and {d} are fine too.",
+            "Understood. {A} and {b} are fine, {col} is not, and {d} is fine too.",
+            "Understood: {a}, {b} and {d} are still fine, but no {col} from now on.",
+            "Noted. I won't hesitate over {a}, {b} or {d}, but {col} is out from now on.",
+            "Got it: {col} is out from now on; nothing stops me from using {a}, {b} or {d}.",
+            "Got it. I won't avoid {a}, {b} or {d}; it is {col} that is out from now on.",
+            "Noted: {a} is no problem, and neither are {b} and {d}, but {col} is out from now on.",
+        ],
+        col=col,
+        a=a,
+        A=a.capitalize(),
+        b=b,
+        d=d,
+    )
 
 
 def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = None) -> Constraint:

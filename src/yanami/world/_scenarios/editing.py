@@ -82,6 +82,8 @@ def first_step(c: Composer, o: WorldObject, ref: str) -> None:
     replies = ["Done, it is {col} now.", "Here it is in {col}."]
     if c.rng.random() < 0.5:  # the reply names the old colour half the time
         replies = ["Done, it is {col} now instead of {old}.", "Here it is in {col}; it was {old} before."]
+    # a later correction may go back to before this edit (the turn and picture it is made after)
+    c.notes["first_edit"] = (len(c.turns), o.id, o.colour, len(c.images))
     plain_edit(c, op, user, pick(c.rng, replies, col=col, old=o.colour))
 
 

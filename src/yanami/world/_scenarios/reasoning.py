@@ -57,6 +57,8 @@ def compose(c: Composer) -> None:
     # the objects that stay come first or last in the reply
     steps = f"{steps}. {stay}" if c.rng.random() < 0.5 else f"{stay}; {steps}"
     rule = c.constraints[0]
+    # a colour the acknowledgement said is fine, named beside the banned one (the same frame)
+    ok = c.rng.choice(c.notes["fine"]) if rule.kind == "forbid_colour" else ""
     goals = (
         [
             "The goal: only {n} objects left in the end, one of them what my rule protects. What's the plan?",
@@ -66,10 +68,10 @@ def compose(c: Composer) -> None:
         ]
         if rule.kind == "protect"
         else [
-            "The goal: only {n} objects left in the end, and still nothing {col}. What's the plan?",
-            "I'd like to get down to {n} objects, with nothing {col} anywhere. How would you do it?",
-            "Let's aim for a scene of {n} objects, and without {col}. Plan it out?",
-            "End state I want: {n} objects left, and no {col} anywhere. Steps?",
+            "The goal: only {n} objects left in the end, and nothing {col}, though {ok} is fine. What's the plan?",
+            "I'd like to get down to {n} objects, with {ok} welcome but nothing {col} anywhere. How would you do it?",
+            "Let's aim for a scene of {n} objects, {ok} allowed and without {col}. Plan it out?",
+            "End state I want: {n} objects left, and no {col} anywhere ({ok} is no problem). Steps?",
         ]
         if c.rng.random() < 0.5
         else [
@@ -80,7 +82,7 @@ def compose(c: Composer) -> None:
         ]
     )
     c.chat(
-        pick(c.rng, goals, n=keep, col=rule.value),
+        pick(c.rng, goals, n=keep, col=rule.value, ok=ok),
         pick(c.rng, ["Here's a plan: {steps}.", "I suggest: {steps}."], steps=steps),
         {CONSTRAINT, RETRIEVAL},
         {"op": "none", "plan": [full_where(o) for o in plan]},
