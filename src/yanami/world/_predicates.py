@@ -173,6 +173,9 @@ def placed(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
     o = _one(scene, predicate["where"])
     if o is None or len(scene.objects) > int(predicate.get("most", len(scene.objects))):
         return False
+    tolerance = float(predicate["tolerance"])
+    if math.hypot(o.x - predicate["at"][0], o.y - predicate["at"][1]) <= tolerance:
+        return True  # where it stood, whatever the others say about the picture's turn
     pairs = [(o, predicate["at"])]
     for entry in predicate.get("frame", []):
         other = _one(scene, entry["where"])
@@ -183,7 +186,7 @@ def placed(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
     got = np.array([[p.x, p.y, h] for (p, _), h in zip(pairs, heights, strict=True)], dtype=float)
     # the turn is read from the frame where there is one: the object is not its own witness
     off = residuals(want, got, azimuth, float(predicate.get("roll", 0.0)), slice(1, None) if len(pairs) > 1 else None)
-    return bool(off[0] <= float(predicate["tolerance"]))
+    return bool(off[0] <= tolerance)
 
 
 def _centre_height(o: WorldObject, scene: Scene) -> float:
@@ -198,13 +201,18 @@ def residuals(
     """Per object, the ground distance between where it stands (``got``, rows x, y, centre
     height) and where it should (``want``), once the picture's turn about its centre is undone:
     the median of the turns that bring each of the ``witnesses`` (rows; all by default) onto
-    where it stands, at most ``roll`` degrees (an object out of place does not drag the others
-    with it)."""
+    where it stands, weighted by its squared distance from the centre, at most ``roll`` degrees
+    (an object out of place does not drag the others with it)."""
     cam = Camera(azimuth)
     centre = np.array([cam.width / 2, cam.height / 2])
     p, q = cam.project(want) - centre, cam.project(got) - centre
     w = slice(None) if witnesses is None else witnesses
-    turn = float(np.median(np.arctan2(p[w, 0] * q[w, 1] - p[w, 1] * q[w, 0], np.sum(p[w] * q[w], axis=1))))
+    angles = np.arctan2(p[w, 0] * q[w, 1] - p[w, 1] * q[w, 0], np.sum(p[w] * q[w], axis=1))
+    # weighted by the squared distance from the centre: near it, the parser's error is a large angle
+    weights = np.sum(p[w] ** 2, axis=1)
+    order = np.argsort(angles)
+    cumulative = np.cumsum(weights[order])
+    turn = float(angles[order][int(np.searchsorted(cumulative, cumulative[-1] / 2))])
     limit = math.radians(roll)
     turn = min(max(turn, -limit), limit)
     c, s = math.cos(turn), math.sin(turn)
