@@ -346,7 +346,39 @@ def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str
     None marks a check the model's own admissible choices made ill-posed: it fails even on
     the scene that following every instruction with those choices shows (its words name two
     objects that are now the same, say, or a value the model's own pick already had). Such a
-    check is undecidable for this model: left out of its score and counted, never failed."""
+    check is undecidable for this model: left out of its score and counted, never failed.
+
+    A ``stays`` check on an object that keeps its place is read from where the model's own
+    previous picture shows it, where that is within the tolerance of where it should stand: a
+    model that redraws what it reads drifts by the parser's error at every turn, and that drift
+    is no move (a displacement beyond the tolerance still fails, as under GT-History)."""
+    out = _rebase_checks(d, turn, own)
+    if not own:
+        return out
+    shown = [t.index for t in d.turns[: turn.index] if t.user.images() or t.assistant.images()]
+    previous = own.get(shown[-1]) if shown and shown[-1] in own else None
+    gt = view_of(turn)
+    before = next((view_of(t) for t in reversed(d.turns[: turn.index]) if view_of(t) is not None), None)
+    if previous is None or gt is None or before is None:
+        return out
+    for cid, pred in out.items():
+        if pred is None or pred["op"] != "stays":
+            continue
+        original = next(c.hidden.predicate for c in turn.checks if c.id == cid)
+        found = select(gt.scene, original["where"]) if isinstance(original, dict) else []  # type: ignore[arg-type]
+        was = [o for o in before.scene.objects if len(found) == 1 and o.id == found[0].id]
+        if not was or (was[0].x, was[0].y) != (found[0].x, found[0].y):
+            continue  # sent to a place the words fix, not left where it stood
+        mine = select(previous, pred["where"])
+        if len(mine) == 1:
+            x, y = mine[0].x, mine[0].y
+            if ((x - pred["at"][0]) ** 2 + (y - pred["at"][1]) ** 2) ** 0.5 <= float(pred["tolerance"]):
+                out[cid] = {**pred, "at": [x, y]}
+    return out
+
+
+def _rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, dict[str, Any] | None]:
+    """`rebase_checks` but for where the model's own previous picture shows what stays."""
     checks: dict[str, dict[str, Any] | None] = {
         c.id: c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)
     }
