@@ -85,20 +85,22 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
         # colours it could have used as well: the substitute is one colour among several it names.
         rest = [x for x in substitutes if x != alt]
         also = c.rng.sample(fine(c, rest), 2) if len(fine(c, rest)) >= 2 else c.rng.sample(rest, 2)
+        that = forbidden if c.rng.random() < 0.5 else "that colour"  # half the time the reply names it too
         asst = pick(
             c.rng,
             [
-                "That colour is ruled out by your rule, so I went with your second choice; {x} would have worked too.",
-                "I can't use that colour: it was your rule from the start. So I used your other colour, not {x}.",
+                "{That} is ruled out by your rule, so I went with your second choice; {x} would have worked too.",
+                "I can't use {that}: it was your rule from the start. So I used your other colour, not {x}.",
             ]
             if fallback
             else [
-                "That colour is ruled out by your rule, so I painted it {alt}; {x} or {y} would have done too.",
-                "I can't use that colour: it was your rule from the start. {X} or {y} would do, but here it is in"
-                " {alt}.",
-                "Your rule keeps that colour out. I thought of {x} and {y}, then painted it {alt}.",
+                "{That} is ruled out by your rule, so I painted it {alt}; {x} or {y} would have done too.",
+                "I can't use {that}: it was your rule from the start. {X} or {y} would do, but here it is in {alt}.",
+                "Your rule keeps {that} out. I thought of {x} and {y}, then painted it {alt}.",
             ],
             alt=alt,
+            that=that,
+            That=that.capitalize(),
             x=also[0],
             X=also[0].capitalize(),
             y=also[1],
@@ -196,6 +198,8 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
     pool = colours_except(value, current.colour, *forbidden)
     many = c.rng.choice([1, 2])
     others = c.rng.sample(fine(c, pool), many) if len(fine(c, pool)) >= many else c.rng.sample(pool, many)
+    if forbidden and c.rng.random() < 0.5:  # the ruled-out colour is weighed and dropped too, at times
+        others[c.rng.randrange(many)] = forbidden[0]
     user += pick(
         c.rng,
         [" I thought about {o}, but {w} is better.", " Not {o}: {w}."],
@@ -212,7 +216,8 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
     turn = move(c, user, op, asst, {COREF}, stateless=stateless, lacking=COREF, focus=changed)
     # the picture before this edit (1-based): what a correction of it goes back to
     c.notes["revertible"] = (turn, current.id, "colour", current.colour, value, len(c.images) - 1)
-    c.notes["dropped"] = others
+    # the colours a correction may pick instead (not the ruled-out one), by their place in the words
+    c.notes["dropped"] = [(k, o) for k, o in enumerate(others) if o not in forbidden], len(others)
 
 
 def described(c: Composer) -> list[str]:
@@ -256,7 +261,7 @@ def correction_revert(c: Composer) -> None:
     turn, oid, attr, old, new_value, image = c.notes["revertible"]
     current = live(c, oid, "corrected object gone")
     where = minimal_where(current, c.view.scene, c.rng)
-    dropped: list[str] = c.notes.get("dropped", [])
+    dropped, weighed = c.notes.get("dropped", ([], 0))
     first = c.notes.get("first_edit")
     ways = ["before"]
     if first is not None and first[1] == oid and first[2] not in (old, new_value):
@@ -265,10 +270,9 @@ def correction_revert(c: Composer) -> None:
         ways.append("dropped")
     way = c.rng.choice(ways)
     if way == "dropped":
-        k = c.rng.randrange(len(dropped))
-        value = dropped[k]
+        k, value = c.rng.choice(dropped)
         op = checked(c, {"op": "set", "where": where, "attr": attr, "value": value})
-        which = "" if len(dropped) == 1 else ["first ", "second "][k]
+        which = "" if weighed == 1 else ["first ", "second "][k]
         user = pick(c.rng, list(PASSED_OVER), nth=ordinal(turn + 1), which=which)
     else:
         if way == "earlier":
