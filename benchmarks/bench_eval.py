@@ -4,7 +4,7 @@ the exact judge reads pictures that differ from the renderer's pixels.
     python benchmarks/bench_eval.py                  # all, on a freshly built 400-dialogue bench
     python benchmarks/bench_eval.py --only judge --per-scenario 50
     python benchmarks/bench_eval.py --only robustness --bench /tmp/bench          # an existing bench
-    python benchmarks/bench_eval.py --only robustness --limit 40 --transforms "gamma 0.8,JPEG q70"
+    python benchmarks/bench_eval.py --only robustness --limit 40 --transforms "gamma 0.8;crop 4 %, resized"
 
 Targets (issue 4):
   judge    >= 200 candidate images per second, parsing included (distinct candidates: no
@@ -313,12 +313,12 @@ def main() -> None:
     ap.add_argument("--per-scenario", type=int, default=100)
     ap.add_argument("--bench", type=Path, help="robustness: an existing bench (default: build the default bench)")
     ap.add_argument("--limit", type=int, help="robustness: the first N dialogues, round-robin over scenarios")
-    ap.add_argument("--transforms", help="robustness: comma-separated names (default: all; 'none' always runs)")
+    ap.add_argument("--transforms", help="robustness: names separated by ';' (names hold commas; default: all; 'none' always runs)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="robustness: processes")
     args = ap.parse_args()
     names = list(TRANSFORMS)
     if args.transforms:
-        wanted = [n.strip() for n in args.transforms.split(",")]
+        wanted = [n.strip() for n in args.transforms.split(";")]
         unknown = [n for n in wanted if n not in TRANSFORMS]
         if unknown:
             ap.error(f"--transforms: unknown {', '.join(unknown)} (choose from {', '.join(TRANSFORMS)})")

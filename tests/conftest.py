@@ -81,6 +81,7 @@ def ray_address() -> Iterator[str]:
     stopped at the end of the session. Tests that use it carry ``pytest.mark.xdist_group("ray")``,
     so they share one head in one worker. Only its own processes are stopped (``ray stop``
     would stop every Ray on the machine)."""
+    import secrets
     import signal
     import socket
     import subprocess
@@ -92,8 +93,12 @@ def ray_address() -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="yr-", dir="/tmp")  # short: Ray's sockets live under it
+    # Token authentication, as `ray start` has it by default since Ray 2.5x, for the head and this
+    # process alike (Ray reads both when first imported): a token of the session's own unless one
+    # is set, so a fresh machine (no ~/.ray/auth_token) runs them too and nothing is written there.
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # the head's (Ray reads it when first imported)
     start = subprocess.Popen(
         [str(ray), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
          "--disable-usage-stats", f"--temp-dir={temp}"],
