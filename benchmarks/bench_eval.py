@@ -313,7 +313,9 @@ def main() -> None:
     ap.add_argument("--per-scenario", type=int, default=100)
     ap.add_argument("--bench", type=Path, help="robustness: an existing bench (default: build the default bench)")
     ap.add_argument("--limit", type=int, help="robustness: the first N dialogues, round-robin over scenarios")
-    ap.add_argument("--transforms", help="robustness: names separated by ';' (names hold commas; default: all; 'none' always runs)")
+    ap.add_argument(
+        "--transforms", help="robustness: names separated by ';' (names hold commas; default: all; 'none' always runs)"
+    )
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="robustness: processes")
     args = ap.parse_args()
     names = list(TRANSFORMS)

@@ -81,7 +81,6 @@ def ray_address() -> Iterator[str]:
     stopped at the end of the session. Tests that use it carry ``pytest.mark.xdist_group("ray")``,
     so they share one head in one worker. Only its own processes are stopped (``ray stop``
     would stop every Ray on the machine)."""
-    import secrets
     import signal
     import socket
     import subprocess
@@ -94,11 +93,14 @@ def ray_address() -> Iterator[str]:
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="yr-", dir="/tmp")  # short: Ray's sockets live under it
     # Token authentication, as `ray start` has it by default since Ray 2.5x, for the head and this
-    # process alike (Ray reads both when first imported): a token of the session's own unless one
-    # is set, so a fresh machine (no ~/.ray/auth_token) runs them too and nothing is written there.
+    # process alike (Ray reads the mode when first imported). On a fresh machine there is no token
+    # yet: Ray's own command makes one where every Ray process looks (~/.ray/auth_token), as a user
+    # setting up a cluster would, so that drivers imported before this fixture ran find it too.
     os.environ.setdefault("RAY_AUTH_MODE", "token")
-    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    if not os.environ.get("RAY_AUTH_TOKEN") and not Path("~/.ray/auth_token").expanduser().is_file():
+        made = subprocess.run([str(ray), "get-auth-token", "--generate"], capture_output=True, env=env, check=False)
+        assert made.returncode == 0, made.stderr
     start = subprocess.Popen(
         [str(ray), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
          "--disable-usage-stats", f"--temp-dir={temp}"],

@@ -221,6 +221,11 @@ def _wrong(state: dict, how: str, seed: int) -> bytes | None:  # type: ignore[ty
     return None if wrong is None else render_png(wrong, state["azimuth"], state["style"])
 
 
+LOSSY = frozenset({"JPEG q30"})
+"""Changes that cost a correct picture some checks (benchmarks/bench_eval.py --only robustness: SC
+about 98 at JPEG quality 30, a stays check's place read past its tolerance)."""
+
+
 @pytest.mark.parametrize("name", PIPELINE)
 def test_a_wrong_picture_fails_the_same_checks_through_a_pipelines_change(world_bench, world_dialogues, name) -> None:
     """An object missing, recoloured, moved or added fails the same checks before and after the change:
@@ -237,6 +242,10 @@ def test_a_wrong_picture_fails_the_same_checks_through_a_pipelines_change(world_
             if not failed:
                 continue  # no check of this turn looks at what changed
             after = judge.judge_image(d, t, TRANSFORMS[name](Image.open(io.BytesIO(data)).convert("RGB")))
-            assert {c for c, ok in after.checks.items() if ok is False} == failed, (d.id, t.index, how, after.reason)
+            now = {c for c, ok in after.checks.items() if ok is False}
+            if name in LOSSY:  # never hidden; it may cost a correct check too, as it does a correct picture
+                assert failed <= now, (d.id, t.index, how, after.reason)
+            else:
+                assert now == failed, (d.id, t.index, how, after.reason)
             tried += 1
     assert tried >= 6

@@ -526,7 +526,14 @@ def _frame(raw: np.ndarray) -> tuple[np.ndarray, tuple[int, int, int, int], _Ton
     content = _content_box(raw)
     left, top, right, bottom = content
     frame = raw
-    if content != (0, 0, w, h) or (h, w) != (HEIGHT, WIDTH):
+    if (h, w) == (HEIGHT, WIDTH) and (left != w - right or top != h - bottom):
+        # Lines drawn over some edges of a picture in the renderer's own frame (not the same on
+        # opposite sides, as a frame padded around it and resized back is): the picture keeps the
+        # renderer's geometry, so the lines are covered with its own edge rather than stretched
+        # away, which would move every object (a stays check measures where they stand).
+        inner = raw[top:bottom, left:right]
+        frame = np.pad(inner, ((top, h - bottom), (left, w - right), (0, 0)), mode="edge")
+    elif content != (0, 0, w, h) or (h, w) != (HEIGHT, WIDTH):
         img = Image.fromarray(np.ascontiguousarray(raw[top:bottom, left:right]))
         frame = np.asarray(img.resize((WIDTH, HEIGHT), Image.Resampling.BILINEAR))
     tone = _fit_tone(frame, _style(frame), 1.0)
