@@ -101,7 +101,7 @@ def _evaluate(monkeypatch: pytest.MonkeyPatch, bench: Path, model: object, out: 
 @pytest.fixture(scope="module")
 def trust_runs(world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A plug-in that reads the bench, one that does not, and two reference agents."""
-    from yanami.bench import RUN_VERSION, evaluate
+    from yanami.bench import evaluate
 
     root = tmp_path_factory.mktemp("trust")
     mp = pytest.MonkeyPatch()
