@@ -289,16 +289,8 @@ FLOORS = (
 )
 """The trivial strategies the audit plays on the world's own scenes (``collage`` needs pictures:
 the demo measures it), beside the stateless reading."""
-CLEAN = {
-    "copy-input",
-    "copy-first",
-    "copy-previous",
-    "jitter-input",
-    "jitter-first",
-    "jitter-previous",
-    "union",
-    "stateless",
-}
+EMPTY = frozenset({"blank", "noise"})
+CLEAN = (set(FLOORS) - EMPTY) | {"stateless"}
 """The strategies whose pictures are clean world renders (Visual Quality 10); blank and noise show no object (0)."""
 
 
