@@ -32,7 +32,7 @@ and runs the language lint (`yanami.world._language.lint`) over every message.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,17 +200,27 @@ class Audit:
         }
 
 
-def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
-    """Audit one world dialogue (see the module docstring)."""
-    report = Audit(dialogues=1, turns=len(d.turns), images=d.image_count())
-    seed = d.meta.seed if d.meta.seed is not None else 0
-    tracks = track(d)
+def pictured_turns(d: Dialogue) -> Iterator[tuple[Turn, View, View | None, list[View]]]:
+    """Each turn whose hidden state holds a picture, under GT-History: the turn, the view after it,
+    the view before it (None for the first), and the pictures shown before it, in order."""
     shown: list[View] = []
     before: View | None = None
     for t in d.turns:
         after = view_of(t)
         if after is None:
             continue
+        yield t, after, before, list(shown)
+        if t.user.images() or t.assistant.images():
+            shown.append(after)
+        before = after
+
+
+def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
+    """Audit one world dialogue (see the module docstring)."""
+    report = Audit(dialogues=1, turns=len(d.turns), images=d.image_count())
+    seed = d.meta.seed if d.meta.seed is not None else 0
+    tracks = track(d)
+    for t, after, before, shown in pictured_turns(d):
         if before is not None and isinstance(turn_intent(t).op, dict) and tracks[t.index]:
             for c in t.checks:
                 pred = c.hidden.predicate
@@ -218,9 +228,6 @@ def audit_dialogue(d: Dialogue, draws: int = AUDIT_DRAWS) -> Audit:
                     report.exposed.append((d.id, t.index, c.id))
         if t.checks and before is not None and shown:
             _audit_target(report, d, t, after, before, shown, seed, draws)
-        if t.user.images() or t.assistant.images():
-            shown.append(after)
-        before = after
     for k in range(SELF_ROLLOUTS):
         _self_rollout(report, d, seed, k)
     kinds = frozenset(k.kind for t in d.turns for k in turn_state(t).constraints)

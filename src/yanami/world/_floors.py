@@ -9,10 +9,9 @@ judge reads a candidate, under GT-History.
 from __future__ import annotations
 
 from yanami.schema import Dialogue
-from yanami.world._audit import CLEAN, FLOORS, Audit, _floors
+from yanami.world._audit import CLEAN, FLOORS, Audit, _floors, pictured_turns
 from yanami.world._hidden import turn_intent
-from yanami.world._ops import View, apply_op
-from yanami.world._selfhistory import view_of
+from yanami.world._ops import apply_op
 
 FLOOR_VQ = {name: 10.0 if name in CLEAN else 0.0 for name in (*FLOORS, "stateless")}
 """Each strategy's Visual Quality (0-10): a clean world render reads 10, a picture with no object 0."""
@@ -23,12 +22,7 @@ def floor_shares(d: Dialogue) -> dict[str, dict[int, float]]:
     strategy's picture passes, under GT-History (turns without atomic checks left out)."""
     seed = d.meta.seed if d.meta.seed is not None else 0
     out: dict[str, dict[int, float]] = {}
-    shown: list[View] = []
-    before: View | None = None
-    for t in d.turns:
-        after = view_of(t)
-        if after is None:
-            continue
+    for t, after, before, shown in pictured_turns(d):
         if t.checks and before is not None and shown:
             stateless = turn_intent(t).stateless
             naive = apply_op(stateless, shown[-1], shown) if isinstance(stateless, dict) else shown[-1]
@@ -36,7 +30,4 @@ def floor_shares(d: Dialogue) -> dict[str, dict[int, float]]:
             _floors(one, d, t, after, shown, naive, seed)
             for name, sc in one.floor_sc.items():
                 out.setdefault(name, {})[t.index] = sc
-        if t.user.images() or t.assistant.images():
-            shown.append(after)
-        before = after
     return out

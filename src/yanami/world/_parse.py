@@ -250,14 +250,20 @@ HALO_MAX = 0.5
 the objects' edges are spread (a clean render's are under 0.25, a blur's of 1 pixel 1.6 or more)."""
 
 
-def _halo(prep: _Prepared) -> float:
-    """How many faint pixels lie around the foreground, per pixel of its rim."""
-    mask = prep.mask
+def _eroded(mask: np.ndarray) -> np.ndarray:
+    """``mask`` less its outermost pixels (a pixel stays where its four neighbours are in the mask too)."""
     inner = mask.copy()
     inner[1:, :] &= mask[:-1, :]
     inner[:-1, :] &= mask[1:, :]
     inner[:, 1:] &= mask[:, :-1]
     inner[:, :-1] &= mask[:, 1:]
+    return inner
+
+
+def _halo(prep: _Prepared) -> float:
+    """How many faint pixels lie around the foreground, per pixel of its rim."""
+    mask = prep.mask
+    inner = _eroded(mask)
     rim = int(np.count_nonzero(mask & ~inner))
     return int(np.count_nonzero((prep.diff > 0) & ~mask)) / max(rim, 1)
 
@@ -709,11 +715,7 @@ def _misfit(read: _Read) -> float:
     boundary (a clean render's are within about a pixel; a blur spreads both sides alike)."""
     outline = read.edges.share() >= 0.5
     silhouette = read.silhouette
-    inside = silhouette.copy()
-    inside[1:, :] &= silhouette[:-1, :]
-    inside[:-1, :] &= silhouette[1:, :]
-    inside[:, 1:] &= silhouette[:, :-1]
-    inside[:, :-1] &= silhouette[:, 1:]
+    inside = _eroded(silhouette)
     boundary = int(np.count_nonzero(silhouette & ~inside))
     return int(np.count_nonzero(outline ^ silhouette)) / max(boundary, 1)
 
@@ -722,11 +724,7 @@ def _spread(read: _Read) -> float:
     """How wide the component's edge is (see `Parse.spread`)."""
     share = read.edges.share()
     silhouette = read.silhouette
-    inside = silhouette.copy()
-    inside[1:, :] &= silhouette[:-1, :]
-    inside[:-1, :] &= silhouette[1:, :]
-    inside[:, 1:] &= silhouette[:, :-1]
-    inside[:, :-1] &= silhouette[:, 1:]
+    inside = _eroded(silhouette)
     boundary = int(np.count_nonzero(silhouette & ~inside))
     return int(np.count_nonzero((share > 0.1) & (share < 0.9))) / max(boundary, 1)
 
@@ -1361,11 +1359,7 @@ def _features(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
 
 def _feature_pixels(rgb: np.ndarray, region: np.ndarray) -> np.ndarray | None:
     """The region's pixels that the features read: without its anti-aliased rim where it is big enough."""
-    inner = region.copy()
-    inner[1:, :] &= region[:-1, :]
-    inner[:-1, :] &= region[1:, :]
-    inner[:, 1:] &= region[:, :-1]
-    inner[:, :-1] &= region[:, 1:]
+    inner = _eroded(region)
     if np.count_nonzero(inner) >= 12:
         region = inner  # drop the anti-aliased rim, which mixes in the background
     px = rgb[region]
