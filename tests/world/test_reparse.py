@@ -16,7 +16,10 @@ from PIL import Image, ImageOps
 
 from yanami.store import Dataset, image_relpath, images_digest, scan_image_files, sha256_hex
 from yanami.world import Parser, build_world, parse_image, render_png, reparse_bench, view_of
+from yanami.world._ops import View
+from yanami.world._place import valid
 from yanami.world._reparse import difference
+from yanami.world._scene import Scene
 
 
 @pytest.fixture(scope="module")
@@ -109,11 +112,17 @@ def test_a_mirrored_picture_rehashed_consistently_is_named_by_validate_deep_and_
 
 def test_the_difference_says_which_object_is_wrong(tiny: Path) -> None:
     views = [view_of(t) for d in Dataset(tiny) for t in d.turns if t.assistant.images()]
-    truth = next(v for v in views if v is not None and len(v.scene.objects) >= 2)
+
+    def moved_of(v: View) -> Scene:
+        first, *rest = v.scene.objects
+        return v.scene.model_copy(update={"objects": (first.model_copy(update={"x": first.x + 1.5}), *rest)})
+
+    # a picture whose first object, moved 1.5 to the side, still stands free (hidden by no other)
+    truth = next(v for v in views if v is not None and len(v.scene.objects) >= 2 and valid(moved_of(v)))
     assert difference(parse_image(render_png(truth.scene, truth.azimuth, truth.style), truth.azimuth), truth) == ""
     first, *rest = truth.scene.objects
     name = f"{first.size} {first.colour} {first.material} {first.shape}#{first.id}"
-    moved = truth.scene.model_copy(update={"objects": (first.model_copy(update={"x": first.x + 1.5}), *rest)})
+    moved = moved_of(truth)
     drawn = parse_image(render_png(moved, truth.azimuth, truth.style), truth.azimuth)
     assert f"{name} moved 1.5" in difference(drawn, truth)
     fewer = truth.scene.model_copy(update={"objects": tuple(rest)})

@@ -114,7 +114,7 @@ def test_parse_scenarios_keeps_the_order_given() -> None:
 # issue 33's answer places (a correction goes back before the last or an earlier edit, or to a
 # colour the user passed over; a colour ban is acknowledged in varied frames and the colours it
 # calls fine are the ones the user names again).
-COMPOSED_SHA256 = "0615a24ec714b08644ee6631d966aa967aa798f8303306945233bbb5892f6112"
+COMPOSED_SHA256 = "9de89355837794b73f1e93c6d87d0abb5df73eec27e1f157e1184e246b291d6d"
 
 
 def test_scripts_compose_exactly_the_pinned_dialogues(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -153,8 +153,10 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_target_turns_check_that_what_they_leave_stays(small: Path) -> None:
     """Most target turns carry ``stays`` checks; the ground truth passes them, and a copy of the
-    latest picture or of the ground truth redrawn with its objects shifted by 0.2 fails one."""
-    turns = with_stays = 0
+    latest picture or of the ground truth redrawn with its objects shifted by 0.2 fails one
+    (nearly always: where one object stays in a frame of three, a shift that a small roll of the
+    camera explains passes now and then, as a picture a degree off must)."""
+    turns = with_stays = shifts = passed = 0
     for d in Dataset(small).read_all():
         before = None
         for t in d.turns:
@@ -168,7 +170,9 @@ def test_target_turns_check_that_what_they_leave_stays(small: Path) -> None:
                     assert all(evaluate(p, view.scene, view.azimuth) for p in preds)
                     for k, scene in enumerate((view.scene, before.scene)):
                         shifted = jittered(scene, random.Random(k), 0.2, 0.2)
-                        assert not all(evaluate(p, shifted, view.azimuth) for p in preds)
+                        shifts += 1
+                        passed += all(evaluate(p, shifted, view.azimuth) for p in preds)
             if view is not None:
                 before = view
     assert with_stays >= 0.75 * turns > 0
+    assert passed <= 0.05 * shifts, (passed, shifts)

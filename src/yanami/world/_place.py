@@ -11,7 +11,7 @@ objects are identical in all four attributes, so words can always single one out
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -395,13 +395,17 @@ def with_object(scene: Scene, o: WorldObject) -> Scene:
     return Scene.model_construct(objects=tuple(sorted([*objs, o], key=lambda p: p.id)))
 
 
-def random_scene(rng: random.Random, n: int | None = None, stack_chance: float = 0.25) -> Scene:
-    """A valid scene of ``n`` objects (3 to 6 when not given), sometimes with a stack."""
+def random_scene(
+    rng: random.Random, n: int | None = None, stack_chance: float = 0.25, colours: Sequence[str] | None = None
+) -> Scene:
+    """A valid scene of ``n`` objects (3 to 6 when not given), sometimes with a stack; its
+    objects take only ``colours`` where given (else any colour)."""
     n = n or rng.randint(3, 6)
+    palette = list(colours) if colours is not None else list(COLOURS)
     for _ in range(100):
         scene = Scene()
         for oid in range(n):
-            o = random_object(rng, oid)
+            o = random_object(rng, oid) if colours is None else random_object(rng, oid, colour=rng.choice(palette))
             if oid and rng.random() < stack_chance:
                 supports = [
                     p
@@ -414,7 +418,7 @@ def random_scene(rng: random.Random, n: int | None = None, stack_chance: float =
                         rng,
                         oid,
                         size="small",
-                        colour=rng.choice([c for c in COLOURS if c != support.colour]),
+                        colour=rng.choice([c for c in palette if c != support.colour]),
                     )
                     top = top.model_copy(update={"x": support.x, "y": support.y, "on": support.id})
                     if valid(with_object(scene, top)):

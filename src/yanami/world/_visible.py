@@ -764,9 +764,12 @@ class Reader:
         options = dict((m.group(1), m.group(2).strip()) for m in _OPTION.finditer(rest))
         meant = self.reply(question.strip())
         if meant is not None:
-            for letter, option in options.items():
-                if option.lower() == meant.lower():
-                    return letter
+            # an object's options may leave out its colour (where the rest tells it apart, as RR's do)
+            bare = " ".join(w for w in meant.lower().split() if w not in COLOURS)
+            for named in (meant.lower(), bare):
+                for letter, option in options.items():
+                    if option.lower() == named:
+                        return letter
         return next(iter(options), CHOICE_LETTERS[0])
 
     def reply(self, question: str) -> str | None:

@@ -17,7 +17,7 @@ from yanami.world._scenarios._skeleton import (
     Retry,
     ask_dsu,
     checked,
-    colours_except,
+    colours_for,
     decoy,
     first_allowed,
     listed_ref,
@@ -41,17 +41,16 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
         forbidden = k.value
         if target.colour == forbidden:
             raise Retry("target already forbidden colour")
-        substitutes = colours_except(forbidden, target.colour)
-        # the colours the acknowledgement said are fine come first: the user names them again, as
-        # the banned colour is named again here
-        alt = c.rng.choice(fine(c, substitutes) or substitutes)
+        substitutes = colours_for(c, forbidden, target.colour)
+        alt = c.rng.choice(substitutes)
         where = minimal_where(target, scene, c.rng)
         op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": alt})
         literal = {"op": "set", "where": where, "attr": "colour", "value": forbidden}
-        # Half the time the user names a second choice (the substitute is then theirs, not open);
-        # half the time the request names the colour as the rule did, through a thing of that colour.
+        # Half the time the user names a second choice (the substitute is then theirs, not open).
+        # The request names the colour as the rule did, through a thing of that colour: after the
+        # acknowledgement no message names the banned colour (see `reserve_colours`).
         fallback = c.rng.random() < 0.5 or second_choice
-        said = forbidden if c.rng.random() < 0.5 else "the colour of " + c.rng.choice(COLOUR_THINGS[forbidden])
+        said = "the colour of " + c.rng.choice(COLOUR_THINGS[forbidden])
         user = pick(
             c.rng,
             [
@@ -84,8 +83,8 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
         # The reply names the substitute, not the ruled-out colour (the acknowledgement did), and
         # colours it could have used as well: the substitute is one colour among several it names.
         rest = [x for x in substitutes if x != alt]
-        also = c.rng.sample(fine(c, rest), 2) if len(fine(c, rest)) >= 2 else c.rng.sample(rest, 2)
-        that = forbidden if c.rng.random() < 0.5 else "that colour"  # half the time the reply names it too
+        also = c.rng.sample(rest, 2)
+        that = "that colour"
         asst = pick(
             c.rng,
             [
@@ -155,11 +154,6 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
     move(c, user, {"op": "none"}, asst, {CONSTRAINT}, stateless=literal, lacking=CONSTRAINT)
 
 
-def fine(c: Composer, colours: list[str]) -> list[str]:
-    """Those of ``colours`` the acknowledgement of a colour ban said are fine (in its order)."""
-    return [x for x in c.notes.get("fine", []) if x in colours]
-
-
 def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> None:
     """A recolouring that refers to the last changed object as "it" (never to ``avoid``)."""
     assert c.view is not None
@@ -169,12 +163,8 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
         raise Retry("target gone")
     where = minimal_where(current, scene, c.rng)
     forbidden = [k.value for k in c.constraints if k.kind == "forbid_colour"]
-    choices = colours_except(current.colour, *forbidden, *([avoid] if avoid else []))
-    # the colours the acknowledgement said are fine first (see `banned_reply`)
-    preferred = fine(c, choices)
-    order = c.rng.sample(preferred, len(preferred)) + c.rng.sample(
-        [x for x in choices if x not in preferred], len(choices) - len(preferred)
-    )
+    choices = colours_for(c, current.colour, *forbidden, *([avoid] if avoid else []))
+    order = c.rng.sample(choices, len(choices))
     op = first_allowed(
         c, ({"op": "set", "where": where, "attr": "colour", "value": v} for v in order), "no allowed change"
     )
@@ -194,12 +184,20 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
         ],
         w=value,
     )
-    # the user weighs one or two alternatives and drops them
-    pool = colours_except(value, current.colour, *forbidden)
+    # The user weighs one or two alternatives and drops them. The colour the object had before its
+    # first edit is one of two at times (named again, like the others), but never one a correction
+    # may pick as "passed over": a correction may bring it back as the colour before that edit
+    # (`correction_revert`), and the answers of its three ways must differ.
+    first = c.notes.get("first_edit")
+    earlier = [first[2]] if first is not None and first[1] == current.id and first[2] != value else []
+    pool = colours_for(c, value, current.colour, *forbidden, *earlier)
     many = c.rng.choice([1, 2])
-    others = c.rng.sample(fine(c, pool), many) if len(fine(c, pool)) >= many else c.rng.sample(pool, many)
-    if forbidden and c.rng.random() < 0.5:  # the ruled-out colour is weighed and dropped too, at times
-        others[c.rng.randrange(many)] = forbidden[0]
+    if earlier and many == 2 and pool:
+        others = c.rng.sample([earlier[0], c.rng.choice(pool)], 2)
+    else:
+        others = c.rng.sample(pool, min(many, len(pool))) or earlier
+    if not others:
+        raise Retry("no colour left to weigh")
     user += pick(
         c.rng,
         [" I thought about {o}, but {w} is better.", " Not {o}: {w}."],
@@ -217,7 +215,7 @@ def pronoun_edit(c: Composer, target: WorldObject, avoid: str | None = None) -> 
     # the picture before this edit (1-based): what a correction of it goes back to
     c.notes["revertible"] = (turn, current.id, "colour", current.colour, value, len(c.images) - 1)
     # the colours a correction may pick instead (not the ruled-out one), by their place in the words
-    c.notes["dropped"] = [(k, o) for k, o in enumerate(others) if o not in forbidden], len(others)
+    c.notes["dropped"] = [(k, o) for k, o in enumerate(others) if o not in forbidden and o not in earlier], len(others)
 
 
 def described(c: Composer) -> list[str]:
@@ -300,11 +298,12 @@ def correction_revert(c: Composer) -> None:
     c.notes["correction"] = (turn_now, attr, value, new_value)
 
 
-def _at_least_three(answer: str, pool: list[str]) -> list[str]:
-    """``pool`` of colours, with other colours after it where it holds fewer than three besides ``answer``."""
+def _at_least_three(c: Composer, answer: str, pool: list[str]) -> list[str]:
+    """``pool`` of colours, with other colours the dialogue may use after it where it holds
+    fewer than three besides ``answer``."""
     if len(set(pool) - {answer}) >= 3:
         return pool
-    return [*pool, *colours_except(answer, *pool)]
+    return [*pool, *colours_for(c, answer, *pool)]
 
 
 def edit_questions(c: Composer, rr: Ask) -> None:
@@ -318,13 +317,13 @@ def edit_questions(c: Composer, rr: Ask) -> None:
         Ask(
             f"What colour did the user's request in turn {rturn + 1} call for?",
             old_colour,
-            _at_least_three(old_colour, [new_colour, *looked]),
+            _at_least_three(c, old_colour, [new_colour, *looked]),
             outdated=new_colour,
         ),
         Ask(
             f"After the user's correction in turn {cturn + 1}, what {attr} should the corrected object have?",
             str(old),
-            [str(new_value), *colours_except(str(old), str(new_value))],
+            [str(new_value), *colours_for(c, str(old), str(new_value))],
             outdated=str(new_value),
         ),
     )

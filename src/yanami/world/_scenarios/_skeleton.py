@@ -35,7 +35,6 @@ from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY
 from yanami.world._language import full_where, listing, minimal_where, ordinal, phrase, pick
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import VIEWS, free_positions, place, random_scene, side_mask, valid
-from yanami.world._predicates import select
 from yanami.world._render import STYLES
 from yanami.world._scene import COLOURS, MATERIALS, SHAPES, SIZES, Scene, Size, WorldObject, camera_coords
 
@@ -62,6 +61,34 @@ class Retry(Exception):
 def colours_except(*excluded: str) -> list[str]:
     """The colours, less ``excluded``."""
     return [c for c in COLOURS if c not in excluded]
+
+
+def colours_for(c: Composer, *excluded: str) -> list[str]:
+    """The colours a dialogue's objects and words may still use, less ``excluded``: never one
+    of a colour ban's four (`reserve_colours`)."""
+    return colours_except(*excluded, *c.notes.get("reserved", ()))
+
+
+BAN_SHARE = 0.6
+"""The share of one-picture scenarios whose standing constraint is a colour ban (the rest protect an object)."""
+
+
+def reserve_colours(c: Composer) -> str:
+    """Draw a colour ban's four colours before any picture, and return the banned one.
+
+    The banned colour is one with everyday things (`COLOUR_THINGS`): the rule names it only
+    through one of them ("the colour of ripe tomatoes"), and no message names it as a colour.
+    The other three are the CT question's distractors. All four are kept out of the dialogue
+    everywhere else: no object ever takes one, no other question offers one, no message names
+    one. So the four options are alike in everything a reader of the text can count (where
+    they are named, by whom, how often, in which frame, in which other questions): only
+    reading the rule, and knowing what colour ripe tomatoes are, tells them apart. Cyan, which
+    has no everyday thing, is never one of the four, so no option word tells a distractor."""
+    col = c.rng.choice(list(COLOUR_THINGS))
+    fine = c.rng.sample([x for x in COLOUR_THINGS if x != col], 3)
+    c.notes["reserved"] = [col, *fine]
+    c.notes["fine"] = fine
+    return col
 
 
 def live(c: Composer, oid: int, why: str) -> WorldObject:
@@ -198,7 +225,9 @@ def start(c: Composer, objects: tuple[int, int], stack_chance: float, leads: lis
     """The opening of a one-picture scenario, in one turn: the user's picture (a random scene
     of ``objects`` (fewest, most) objects in a random style) with a standing constraint."""
     style = c.rng.choice(list(STYLES))
-    scene = random_scene(c.rng, c.rng.randint(*objects), stack_chance=stack_chance)
+    if c.rng.random() < BAN_SHARE:
+        reserve_colours(c)
+    scene = random_scene(c.rng, c.rng.randint(*objects), stack_chance=stack_chance, colours=colours_for(c))
     view = View(scene, VIEWS[0], style)
     c.view = view  # the constraint is chosen against the picture
     lead = pick(c.rng, leads)
@@ -258,6 +287,49 @@ def first_picture(c: Composer) -> list[str]:
     return [f"the {phrase(full_where(o))}" for o in c.images[0].scene.objects]
 
 
+def uncoloured(o: WorldObject) -> str:
+    """An object as an RR option names it where that is enough: every attribute but its colour."""
+    return f"the {phrase({k: v for k, v in full_where(o).items() if k != 'colour'})}"
+
+
+def distinct(objects: list[WorldObject], among: list[WorldObject]) -> list[WorldObject]:
+    """The ``objects`` that `uncoloured` singles out among ``among`` (which holds them)."""
+    return [o for o in objects if sum(uncoloured(p) == uncoloured(o) for p in among) == 1]
+
+
+def meant_options(
+    c: Composer, target: WorldObject, others: list[WorldObject], unoffered: list[WorldObject] | None = None
+) -> tuple[str, list[str]]:
+    """The answer and the candidate distractors of an RR question (which object a reference
+    meant): ``target`` and the ``others`` it could be confused with, named without their colour
+    (`Retry` where that does not tell ``target`` apart from them and the ``unoffered`` objects:
+    see `distinct`). Where fewer than
+    three others are left (two of them alike but for the colour), objects that none of them
+    is fill in: one of them or ``target`` with one attribute changed (``the large matte sphere``
+    for the small one, in a picture without one), of a shape the picture has (the other
+    questions' options name the picture's shapes).
+
+    The colour is what the turns around a reference name (the new colour, the one passed over,
+    the old one in the reply) and what the other questions ask about, so an option's colour told
+    a surface reader which option the reference could not mean; the other attributes are read
+    where the reference points (the listing, the plan, the suggestion) as well. Named by all four
+    attributes in a few questions only, the options would tell those questions apart."""
+    rest = list(dict.fromkeys(uncoloured(o) for o in others))
+    if uncoloured(target) in rest or uncoloured(target) in {uncoloured(o) for o in unoffered or []}:
+        raise Retry("the object is named by its colour only")
+    taken = {uncoloured(target), *rest}
+    real = [(o.size, o.material, o.shape) for o in (target, *others)]
+    shapes = [s for s in SHAPES if s in {o.shape for o in (target, *others)}]
+    named = {k: f"the {phrase(dict(zip(('size', 'material', 'shape'), k, strict=True)))}"
+             for k in itertools.product(SIZES, MATERIALS, shapes)}  # fmt: skip
+    near = [k for k in named if named[k] not in taken and any(sum(map(str.__ne__, k, r)) == 1 for r in real)]
+    far = [k for k in named if named[k] not in taken and k not in near]
+    need = max(0, 3 - len(rest))
+    fill = c.rng.sample(near, min(need, len(near)))
+    fill += c.rng.sample(far, min(need - len(fill), len(far)))
+    return uncoloured(target), rest + [named[k] for k in fill]
+
+
 COLOUR_THINGS: dict[str, tuple[str, ...]] = {
     "red": ("ripe tomatoes", "fire engines", "strawberries"),
     "blue": ("sapphires", "denim jeans", "a deep summer sky"),
@@ -293,40 +365,24 @@ def extreme(scene: Scene, azimuth: float, side: str) -> WorldObject | None:
     return best
 
 
-def banned_reply(c: Composer, col: str, candidates: list[str]) -> str:
-    """How the assistant acknowledges a colour ban: it names the banned colour among three it may
-    still use (from ``candidates`` where it can), in a frame and a place drawn at random, often in
-    the same sentence and under the same kind of words (a negation, a contrast) as the colours it
-    may use. The three are kept in ``c.notes["fine"]``: later requests draw their colours from them
-    first, so the banned colour is not the only one the acknowledgement names that the user names
-    again."""
-    others = [x for x in candidates if x != col]
-    if len(others) < 3:
-        others = colours_except(col)
-    a, b, d = c.rng.sample(others, 3)
-    c.notes["fine"] = [a, b, d]
+def banned_reply(c: Composer) -> str:
+    """How the assistant acknowledges a colour ban: in words that name no colour, as the rule
+    named its colour only through an everyday thing (see `reserve_colours`)."""
     return pick(
         c.rng,
         [
-            "Understood: no {col} from now on, though {a}, {b} and {d} are still fine.",
-            "Understood. {A} is fine, {col} is not, and {b} and {d} are fine too.",
-            "Understood. {A} and {b} are fine, {col} is not, and {d} is fine too.",
-            "Understood: {a}, {b} and {d} are still fine, but no {col} from now on.",
-            "Noted. I won't hesitate over {a}, {b} or {d}, but {col} is out from now on.",
-            "Got it: {col} is out from now on; nothing stops me from using {a}, {b} or {d}.",
-            "Got it. I won't avoid {a}, {b} or {d}; it is {col} that is out from now on.",
-            "Noted: {a} is no problem, and neither are {b} and {d}, but {col} is out from now on.",
+            "Understood: nothing in that colour from now on.",
+            "Got it: that colour is out from now on.",
+            "Noted. That colour stays out of every version.",
+            "Understood. I'll keep that colour out, whatever comes later.",
+            "Noted: nothing that colour, ever.",
         ],
-        col=col,
-        a=a,
-        A=a.capitalize(),
-        b=b,
-        d=d,
     )
 
 
 def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = None) -> Constraint:
-    """Forbid a colour that is absent, or protect an object; returns the constraint. With
+    """Forbid the colour `reserve_colours` drew (where it drew one), or protect an object;
+    returns the constraint. With
     ``opening`` (the picture and its words), the rule comes in the same message as the picture.
 
     The user's rule never names its value: a colour through an everyday thing of that colour
@@ -345,10 +401,9 @@ def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = Non
         said = said.rstrip()
         return c.constrain(kind, value, f"{shared} {user}", said, picture=view)
 
-    absent = [col for col in COLOUR_THINGS if not select(scene, {"colour": col})]
     sides = [side for side in EXTREMES if extreme(scene, c.view.azimuth, side) is not None]
-    if absent and (c.rng.random() < 0.6 or not sides):
-        col = c.rng.choice(absent)
+    if "reserved" in c.notes:
+        col = c.notes["reserved"][0]
         thing = c.rng.choice(COLOUR_THINGS[col])
         user = pick(
             c.rng,
@@ -361,7 +416,7 @@ def set_constraint(c: Composer, opening: tuple[View, str, str, str] | None = Non
             ],
             thing=thing,
         )
-        return constrain("forbid_colour", col, user, banned_reply(c, col, absent))
+        return constrain("forbid_colour", col, user, banned_reply(c))
     if not sides:
         raise Retry("no object to point at")
     side = c.rng.choice(sides)
@@ -417,7 +472,7 @@ def ask_dsu(c: Composer, rr: Ask, cr: Ask, cu: Ask) -> None:
 
 def ask_constraint_question(c: Composer) -> None:
     """The CT question: which colour is ruled out, or which object is protected. The options are
-    colours the dialogue named, or objects of the first picture (as they looked there)."""
+    the four colours of the acknowledgement (`reserve_colours`), or objects of the pictures."""
     k = c.constraints[0]
     aligned = c.capability_checks.get(CONSTRAINT, [])
     last = len(c.turns) - 1
@@ -427,17 +482,25 @@ def ask_constraint_question(c: Composer) -> None:
             last,
             "Which colour has the user ruled out for every version of the scene?",
             k.value,
-            colours_except(k.value),
+            list(c.notes["fine"]),
             aligned,
         )
     else:
-        named = {phrase(full_where(o)) for view in c.images for o in view.scene.objects}
+        # in how many pictures each object (as it looked) stands: the protected one in all of them,
+        # so the distractors are the objects that stood as long (the three longest, and any tied)
+        seen: dict[str, int] = {}
+        for view in c.images:
+            for o in view.scene.objects:
+                seen[phrase(full_where(o))] = seen.get(phrase(full_where(o)), 0) + 1
+        kept = phrase(k.value)
+        others = sorted((o for o in seen if o != kept), key=lambda o: (-seen[o], o))
+        others = [o for o in others if seen[o] >= seen[others[min(2, len(others) - 1)]]]
         c.ask(
             QuestionType.CT,
             last,
             "Which object did the user ask to keep unchanged throughout?",
-            f"the {phrase(k.value)}",
-            [f"the {o}" for o in sorted(named) if o != phrase(k.value)],
+            f"the {kept}",
+            [f"the {o}" for o in others],
             aligned,
         )
 

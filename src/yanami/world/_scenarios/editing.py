@@ -14,18 +14,19 @@ from yanami.world._scenarios._skeleton import (
     Op,
     Retry,
     checked,
-    colours_except,
+    colours_for,
     decoy,
-    first_picture,
+    distinct,
     listed_ref,
     live,
+    meant_options,
     move,
     plain_edit,
     room_for,
     spot,
     start,
 )
-from yanami.world._scene import Scene, WorldObject, random_object, relation
+from yanami.world._scene import SHAPES, Scene, WorldObject, random_object, relation
 
 
 def compose(c: Composer) -> None:
@@ -47,12 +48,17 @@ def compose(c: Composer) -> None:
     # is known now: a scene without room is dropped before any turn is worked out.
     if not room_for(c, scene):
         raise Retry("no room to add")
-    changed = c.rng.choice([o for o in scene.objects if full_where(o) != c.constraints[0].value])
+    allowed = [o for o in scene.objects if full_where(o) != c.constraints[0].value]
+    # the RR question names it without its colour, so that must tell it apart (`meant_options`)
+    changed = c.rng.choice(distinct(allowed, list(scene.objects)) or allowed)
     ref = listed_ref(c, changed.id)
     first_step(c, changed, ref)
     turn = len(c.turns) - 1
-    rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', f"the {phrase(full_where(changed))}",
-             first_picture(c), turn=turn)  # fmt: skip
+    # not the protected object either: it is the CT question's answer, which `changed` never is
+    rest = [o for o in c.images[0].scene.objects if o.id != changed.id]
+    kept = [o for o in rest if full_where(o) != c.constraints[0].value]
+    answer, others = meant_options(c, changed, kept, [o for o in rest if o not in kept])
+    rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', answer, others, turn=turn)
     pronoun_edit(c, changed, avoid=changed.colour)  # `retrieval_add` asks for the colour it had at first
     retrieval_add(c, changed)
     correction_revert(c)
@@ -70,14 +76,14 @@ def first_step(c: Composer, o: WorldObject, ref: str) -> None:
         violating_edit(c, o, ref, second_choice=True)  # the CU question asks for the substitute
         return
     assert c.view is not None
-    col = c.rng.choice(colours_except(o.colour))
+    col = c.rng.choice(colours_for(c, o.colour))
     where = minimal_where(o, c.view.scene, c.rng)
     op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": col})
     user = pick(
         c.rng, ["Make {ref} {col}.", "Could you paint {ref} {col}?", "Let's try {ref} in {col}."], ref=ref, col=col
     )
     if c.rng.random() < 0.5:  # the user weighs an alternative and drops it
-        other = c.rng.choice(colours_except(col, o.colour))
+        other = c.rng.choice(colours_for(c, col, o.colour))
         user += pick(c.rng, [" I thought about {x}, but {col} is better.", " Not {x}: {col}."], x=other, col=col)
     replies = ["Done, it is {col} now.", "Here it is in {col}."]
     if c.rng.random() < 0.5:  # the reply names the old colour half the time
@@ -99,7 +105,10 @@ def retrieval_add(c: Composer, source: WorldObject) -> None:
     forbidden = {k.value for k in c.constraints if k.kind == "forbid_colour"}
     if original.colour in forbidden:
         raise Retry("retrieved colour forbidden")
-    new = random_object(c.rng, scene.next_id(), colour=original.colour, size="small")
+    # never the source's shape: its material is the model's to choose under Self-History, and a
+    # correction may give the source its first colour back, so the two could come out the same
+    shape = c.rng.choice([x for x in SHAPES if x != source.shape])
+    new = random_object(c.rng, scene.next_id(), colour=original.colour, size="small", shape=shape)
     x, y = spot(c, new)
     spec = {"shape": new.shape, "colour": new.colour, "size": new.size, "material": new.material, "x": x, "y": y}
     stateless: Op = {"op": "add", "object": {**spec, "colour": current.colour}}

@@ -19,8 +19,11 @@ from yanami.world._scenarios._skeleton import (
     Retry,
     banned_reply,
     checked,
-    colours_except,
+    colours_for,
+    distinct,
+    meant_options,
     move,
+    reserve_colours,
     room_for,
 )
 from yanami.world._scene import Scene, WorldObject
@@ -34,14 +37,19 @@ def compose(c: Composer) -> None:
     picks, col, items_desc = agree_on_picks(c, sources)
     composite = combine(c, styles, sources, picks, items_desc)
     assert c.view is not None
-    first = c.rng.choice([o for o in c.view.scene.objects if o.colour != col])
+    allowed = [o for o in c.view.scene.objects if o.colour != col]
+    # the RR question names it without its colour, so that must tell it apart among the sources
+    # (`meant_options`); the composite's object ``i`` is the pick ``i``
+    everything = [o for s in sources for o in s.objects]
+    unique = {id(o) for o in distinct(everything, everything)}
+    first = c.rng.choice([o for o in allowed if id(picks[o.id][1]) in unique] or allowed)
     ref = c.rng.choice(["the {n} one you suggested", "the {n} object you suggested"]).format(n=ordinal(first.id + 1))
     violating_edit(c, first, ref, second_choice=True)  # the CU question asks for the substitute
     turn = len(c.turns) - 1
-    sourced = [f"the {phrase(full_where(o))}" for s in sources for o in s.objects]
-    sourced += [f"the {o}" for o in described(c)]  # the composite's objects too, as they look now
-    rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', f"the {phrase(full_where(first))}",
-             sourced, turn=turn)  # fmt: skip
+    answer, sourced = meant_options(c, first, [o for o in everything if o is not picks[first.id][1]])
+    if answer == f"the {phrase(full_where(first))}":  # named by all four: the composite's objects too
+        sourced += [f"the {o}" for o in described(c)]  # as they look now
+    rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', answer, sourced, turn=turn)
     pronoun_edit(c, first)
     retrieval_from_picture(c, sources, col)
     correction_revert(c)
@@ -54,7 +62,10 @@ def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
     """The user shows 2 or 3 source pictures, each in its own style; returns the styles and scenes."""
     styles = c.rng.sample(list(STYLES), 4)
     n_sources = c.rng.choice([2, 2, 2, 3])
-    sources = [random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0) for _ in range(n_sources)]
+    reserve_colours(c)  # the rule comes after the pictures; its colours are kept out of them
+    sources = [
+        random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0, colours=colours_for(c)) for _ in range(n_sources)
+    ]
     for k, scene in enumerate(sources):
         view = View(scene, VIEWS[0], styles[k % len(styles)])
         names = listing([a(full_where(o)) for o in scene.objects])
@@ -93,12 +104,12 @@ def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, W
     for k, scene in enumerate(sources):
         take = c.rng.sample(list(scene.objects), 2 if k == 0 else 1)
         picks.extend((k, o) for o in take)
-    forbid = [col for col in COLOUR_THINGS if col not in {o.colour for _, o in picks}]
-    col = c.rng.choice(forbid)
+    col = c.notes["reserved"][0]
     thing = c.rng.choice(COLOUR_THINGS[col])
-    items_desc = listing(
-        [f"the {phrase(minimal_where(o, sources[k], c.rng))} from the {ordinal(k + 1)} picture" for k, o in picks]
-    )
+    # each by its colour among other things (the RR question's options leave the colour out: the
+    # suggestion's words must not match one option and not another)
+    named = [(k, {**minimal_where(o, sources[k], c.rng), "colour": o.colour}) for k, o in picks]
+    items_desc = listing([f"the {phrase(w)} from the {ordinal(k + 1)} picture" for k, w in named])
     # The rule and the question of what to combine come in one message.
     rule = pick(
         c.rng,
@@ -120,7 +131,7 @@ def agree_on_picks(c: Composer, sources: list[Scene]) -> tuple[list[tuple[int, W
             "Which objects should make it into the combined scene?",
         ],
     )
-    noted = banned_reply(c, col, [x for x in COLOUR_THINGS if x not in {o.colour for _, o in picks}])
+    noted = banned_reply(c)
     suggestion = pick(
         c.rng,
         [
@@ -228,7 +239,7 @@ def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) ->
         raise Retry("no room")
     k, o, placed = found
     spec = {"shape": o.shape, "colour": o.colour, "size": o.size, "material": o.material, "x": placed.x, "y": placed.y}
-    wrong = c.rng.choice(colours_except(o.colour, forbidden))
+    wrong = c.rng.choice(colours_for(c, o.colour, forbidden))
     stateless: Op = {"op": "add", "object": {**spec, "colour": wrong}}
     op = checked(c, {"op": "add", "object": spec})
     user = pick(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from yanami.schema import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import Slot
-from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
+from yanami.world._language import a, full_where, minimal_where, ordinal, phrase, pick
 from yanami.world._scenarios._skeleton import (
+    COLOUR_THINGS,
     CONSTRAINT,
     COREF,
     CORRECTION,
@@ -16,14 +17,17 @@ from yanami.world._scenarios._skeleton import (
     Retry,
     ask_dsu,
     checked,
+    colours_for,
     decoy,
+    distinct,
     first_picture,
     first_picture_extreme,
+    meant_options,
     move,
     spot,
     start,
 )
-from yanami.world._scene import COLOURS, Scene, WorldObject
+from yanami.world._scene import Scene, WorldObject
 
 
 def compose(c: Composer) -> None:
@@ -47,18 +51,19 @@ def compose(c: Composer) -> None:
     # the plan's steps are objects like any other (the questions ask about them).
     keep = c.rng.randint(len(scene.objects) - len(removable) + 1, len(scene.objects) - 2)
     plan = c.rng.sample(removable, len(scene.objects) - keep)
-    names = [phrase(minimal_where(o, scene, c.rng)) for o in plan]
+    # every object named by its colour among other things (the RR question's options leave the
+    # colour out: a plan's words must not match one option and not another)
+    names = [phrase({**minimal_where(o, scene, c.rng), "colour": o.colour}) for o in plan]
     steps = "; ".join(f"step {k + 1}, remove the {n}" for k, n in enumerate(names))
     # The plan names every object, the ones that stay too.
     rest = [o for o in scene.objects if o not in plan]
     c.rng.shuffle(rest)
-    stay = listing([f"the {phrase(minimal_where(o, scene, c.rng))}" for o in rest])
-    stay = f"{stay[0].upper()}{stay[1:]} {'stays as it is' if len(rest) == 1 else 'stay as they are'}"
+    # each in a clause of its own, named last as a step names its object (the RR question asks
+    # which object a step meant: where a name stands in its sentence must not tell steps apart)
+    stay = "; ".join(f"keep the {phrase({**minimal_where(o, scene, c.rng), 'colour': o.colour})}" for o in rest)
     # the objects that stay come first or last in the reply
-    steps = f"{steps}. {stay}" if c.rng.random() < 0.5 else f"{stay}; {steps}"
+    steps = f"{steps}; {stay}" if c.rng.random() < 0.5 else f"{stay}; {steps}"
     rule = c.constraints[0]
-    # a colour the acknowledgement said is fine, named beside the banned one (the same frame)
-    ok = c.rng.choice(c.notes["fine"]) if rule.kind == "forbid_colour" else ""
     goals = (
         [
             "The goal: only {n} objects left in the end, one of them what my rule protects. What's the plan?",
@@ -68,10 +73,10 @@ def compose(c: Composer) -> None:
         ]
         if rule.kind == "protect"
         else [
-            "The goal: only {n} objects left in the end, and nothing {col}, though {ok} is fine. What's the plan?",
-            "I'd like to get down to {n} objects, with {ok} welcome but nothing {col} anywhere. How would you do it?",
-            "Let's aim for a scene of {n} objects, {ok} allowed and without {col}. Plan it out?",
-            "End state I want: {n} objects left, and no {col} anywhere ({ok} is no problem). Steps?",
+            "The goal: only {n} objects left in the end, and nothing the colour of {thing}. What's the plan?",
+            "I'd like to get down to {n} objects, with nothing the colour of {thing} anywhere. How would you do it?",
+            "Let's aim for a scene of {n} objects, none of them the colour of {thing}. Plan it out?",
+            "End state I want: {n} objects left, and nothing the colour of {thing} anywhere. Steps?",
         ]
         if c.rng.random() < 0.5
         else [
@@ -82,13 +87,15 @@ def compose(c: Composer) -> None:
         ]
     )
     c.chat(
-        pick(c.rng, goals, n=keep, col=rule.value, ok=ok),
+        pick(c.rng, goals, n=keep, thing=c.rng.choice(COLOUR_THINGS.get(str(rule.value), ("",)))),
         pick(c.rng, ["Here's a plan: {steps}.", "I suggest: {steps}."], steps=steps),
         {CONSTRAINT, RETRIEVAL},
         {"op": "none", "plan": [full_where(o) for o in plan]},
     )
     checkpoint = len(c.images)
-    asked = c.rng.randrange(len(plan))
+    # the RR question names it without its colour, so that must tell it apart (`meant_options`)
+    told = distinct(plan, list(scene.objects))
+    asked = plan.index(c.rng.choice(told)) if told else c.rng.randrange(len(plan))
     hypothesis(c, plan[asked], asked + 1)
     restore(c, checkpoint)
     plan_step(c, plan[0], 1)
@@ -97,14 +104,13 @@ def compose(c: Composer) -> None:
     plan_correction(c, plan[undone], undone + 1)
     turn, ref = c.notes["hypothesis"]
     (cturn,) = c.notes["correction"]
+    # not a protected object either: it is the CT question's answer, which no step removes
+    rest = [o for o in scene.objects if o.id != plan[asked].id]
+    kept = [o for o in rest if full_where(o) not in protected]
+    answer, others = meant_options(c, plan[asked], kept, [o for o in rest if o not in kept])
     ask_dsu(
         c,
-        Ask(
-            f'In turn {turn + 1}, which object does "{ref}" refer to?',
-            f"the {phrase(full_where(plan[asked]))}",
-            first_picture(c),
-            turn=turn,
-        ),
+        Ask(f'In turn {turn + 1}, which object does "{ref}" refer to?', answer, others, turn=turn),
         first_picture_extreme(c),
         Ask(
             f"After the user's correction in turn {cturn + 1}, which object should be back in the scene?",
@@ -151,7 +157,7 @@ def hypothesis(c: Composer, target: WorldObject, step: int) -> None:
     assert c.view is not None
     scene = c.view.scene
     forbidden = {k.value for k in c.constraints if k.kind == "forbid_colour"}
-    col = c.rng.choice([x for x in COLOURS if x not in forbidden and x != target.colour])
+    col = c.rng.choice(colours_for(c, target.colour, *forbidden))
     where = minimal_where(target, scene, c.rng)
     op = checked(c, {"op": "set", "where": where, "attr": "colour", "value": col})
     latest = c.latest.scene

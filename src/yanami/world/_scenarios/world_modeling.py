@@ -20,10 +20,12 @@ from yanami.world._scenarios._skeleton import (
     ask_dsu,
     checked,
     decoy,
+    distinct,
     first_allowed,
     first_picture,
     first_picture_extreme,
     listed_ref,
+    meant_options,
     move,
     plain_edit,
     start,
@@ -444,15 +446,16 @@ def world_questions(c: Composer, mover: WorldObject, anchor: WorldObject, rel: s
     """Which object a place in the listing meant, which object stood out in the first picture,
     the constraint, and which object the correction moved."""
     cturn, _, _ = c.notes["correction"]
-    ref, meant = c.rng.choice(c.notes["listed_refs"])
+    # the RR question names it without its colour, so that must tell it apart (`meant_options`)
+    first = list(c.images[0].scene.objects)
+    refs = c.notes["listed_refs"]
+    ref, meant = c.rng.choice([(r, o) for r, o in refs if distinct([o], first)] or refs)
+    # not an object resting on another either: the move's objects stand on the ground
+    ground = [o for o in first if o.id != meant.id and o.on is None]
+    answer, others = meant_options(c, meant, ground, [o for o in first if o.on is not None])
     ask_dsu(
         c,
-        Ask(
-            f'In turn {first_turn + 1}, which object does the user mean by "{ref}"?',
-            f"the {phrase(full_where(meant))}",
-            first_picture(c),
-            turn=first_turn,
-        ),
+        Ask(f'In turn {first_turn + 1}, which object does the user mean by "{ref}"?', answer, others, turn=first_turn),
         first_picture_extreme(c),
         Ask(
             f"Which object did the correction in turn {cturn + 1} move?",
