@@ -87,7 +87,6 @@ def reserve_colours(c: Composer) -> str:
     col = c.rng.choice(list(COLOUR_THINGS))
     fine = c.rng.sample([x for x in COLOUR_THINGS if x != col], 3)
     c.notes["reserved"] = [col, *fine]
-    c.notes["fine"] = fine
     return col
 
 
@@ -303,11 +302,10 @@ def meant_options(
     """The answer and the candidate distractors of an RR question (which object a reference
     meant): ``target`` and the ``others`` it could be confused with, named without their colour
     (`Retry` where that does not tell ``target`` apart from them and the ``unoffered`` objects:
-    see `distinct`). Where fewer than
-    three others are left (two of them alike but for the colour), objects that none of them
-    is fill in: one of them or ``target`` with one attribute changed (``the large matte sphere``
-    for the small one, in a picture without one), of a shape the picture has (the other
-    questions' options name the picture's shapes).
+    see `distinct`). Where fewer than three others are left (two of them alike but for the
+    colour), objects that none of them is fill in: one of them or ``target`` with one
+    attribute changed (``the large matte sphere`` for the small one, in a picture without
+    one), of a shape the picture has (the other questions' options name the picture's shapes).
 
     The colour is what the turns around a reference name (the new colour, the one passed over,
     the old one in the reply) and what the other questions ask about, so an option's colour told
@@ -472,7 +470,8 @@ def ask_dsu(c: Composer, rr: Ask, cr: Ask, cu: Ask) -> None:
 
 def ask_constraint_question(c: Composer) -> None:
     """The CT question: which colour is ruled out, or which object is protected. The options are
-    the four colours of the acknowledgement (`reserve_colours`), or objects of the pictures."""
+    the four colours `reserve_colours` set aside, or objects that stood unchanged as long as the
+    protected one."""
     k = c.constraints[0]
     aligned = c.capability_checks.get(CONSTRAINT, [])
     last = len(c.turns) - 1
@@ -482,7 +481,7 @@ def ask_constraint_question(c: Composer) -> None:
             last,
             "Which colour has the user ruled out for every version of the scene?",
             k.value,
-            list(c.notes["fine"]),
+            list(c.notes["reserved"][1:]),
             aligned,
         )
     else:
