@@ -131,3 +131,28 @@ def test_scripts_compose_exactly_the_pinned_dialogues(monkeypatch: pytest.Monkey
             for sha in sorted(images):
                 h.update(images[sha])
     assert h.hexdigest() == COMPOSED_SHA256
+
+
+def test_a_colour_ban_names_its_colour_nowhere_and_its_four_options_are_alike() -> None:
+    """A colour ban's four colours (the banned one and the CT question's three distractors) are
+    named in no message, taken by no object of any picture and offered by no other question, so
+    nothing but the rule (through an everyday thing) tells the answer from the distractors."""
+    bans = 0
+    for s in Scenario:
+        for i in range(6):
+            d, _ = compose_dialogue(s, f"world-{s.value}-{i:06d}", 42)
+            ct = next(q for q in d.questions if q.type.value == "CT")
+            if "ruled out" not in ct.text:
+                continue
+            bans += 1
+            four = set(ct.choices or [])
+            assert len(four) == 4 and ct.answer in four and "cyan" not in four
+            words = {w for t in d.turns for m in (t.user, t.assistant) for p in m.parts
+                     if p.type == "text" for w in re.findall(r"[a-z]+", p.text.lower())}  # fmt: skip
+            assert not words & four, (d.id, words & four)
+            colours = {o["colour"] for t in d.turns if isinstance(t.hidden.state, dict)
+                       for o in t.hidden.state.get("scene") or []}  # fmt: skip
+            assert not colours & four, (d.id, colours & four)
+            offered = {w for q in d.questions if q is not ct for c in q.choices or [] for w in c.split()}
+            assert not offered & four, (d.id, offered & four)
+    assert bans >= 12  # fusion always bans a colour, the others mostly

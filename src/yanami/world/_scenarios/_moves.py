@@ -80,26 +80,24 @@ def violating_edit(c: Composer, target: WorldObject, ref: str | None = None, sec
             )
         if c.rng.random() < 0.5:  # the request is not always the message's first sentence
             user = pick(c.rng, ["Next change. ", "Here's another idea. ", "Something new now. "]) + user
-        # The reply names the substitute, not the ruled-out colour (the acknowledgement did), and
-        # colours it could have used as well: the substitute is one colour among several it names.
+        # The reply names the substitute, never the ruled-out colour (no message does), and colours
+        # it could have used as well: the substitute is one colour among several it names.
         rest = [x for x in substitutes if x != alt]
         also = c.rng.sample(rest, 2)
-        that = "that colour"
         asst = pick(
             c.rng,
             [
-                "{That} is ruled out by your rule, so I went with your second choice; {x} would have worked too.",
-                "I can't use {that}: it was your rule from the start. So I used your other colour, not {x}.",
+                "That colour is ruled out by your rule, so I went with your second choice; {x} would have worked too.",
+                "I can't use that colour: it was your rule from the start. So I used your other colour, not {x}.",
             ]
             if fallback
             else [
-                "{That} is ruled out by your rule, so I painted it {alt}; {x} or {y} would have done too.",
-                "I can't use {that}: it was your rule from the start. {X} or {y} would do, but here it is in {alt}.",
-                "Your rule keeps {that} out. I thought of {x} and {y}, then painted it {alt}.",
+                "That colour is ruled out by your rule, so I painted it {alt}; {x} or {y} would have done too.",
+                "I can't use that colour: it was your rule from the start. "
+                "{X} or {y} would do, but here it is in {alt}.",
+                "Your rule keeps that colour out. I thought of {x} and {y}, then painted it {alt}.",
             ],
             alt=alt,
-            that=that,
-            That=that.capitalize(),
             x=also[0],
             X=also[0].capitalize(),
             y=also[1],

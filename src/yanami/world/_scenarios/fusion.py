@@ -9,7 +9,7 @@ from yanami.world._ops import View
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
-from yanami.world._scenarios._moves import correction_revert, described, edit_questions, pronoun_edit, violating_edit
+from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
     COLOUR_THINGS,
     COREF,
@@ -47,8 +47,6 @@ def compose(c: Composer) -> None:
     violating_edit(c, first, ref, second_choice=True)  # the CU question asks for the substitute
     turn = len(c.turns) - 1
     answer, sourced = meant_options(c, first, [o for o in everything if o is not picks[first.id][1]])
-    if answer == f"the {phrase(full_where(first))}":  # named by all four: the composite's objects too
-        sourced += [f"the {o}" for o in described(c)]  # as they look now
     rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', answer, sourced, turn=turn)
     pronoun_edit(c, first)
     retrieval_from_picture(c, sources, col)
