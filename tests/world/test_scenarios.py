@@ -113,8 +113,10 @@ def test_parse_scenarios_keeps_the_order_given() -> None:
 # object whose place the words fix, stated in place of a kept check that the object is there);
 # issue 33's answer places (a correction goes back before the last or an earlier edit, or to a
 # colour the user passed over; a colour ban is acknowledged in varied frames and the colours it
-# calls fine are the ones the user names again).
-COMPOSED_SHA256 = "9de89355837794b73f1e93c6d87d0abb5df73eec27e1f157e1184e246b291d6d"
+# calls fine are the ones the user names again); issue 33's picture-only CR questions (which
+# object stood furthest to a side in a picture the user showed; fusion's sources have four
+# objects each) and corrected corrections (fusion and editing correct the correction).
+COMPOSED_SHA256 = "736c5c25a52bb6750e8fdd97fbc8087be6a3ab135736727373bbb4130f82befb"
 
 
 def test_scripts_compose_exactly_the_pinned_dialogues(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,3 +158,76 @@ def test_a_colour_ban_names_its_colour_nowhere_and_its_four_options_are_alike() 
             offered = {w for q in d.questions if q is not ct for c in q.choices or [] for w in c.split()}
             assert not offered & four, (d.id, offered & four)
     assert bans >= 12  # fusion always bans a colour, the others mostly
+
+
+def _stand_in_renderer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        yanami.world._compose, "render_png", lambda scene, azimuth, style: repr((scene, azimuth, style)).encode()
+    )
+
+
+def _described(o: dict[str, Any]) -> str:
+    return f"the {o['size']} {o['colour']} {o['material']} {o['shape']}"
+
+
+def test_a_cr_question_asks_where_an_object_stood_in_a_picture_the_user_showed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every CR question asks about a picture the user showed (the first, or in fusion any source):
+    its options are that picture's objects, whose listing names them all and never where they stand."""
+    _stand_in_renderer(monkeypatch)
+    pictures: set[str] = set()
+    for s in Scenario:
+        for i in range(8):
+            d, _ = compose_dialogue(s, f"world-{s.value}-{i:06d}", 42)
+            cr = next(q for q in d.questions if q.type.value == "CR")
+            m = re.match(r"In (the first picture|picture (\d+)), which object stood (furthest|nearest) ", cr.text)
+            assert m, cr.text
+            k = int(m.group(2)) - 1 if m.group(2) else 0
+            pictures.add(m.group(1) if s.value != "fusion" else "source")
+            shown = d.turns[k]  # the user's pictures come first, one a turn
+            assert any(p.type == "image" for p in shown.user.parts)
+            objects = {_described(o) for o in shown.hidden.state["scene"]}
+            assert cr.answer in objects and set(cr.choices or []) <= objects and len(cr.choices or []) == 4
+            said = " ".join(
+                p.text for t in d.turns for m_ in (t.user, t.assistant) for p in m_.parts if p.type == "text"
+            )
+            assert not re.search(r"\b(left|right|front|behind|nearest|furthest)\b[^.]*" + cr.answer[4:], said)
+    assert pictures == {"the first picture", "source"}
+
+
+def test_a_corrected_correction_makes_each_colour_the_answer_but_the_current_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fusion and editing correct the edit of "it", then that correction. The CU answer is never the
+    colour the object has when the last correction comes, and each of the colours a reader could
+    name (before any edit, after the first, after the edit of "it", one passed over) is the answer
+    of some dialogues: the colour before any correction (which the first one replaced) as well."""
+    _stand_in_renderer(monkeypatch)
+    roles: dict[str, int] = {}
+    for s in (Scenario("editing"), Scenario("fusion")):
+        for i in range(30):
+            d, _ = compose_dialogue(s, f"world-{s.value}-{i:06d}", 7)
+            cu = next(q for q in d.questions if q.type.value == "CU")
+            last = int(re.search(r"turn (\d+)", cu.text).group(1)) - 1  # type: ignore[union-attr]
+            first = d.turns[last - 1].hidden.intent["op"]  # the turn before sets the same colour: the first correction
+            assert first["op"] == "set" and first["attr"] == "colour"
+            where = d.turns[last].hidden.intent["op"]["where"]
+            before = d.turns[last - 1].hidden.state["scene"]
+            me = next(o for o in before if all(o.get(k) == v for k, v in where.items()))
+            key = (me["id"], me["shape"], me["size"], me["material"])
+            colours: list[str] = []  # the object's colours, oldest first, each once in a row
+            for t in range(last - 1, -1, -1):
+                scene = d.turns[t].hidden.state["scene"]
+                o = next((o for o in scene if (o["id"], o["shape"], o["size"], o["material"]) == key), None)
+                if o is None:
+                    break
+                if not colours or colours[0] != o["colour"]:
+                    colours.insert(0, o["colour"])
+            assert cu.answer != colours[-1]  # never the colour it has now
+            kinds = ("before any edit", "after the first edit", "after the edit of it")
+            named = {c: r for r, c in zip(kinds, colours[-4:-1], strict=False)}
+            role = named.get(cu.answer, "passed over")
+            roles[role] = roles.get(role, 0) + 1
+    assert set(roles) == {"before any edit", "after the first edit", "after the edit of it", "passed over"}, roles
+    assert max(roles.values()) <= 0.4 * sum(roles.values()), roles

@@ -204,6 +204,8 @@ class Did:
     """The value of ``attr`` the turn replaced (what a correction of it brings back)."""
     told: Any = None
     """The value the assistant's words gave ``before`` (they name a substitute colour it chose)."""
+    set_to: Any = None
+    """What a correction set ``attr`` to, as the words name it (the CU question's answer)."""
     open: bool = False
     """Whether ``before`` was a free choice (a correction that brings it back reopens it)."""
     called_for: str | None = None
@@ -555,18 +557,23 @@ class Reader:
             return Intent(op, [{"slot": "position", "accept": [rule]}], did, target.id)
         if then.attr is None:
             return Intent({"op": "none"}, did=did)
+        # what this turn replaces, as the picture and the words have it (a later correction may
+        # take this one back)
+        did.attr, did.before = then.attr, getattr(target, then.attr)
+        did.told = self.told.get((target.id, then.attr), did.before)
+        did.open = then.attr in self.chosen.get(target.id, set())
         passed = _PASSED_OVER.search(low)
         if passed and then.dropped:
             # a colour the user weighed and dropped in that turn, named by its place there
             k = 1 if passed.group("which") == "second" else 0
             value = then.dropped[min(k, len(then.dropped) - 1)]
-            did.attr, did.before, did.told = then.attr, getattr(target, then.attr), value
+            did.set_to = value
             self.told.pop((target.id, then.attr), None)
             self.chosen.get(target.id, set()).discard(then.attr)
             op = {"op": "set", "where": {"id": target.id}, "attr": then.attr, "value": value}
             return Intent(op, did=did, focus=target.id)
         # back to the value the picture before that turn showed; the words then named it so
-        did.attr, did.before, did.told = then.attr, getattr(target, then.attr), then.told
+        did.set_to = then.told
         self.told.pop((target.id, then.attr), None)
         if then.told != then.before:
             self.told[(target.id, then.attr)] = then.told
@@ -776,7 +783,7 @@ class Reader:
         """What the tracked state says to a DSU question: an object (as an option names it) or a value.
 
         A question is read by what it points at rather than word for word: words in quotes that a
-        turn used (who they meant), the first picture (which object stood furthest to a side), the
+        turn used (who they meant), a picture the user showed (which object stood furthest to a side), the
         rule (no turn named: the colour ruled out, or the object kept), or what the turn it names
         did (the colour it called for or brought back, the object it moved or brought back)."""
         low = question.lower()
@@ -786,10 +793,14 @@ class Reader:
         quoted = re.search(r'"([^"]+)"', low)
         if quoted and turn is not None:
             return self._meant(turn, quoted.group(1))
-        if "first picture" in low and self.pictures:
+        shown = re.match(r"in (the first picture|picture (\d+)),", low)
+        if shown and self.pictures:
+            k = int(shown.group(2)) - 1 if shown.group(2) else 0
             side = next((side for words, side in _SIDE_OF_STANDING.items() if words in low), None)
-            first = self.pictures[0]
-            o = extreme(first.scene, first.azimuth, side) if side else None
+            if not 0 <= k < len(self.pictures) or side is None:
+                return None
+            view = self.pictures[k]
+            o = extreme(view.scene, view.azimuth, side)
             return the(o) if o is not None else None
         if did is None:
             if "colour" in low:
@@ -798,7 +809,9 @@ class Reader:
         if "colour" in low:
             if did.called_for is not None:
                 return did.called_for
-            return str(did.told) if did.attr is not None else None
+            if did.attr is None:
+                return None
+            return str(did.set_to if did.set_to is not None else did.told)
         o = did.back or did.moved
         return the(o) if o is not None else None
 

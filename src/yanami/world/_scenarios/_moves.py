@@ -20,6 +20,7 @@ from yanami.world._scenarios._skeleton import (
     colours_for,
     decoy,
     first_allowed,
+    first_picture_extreme,
     listed_ref,
     live,
     move,
@@ -246,36 +247,51 @@ PASSED_OVER = (
 """A correction that picks a colour the user weighed and dropped in an earlier edit ("Not gray: green.")."""
 
 
-def correction_revert(c: Composer) -> None:
-    """The user corrects the edit of "it", in one of three ways drawn at random (each has the same
+def correction_revert(c: Composer, back: float | None = None) -> None:
+    """The user corrects the edit of "it", in one of these ways drawn at random (each has the same
     kind of words): back to the value before that edit, back to the value before an earlier edit
-    of the same object (the colour it had before the first recolouring), or to a colour the user
-    weighed and dropped in that edit. So the answer of the question about it sits in a different
+    of the same object (the colour it had before the first recolouring, or before the edit of "it"
+    when a first correction is itself being corrected), or to a colour the user weighed and
+    dropped in the edit of "it". So the answer of the question about it sits in a different
     place of the text each time: the fallback or the first recolouring, the listing or the
-    suggestion, the colours the user passed over."""
+    suggestion, the colours the user passed over.
+
+    Called twice, it makes the user correct the correction (users do): the second one may go
+    back to the value the first one replaced, so the colour the object had before any correction
+    is an answer as often as any other, and the one value never asked for is the one it has
+    now, which only the words of the first correction, read against the turn they name, tell.
+    Each call records the edit it makes as the one a next call may take back. ``back``: the
+    chance of going back to the value before the last edit (by default one way among the
+    others)."""
     assert c.view is not None
     turn, oid, attr, old, new_value, image = c.notes["revertible"]
     current = live(c, oid, "corrected object gone")
     where = minimal_where(current, c.view.scene, c.rng)
     dropped, weighed = c.notes.get("dropped", ([], 0))
+    weighed_turn = c.notes.setdefault("weighed_turn", turn)
+    # the edits of this object before the last one, as (turn, value before it, picture before it)
+    earlier = list(c.notes.get("earlier_edits", []))
     first = c.notes.get("first_edit")
-    ways = ["before"]
-    if first is not None and first[1] == oid and first[2] not in (old, new_value):
-        ways.append("earlier")
-    if dropped:
-        ways.append("dropped")
-    way = c.rng.choice(ways)
+    if first is not None and first[1] == oid and not earlier:
+        earlier = [(first[0], first[2], first[3])]
+    ways: list[tuple[str, int, str, int]] = [("before", turn, str(old), image)]
+    for t, v, img in earlier:
+        if v != new_value and all(v != w[2] for w in ways):
+            ways.append(("earlier", t, v, img))
+    passed = [(k, o) for k, o in dropped if o != new_value and all(o != w[2] for w in ways)]
+    if passed:
+        ways.append(("dropped", weighed_turn, "", 0))
+    if back is None or len(ways) == 1:
+        way, turn, value, image = c.rng.choice(ways)
+    else:  # back to the value before the last edit with the chance ``back``, else any other way
+        way, turn, value, image = ways[0] if c.rng.random() < back else c.rng.choice(ways[1:])
     if way == "dropped":
-        k, value = c.rng.choice(dropped)
+        k, value = c.rng.choice(passed)
         op = checked(c, {"op": "set", "where": where, "attr": attr, "value": value})
         which = "" if weighed == 1 else ["first ", "second "][k]
         user = pick(c.rng, list(PASSED_OVER), nth=ordinal(turn + 1), which=which)
     else:
-        if way == "earlier":
-            assert first is not None
-            turn, _, old, image = first
         # back to the value in the picture before the edit (under Self-History: the model's own, if it chose it)
-        value = old
         op = checked(c, {"op": "set", "where": where, "attr": attr, "value": value, "reverts": image})
         words = BEFORE_WORDS if way == "earlier" else (*BEFORE_WORDS, *UNDO_WORDS)
         user = pick(c.rng, list(words), nth=ordinal(turn + 1), attr=attr)
@@ -292,36 +308,37 @@ def correction_revert(c: Composer) -> None:
             (f"There is no {phrase(full_where(current))} any more.", {"op": "absent", "where": full_where(current)}),
         ]
 
+    last = c.notes["revertible"]
     turn_now = move(c, user, op, asst, {CORRECTION, RETRIEVAL}, lacking=CORRECTION, correction=reverted)
+    c.notes.setdefault("uncorrected", str(new_value))  # what an agent that ignores corrections keeps
     c.notes["correction"] = (turn_now, attr, value, new_value)
+    c.notes["earlier_edits"] = [*earlier, (last[0], str(last[3]), last[5])]
+    c.notes["revertible"] = (turn_now, oid, attr, new_value, value, len(c.images) - 1)
 
 
-def _at_least_three(c: Composer, answer: str, pool: list[str]) -> list[str]:
-    """``pool`` of colours, with other colours the dialogue may use after it where it holds
-    fewer than three besides ``answer``."""
-    if len(set(pool) - {answer}) >= 3:
-        return pool
-    return [*pool, *colours_for(c, answer, *pool)]
+def corrections(c: Composer) -> None:
+    """The user corrects the edit of "it", then corrects that correction (`correction_revert`).
+    The second goes back to the value the first replaced a quarter of the time, and otherwise
+    to one of the others: so each of the four values a reader could name (the first colour, the
+    fallback, the colour of "it" and the one passed over) is the answer about as often."""
+    correction_revert(c)
+    correction_revert(c, back=0.25)
 
 
-def edit_questions(c: Composer, rr: Ask) -> None:
-    """The questions of fusion and editing: ``rr`` (who a reference meant), the colour a request
-    retrieved from the history, the constraint, and the colour the correction brought back."""
-    rturn, old_colour, new_colour, looked = c.notes["retrieved"]
+def edit_questions(c: Composer, rr: Ask, cr: Ask | None = None) -> None:
+    """The questions of fusion and editing: ``rr`` (who a reference meant), ``cr`` (by default
+    where an object stood in the first picture, `first_picture_extreme`: a retrieval the text
+    cannot answer), the constraint, and the colour the last correction brought back."""
     cturn, attr, old, new_value = c.notes["correction"]
+    uncorrected = c.notes["uncorrected"]
     ask_dsu(
         c,
         rr,
-        Ask(
-            f"What colour did the user's request in turn {rturn + 1} call for?",
-            old_colour,
-            _at_least_three(c, old_colour, [new_colour, *looked]),
-            outdated=new_colour,
-        ),
+        cr or first_picture_extreme(c),
         Ask(
             f"After the user's correction in turn {cturn + 1}, what {attr} should the corrected object have?",
             str(old),
-            [str(new_value), *colours_for(c, str(old), str(new_value))],
-            outdated=str(new_value),
+            [str(new_value), uncorrected, *colours_for(c, str(old), str(new_value), uncorrected)],
+            outdated=uncorrected if uncorrected != str(old) else None,
         ),
     )

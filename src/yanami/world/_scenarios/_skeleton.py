@@ -512,18 +512,19 @@ STANDING = {
 }
 
 
-def first_picture_extreme(c: Composer) -> Ask:
-    """A CR question on the first picture: which object stood furthest to one side. Only the
-    picture tells (the listing has no positions), and the side is drawn at random."""
-    view = c.images[0]
+def first_picture_extreme(c: Composer, image: int = 0, named: str = "the first picture") -> Ask:
+    """A CR question on a picture the user showed (the first by default; ``named`` as the
+    question names it): which object stood furthest to one side. Only the picture tells (the
+    listing has no positions), and the side is drawn at random."""
+    view = c.images[image]
     sides = [s for s in STANDING if s != c.notes.get("rule_side") and extreme(view.scene, view.azimuth, s)]
     if not sides:
-        raise Retry("no object stands out in the first picture")
+        raise Retry("no object stands out in the picture asked about")
     side = c.rng.choice(sides)
     o = extreme(view.scene, view.azimuth, side)
     assert o is not None
     return Ask(
-        f"In the first picture, which object stood {STANDING[side]}?",
+        f"In {named}, which object stood {STANDING[side]}?",
         f"the {phrase(full_where(o))}",
-        first_picture(c),
+        [f"the {phrase(full_where(p))}" for p in view.scene.objects],
     )

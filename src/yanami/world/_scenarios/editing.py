@@ -6,7 +6,7 @@ from yanami.schema import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._language import REL_WORDS, full_where, minimal_where, ordinal, phrase, pick
 from yanami.world._place import free_positions, side_mask
-from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
+from yanami.world._scenarios._moves import corrections, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
     COREF,
     RETRIEVAL,
@@ -61,7 +61,7 @@ def compose(c: Composer) -> None:
     rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', answer, others, turn=turn)
     pronoun_edit(c, changed, avoid=changed.colour)  # `retrieval_add` asks for the colour it had at first
     retrieval_add(c, changed)
-    correction_revert(c)
+    corrections(c)
     if c.constraints[0].kind == "protect":
         violating_edit(c, changed)
     elif c.rng.random() < 0.6:
@@ -146,10 +146,6 @@ def retrieval_add(c: Composer, source: WorldObject) -> None:
     free = [{"slot": "material", "choices": ["matte", "metal"]}, {"slot": "position", "accept": []}]
     turn = move(c, user, op, asst, {RETRIEVAL}, stateless=stateless, lacking=RETRIEVAL, focus=added, free=free)
     c.notes["added"] = (turn, new.id)
-    # what the request could be confused with: the colour the object has now, and the colours
-    # of the first picture (where the answer is too)
-    looked = [o.colour for o in first.objects]
-    c.notes["retrieved"] = (turn, original.colour, current.colour, looked)
 
 
 def reference_by_turn(c: Composer) -> None:

@@ -9,7 +9,7 @@ from yanami.world._ops import View
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
-from yanami.world._scenarios._moves import correction_revert, edit_questions, pronoun_edit, violating_edit
+from yanami.world._scenarios._moves import corrections, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
     COLOUR_THINGS,
     COREF,
@@ -21,6 +21,7 @@ from yanami.world._scenarios._skeleton import (
     checked,
     colours_for,
     distinct,
+    first_picture_extreme,
     meant_options,
     move,
     reserve_colours,
@@ -48,22 +49,23 @@ def compose(c: Composer) -> None:
     turn = len(c.turns) - 1
     answer, sourced = meant_options(c, first, [o for o in everything if o is not picks[first.id][1]])
     rr = Ask(f'In turn {turn + 1}, which object does the user mean by "{ref}"?', answer, sourced, turn=turn)
-    pronoun_edit(c, first)
+    pronoun_edit(c, first, avoid=first.colour)  # so a correction can go back to the colour before both edits
     retrieval_from_picture(c, sources, col)
-    correction_revert(c)
+    corrections(c)
     if c.rng.random() < 0.5:
         back_to_composite(c, composite)
-    edit_questions(c, rr)
+    # which picture: any of them, so an option's being in it says nothing of being the RR answer
+    k = c.rng.randrange(len(sources))
+    edit_questions(c, rr, first_picture_extreme(c, k, f"picture {k + 1}"))
 
 
 def show_sources(c: Composer) -> tuple[list[str], list[Scene]]:
-    """The user shows 2 or 3 source pictures, each in its own style; returns the styles and scenes."""
+    """The user shows 2 or 3 source pictures of four objects, each in its own style; returns the styles and scenes."""
     styles = c.rng.sample(list(STYLES), 4)
     n_sources = c.rng.choice([2, 2, 2, 3])
     reserve_colours(c)  # the rule comes after the pictures; its colours are kept out of them
-    sources = [
-        random_scene(c.rng, c.rng.randint(2, 3), stack_chance=0.0, colours=colours_for(c)) for _ in range(n_sources)
-    ]
+    # four objects each: the CR question asks which object of one of them stood furthest to one side
+    sources = [random_scene(c.rng, 4, stack_chance=0.0, colours=colours_for(c)) for _ in range(n_sources)]
     for k, scene in enumerate(sources):
         view = View(scene, VIEWS[0], styles[k % len(styles)])
         names = listing([a(full_where(o)) for o in scene.objects])
@@ -265,7 +267,4 @@ def retrieval_from_picture(c: Composer, sources: list[Scene], forbidden: str) ->
         return [c.atomic(f"There is a {phrase(w)}.", {"op": "exists", "where": w}, CheckCategory.EXISTENCE)]
 
     free = [{"slot": "position", "accept": []}]
-    turn = move(c, user, op, asst, {RETRIEVAL, COREF}, stateless=stateless, lacking=RETRIEVAL, focus=brought, free=free)
-    # what the request could be confused with: the colours of the source pictures (where the
-    # answer is too), and the colour a reader without the history would give it
-    c.notes["retrieved"] = (turn, o.colour, wrong, [p.colour for s in sources for p in s.objects])
+    move(c, user, op, asst, {RETRIEVAL, COREF}, stateless=stateless, lacking=RETRIEVAL, focus=brought, free=free)
