@@ -208,10 +208,15 @@ def filter_questions(
         plans: dict[str, list[int]] = {}
         for qtype, group in sorted(by_type.items()):
             related = [others(it) for it in group]
-            designs = [
-                option_designs(it.ctx, it.names, it.alternatives, rel) for it, rel in zip(group, related, strict=True)
-            ]
-            x = np.stack([a[chosen[it.key]] for it, a in zip(group, designs, strict=True)])
+            # the options as they stand, to train on; every alternative's design is built one
+            # fold at a time below (they are many: holding all of them at once is what a build's
+            # memory would grow with)
+            x = np.stack(
+                [
+                    option_designs(it.ctx, it.names, it.alternatives[chosen[it.key] : chosen[it.key] + 1], rel)[0]
+                    for it, rel in zip(group, related, strict=True)
+                ]
+            )
             y = np.array([it.place for it in group])
             folds = folds_of([dialogues[it.dialogue].id for it in group], FOLDS, ("filter", seed, qtype, r))
             models = []
@@ -220,12 +225,17 @@ def filter_questions(
                 accuracies.setdefault(reader.name, {})[qtype] = float(hits(scores, y).mean())
                 models.append(fitted)
             # every alternative of every question, scored by the readers trained without it
-            total = [np.zeros(a.shape[:2]) for a in designs]  # summed ranks: who the readers pick
-            gap = [np.zeros(len(a)) for a in designs]  # how far the distractors' scores lie from the answer's
+            total = [np.zeros(it.alternatives.shape) for it in group]  # summed ranks: who the readers pick
+            gap = [
+                np.zeros(len(it.alternatives)) for it in group
+            ]  # how far the distractors' scores lie from the answer's
             for f in sorted(set(folds.tolist())):
                 mine = [k for k in range(len(group)) if folds[k] == f]
                 if not mine:
                     continue
+                designs = {
+                    k: option_designs(group[k].ctx, group[k].names, group[k].alternatives, related[k]) for k in mine
+                }
                 batch = np.concatenate([designs[k] for k in mine])
                 for fitted in models:
                     if f not in fitted:
