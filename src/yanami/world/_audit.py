@@ -324,10 +324,14 @@ def _floors(report: Audit, d: Dialogue, t: Turn, target: View, shown: list[View]
     predicates = {c.id: c.hidden.predicate for c in t.checks if isinstance(c.hidden.predicate, dict)}
     atomic = [c.id for c in t.checks if c.kind is CheckKind.ATOMIC]
     pictures = [Shown(v.scene, v) for v in shown]
+    read: dict[View, dict[str, bool | None]] = {}  # a picture two strategies draw alike is read once
     for name, view in drawn.items():
-        candidate = in_frame(view.scene, view.azimuth, target.azimuth)
-        passed: dict[str, bool | None] = {cid: evaluate(p, candidate, target.azimuth) for cid, p in predicates.items()}
-        passed = credited(dict(predicates), passed, read_candidate(candidate, target, pictures), latest)
+        passed = read.get(view)
+        if passed is None:
+            candidate = in_frame(view.scene, view.azimuth, target.azimuth)
+            passed = {cid: evaluate(p, candidate, target.azimuth) for cid, p in predicates.items()}
+            frame = read_candidate(candidate, target, pictures)
+            passed = read[view] = credited(dict(predicates), passed, frame, latest)
         if atomic:
             report.floor_sc[name] = report.floor_sc.get(name, 0.0) + sum(bool(passed[c]) for c in atomic) / len(atomic)
             report.floor_images[name] = report.floor_images.get(name, 0) + 1
