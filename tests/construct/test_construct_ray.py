@@ -90,8 +90,18 @@ def test_on_ray_the_budget_holds_for_the_whole_cluster_and_stops_as_a_local_run_
         assert more.code == 0, more.err
         later = {k for (k,) in ledger(tmp_path / "ray", f"SELECT DISTINCT k FROM calls WHERE rowid > {before}")}
         assert later and not settled & later
-        cached = ledger(tmp_path / "ray", f"SELECT COUNT(*) FROM calls WHERE rowid > {before} AND cached = 1")
-        assert cached[0][0] > 0  # what the actors paid for before the stop came from the cache
+        cached = ledger(tmp_path / "ray", f"SELECT COUNT(*) FROM calls WHERE rowid > {before} AND cached = 1")[0][0]
+        # what the actors paid for before the stop, for the dialogues it left unsettled, comes from the
+        # cache (how many such calls there were depends on where the actors stood when the budget ran
+        # out: on a loaded machine, at times none)
+        unsettled = ",".join(str(k) for k in later)
+        paid = ledger(
+            tmp_path / "ray",
+            f"SELECT COUNT(*) FROM calls WHERE rowid <= {before} AND status = 'ok' AND cached = 0"
+            f" AND k IN ({unsettled})",
+        )[0][0]
+        if paid:
+            assert cached > 0, (paid, cached)
         assert _summary(tmp_path / "ray")["accepted"] == 4
 
 
