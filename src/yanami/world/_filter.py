@@ -225,10 +225,9 @@ def filter_questions(
                 accuracies.setdefault(reader.name, {})[qtype] = float(hits(scores, y).mean())
                 models.append(fitted)
             # every alternative of every question, scored by the readers trained without it
-            total = [np.zeros(it.alternatives.shape) for it in group]  # summed ranks: who the readers pick
-            gap = [
-                np.zeros(len(it.alternatives)) for it in group
-            ]  # how far the distractors' scores lie from the answer's
+            # summed ranks (who the readers pick), and how far the distractors' scores lie from the answer's
+            total = [np.zeros(it.alternatives.shape) for it in group]
+            gap = [np.zeros(len(it.alternatives)) for it in group]
             for f in sorted(set(folds.tolist())):
                 mine = [k for k in range(len(group)) if folds[k] == f]
                 if not mine:

@@ -208,8 +208,6 @@ class Did:
     """What a correction set ``attr`` to, as the words name it (the CU question's answer)."""
     open: bool = False
     """Whether ``before`` was a free choice (a correction that brings it back reopens it)."""
-    called_for: str | None = None
-    """The colour a request retrieved from the history."""
     anchor: int | None = None
     rel: str | None = None
     azimuth: float | None = None
@@ -706,7 +704,6 @@ class Reader:
             first = [o for o in self.pictures[0].scene.objects if named is not None and o.id == named.id]
             if not first:
                 return Intent({"op": "none"}, did=did)
-            did.called_for = first[0].colour
             spec = {"shape": m.group("shape"), "colour": first[0].colour, "size": "small", "material": "matte"}
             material = ["matte", "metal"]
         elif m := _FROM_PICTURE.search(low):
@@ -714,7 +711,6 @@ class Reader:
             source = select(self.pictures[k].scene, {"shape": m.group("shape")}) if k < len(self.pictures) else []
             if len(source) != 1:
                 return Intent({"op": "none"}, did=did)
-            did.called_for = source[0].colour
             spec = {a: getattr(source[0], a) for a in ATTRIBUTES}
         if spec is None:
             return None
@@ -783,9 +779,9 @@ class Reader:
         """What the tracked state says to a DSU question: an object (as an option names it) or a value.
 
         A question is read by what it points at rather than word for word: words in quotes that a
-        turn used (who they meant), a picture the user showed (which object stood furthest to a side), the
-        rule (no turn named: the colour ruled out, or the object kept), or what the turn it names
-        did (the colour it called for or brought back, the object it moved or brought back)."""
+        turn used (who they meant), a picture the user showed (which object stood furthest to a
+        side), the rule (no turn named: the colour ruled out, or the object kept), or what the turn it names
+        did (the colour a correction brought back, the object it moved or brought back)."""
         low = question.lower()
         m = re.search(r"\bturn (\d+)\b", low)
         turn = int(m.group(1)) - 1 if m else None
@@ -807,8 +803,6 @@ class Reader:
                 return self.forbidden
             return the(self.protected) if self.protected is not None else None
         if "colour" in low:
-            if did.called_for is not None:
-                return did.called_for
             if did.attr is None:
                 return None
             return str(did.set_to if did.set_to is not None else did.told)

@@ -281,9 +281,10 @@ def listed_ref(c: Composer, oid: int) -> str:
     )
 
 
-def first_picture(c: Composer) -> list[str]:
-    """The objects of the first picture, described by all four attributes (the assistant listed them)."""
-    return [f"the {phrase(full_where(o))}" for o in c.images[0].scene.objects]
+def first_picture(c: Composer, image: int = 0) -> list[str]:
+    """The objects of a picture (the first by default), described by all four attributes (the
+    assistant listed them)."""
+    return [f"the {phrase(full_where(o))}" for o in c.images[image].scene.objects]
 
 
 def uncoloured(o: WorldObject) -> str:
@@ -526,5 +527,5 @@ def first_picture_extreme(c: Composer, image: int = 0, named: str = "the first p
     return Ask(
         f"In {named}, which object stood {STANDING[side]}?",
         f"the {phrase(full_where(o))}",
-        [f"the {phrase(full_where(p))}" for p in view.scene.objects],
+        first_picture(c, image),
     )
