@@ -165,6 +165,19 @@ def test_a_changed_picture_reads_as_the_render(name: str) -> None:
                     assert relation(ps.objects[index[id(q1)]], ps.objects[index[id(q2)]], az) == relation(o1, o2, az)
 
 
+@pytest.mark.parametrize(("seed", "quality"), [(0, "JPEG q30"), (12, "JPEG q30"), (18, "JPEG q30"), (10, "JPEG q50")])
+def test_strong_jpeg_bends_no_colour(seed: int, quality: str) -> None:
+    """JPEG's coarse chroma shifts the floor's colour by a few levels, unevenly along its shading;
+    a map whose per-channel gain follows that shift, carried to dark objects, read red as brown
+    and grey as green in these scenes (the objects now choose the map's form)."""
+    rng = random.Random(seed)
+    scene = random_scene(rng, n=rng.randint(4, 6), stack_chance=0.3)
+    az, style = rng.choice(VIEWS), rng.choice(list(STYLES))
+    parsed = parse_image(TRANSFORMS[quality](Image.fromarray(render_array(scene, az, style))), az)
+    read = sorted((q.shape, q.colour, q.material) for q in parsed.objects)
+    assert read == sorted((o.shape, o.colour, o.material) for o in scene.objects)
+
+
 def test_a_clean_render_is_read_in_its_own_frame_and_tone() -> None:
     scene = random_scene(random.Random(5), n=5, stack_chance=0.4)
     parsed = parse_image(render_png(scene, VIEWS[2], "rose"), VIEWS[2])

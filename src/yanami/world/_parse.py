@@ -779,6 +779,13 @@ GAMMAS = (0.71, 0.8, 0.89, 1.0, 1.12, 1.25, 1.41)
 """Curvatures a tone map is tried with (a floor alone cannot tell them apart: it spans too few grey levels)."""
 GAMMA_FIRST = (1.0, 0.8, 1.25)
 """The curvatures every plausible style is tried with first; the best one's neighbours in `GAMMAS` follow."""
+MAP_FORMS = ("free", "gain", "offset")
+"""The forms a map is fitted in: a free gain and offset per channel; a gain alone (a white
+balance, an exposure); an offset alone (a brightness change). The floor spans some 25 grey levels
+per channel, so the free form's gain is pinned only by the floor's shading, and a lossy encoding
+that shifts the floor's colour by a few levels unevenly along it (JPEG's coarse chroma) bends it
+far: carried to a dark object 150 levels away, red reads brown. The objects choose (`_choose_tone`).
+"""
 TINT_SLACK = 0.25
 """Styles whose floor tint lies within this of the nearest are tried too (a white balance of
 +-10 % moves a tint about 0.2)."""
@@ -796,6 +803,8 @@ class _Tone:
     """Mean summed |RGB| residual of the floor pixels the map was fitted on (0 on a clean render)."""
     exact: bool = False
     """The picture shows the renderer's own floor pixels: the map is the identity."""
+    form: str = "free"
+    """Which of `MAP_FORMS` the map was fitted in."""
 
 
 @lru_cache(maxsize=len(STYLES))
@@ -859,8 +868,11 @@ def _samples(rgb: np.ndarray) -> np.ndarray:
     return rgb[2::TONE_STEP, 2::TONE_STEP].reshape(-1, 3).astype(np.float32)
 
 
-def _fit_samples(seen: np.ndarray, style: str, gammas: Sequence[float]) -> tuple[list[_Tone], np.ndarray]:
-    """`_fit_tone` for each of ``gammas`` (the first is fitted, the others reuse its floor pixels).
+def _fit_samples(
+    seen: np.ndarray, style: str, gammas: Sequence[float], forms: Sequence[str] = ("free",)
+) -> tuple[list[_Tone], np.ndarray]:
+    """`_fit_tone` for each of ``gammas`` and each of the map's ``forms`` (see `MAP_FORMS`; the
+    first gamma is fitted in the free form, every other tone reuses its floor pixels).
 
     Fitted on a grid of pixels, trimming those that are not floor (objects, specks) by their
     residual, which leaves the floor: it is most of every picture. Returns the tones and the
@@ -878,15 +890,19 @@ def _fit_samples(seen: np.ndarray, style: str, gammas: Sequence[float]) -> tuple
         keep = kept
         gain, offset = _regress(known[keep], seen[keep])
     first = _tone(style, gammas[0], gain, offset, seen[keep], known[keep])
-    return [first, *_refit(seen, style, gammas[1:], keep)], keep
+    others = _refit(seen, style, gammas[:1], keep, [f for f in forms if f != "free"])
+    return [first, *others, *_refit(seen, style, gammas[1:], keep, forms)], keep
 
 
-def _refit(seen: np.ndarray, style: str, gammas: Sequence[float], keep: np.ndarray) -> list[_Tone]:
-    """Tones for other curvatures, fitted on the floor pixels an earlier fit kept."""
+def _refit(
+    seen: np.ndarray, style: str, gammas: Sequence[float], keep: np.ndarray, forms: Sequence[str] = ("free",)
+) -> list[_Tone]:
+    """Tones for other curvatures (and forms), fitted on the floor pixels an earlier fit kept."""
     out = []
     for gamma in gammas:
         bent = _bent(_floor_samples(style), gamma)[keep]
-        out.append(_tone(style, gamma, *_regress(bent, seen[keep]), seen[keep], bent))
+        for form in forms:
+            out.append(_tone(style, gamma, *_regress(bent, seen[keep], form), seen[keep], bent, form))
     return out
 
 
@@ -894,20 +910,35 @@ def _bent(known: np.ndarray, gamma: float) -> np.ndarray:
     return known if gamma == 1.0 else 255.0 * (known / 255.0) ** np.float32(gamma)
 
 
-def _regress(known: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per channel, least-squares gain and offset from ``known`` to ``seen`` (gain kept in `GAIN_RANGE`)."""
+def _regress(known: np.ndarray, seen: np.ndarray, form: str = "free") -> tuple[np.ndarray, np.ndarray]:
+    """Per channel, the least-squares gain and offset from ``known`` to ``seen`` in one of
+    `MAP_FORMS` (a free gain is kept in `GAIN_RANGE`)."""
     km, om = known.mean(axis=0), seen.mean(axis=0)
+    if form == "gain":
+        g = (known * seen).sum(axis=0) / np.maximum((known * known).sum(axis=0), 1e-3)
+        g = np.where((g >= GAIN_RANGE[0]) & (g <= GAIN_RANGE[1]), g, 1.0)
+        return g.astype(np.float32), np.zeros(3, dtype=np.float32)
+    if form == "offset":
+        return np.ones(3, dtype=np.float32), (om - km).astype(np.float32)
     var = ((known - km) ** 2).mean(axis=0)
     g = np.where(var > 1e-3, ((known - km) * (seen - om)).mean(axis=0) / np.maximum(var, 1e-3), 1.0)
     g = np.where((g >= GAIN_RANGE[0]) & (g <= GAIN_RANGE[1]), g, 1.0)
     return g.astype(np.float32), (om - g * km).astype(np.float32)
 
 
-def _tone(style: str, gamma: float, gain: np.ndarray, offset: np.ndarray, seen: np.ndarray, known: np.ndarray) -> _Tone:
+def _tone(
+    style: str,
+    gamma: float,
+    gain: np.ndarray,
+    offset: np.ndarray,
+    seen: np.ndarray,
+    known: np.ndarray,
+    form: str = "free",
+) -> _Tone:
     """A fitted tone, its spread measured on the floor pixels it was fitted on."""
     spread = float(np.abs(seen - (known * gain + offset)).sum(axis=1).mean()) if len(seen) else 0.0
     g = (float(gain[0]), float(gain[1]), float(gain[2]))
-    return _Tone(style, gamma, g, (float(offset[0]), float(offset[1]), float(offset[2])), spread)
+    return _Tone(style, gamma, g, (float(offset[0]), float(offset[1]), float(offset[2])), spread, form=form)
 
 
 def _forward(rendered: np.ndarray, tone: _Tone) -> np.ndarray:
@@ -1302,20 +1333,20 @@ def _choose_tone(frame: np.ndarray, first: _Tone, reads: list[_Read]) -> _Tone:
 
     # Every plausible style with a straight map and the two curvatures the grid ends near,
     # then the best one's neighbouring curvatures.
-    scored: dict[tuple[str, float], tuple[float, _Tone]] = {}
+    scored: dict[tuple[str, float, str], tuple[float, _Tone]] = {}
     floors: dict[str, np.ndarray] = {}
     for style in STYLES:
         if tints[style] <= nearest + TINT_SLACK:
-            tones, floors[style] = _fit_samples(seen, style, GAMMA_FIRST)
+            tones, floors[style] = _fit_samples(seen, style, GAMMA_FIRST, MAP_FORMS)
             for tone in tones:
-                scored[style, tone.gamma] = (cost(tone), tone)
-    style, gamma = min(scored, key=lambda k: scored[k][0])
+                scored[style, tone.gamma, tone.form] = (cost(tone), tone)
+    style, gamma, _ = min(scored, key=lambda k: scored[k][0])
     at = GAMMAS.index(gamma)
-    around = [g for g in GAMMAS[max(at - 1, 0) : at + 2] if (style, g) not in scored]
-    for tone in _refit(seen, style, around, floors[style]):
-        scored[style, tone.gamma] = (cost(tone), tone)
+    around = [g for g in GAMMAS[max(at - 1, 0) : at + 2] if (style, g, "free") not in scored]
+    for tone in _refit(seen, style, around, floors[style], MAP_FORMS):
+        scored[style, tone.gamma, tone.form] = (cost(tone), tone)
     best = min(scored.values(), key=lambda ct: ct[0])[1]
-    if (best.style, best.gamma) == (first.style, first.gamma):
+    if (best.style, best.gamma, best.form) == (first.style, first.gamma, first.form):
         return first
     return best
 
