@@ -588,6 +588,47 @@ def _stages() -> Iterator[Callable[[str, int, int], None]]:
 
 
 @app.command()
+def train(
+    train_set: Annotated[
+        Path, typer.Argument(help="A world training set (`yanami build --preset train`).", metavar="TRAIN")
+    ],
+    out_dir: Annotated[Path, typer.Option("--out", help="The checkpoint directory to write.", metavar="CKPT")],
+    control: Annotated[
+        str,
+        typer.Option(
+            help="stateful (the whole conversation) or single-turn (the latest picture and the current message).",
+            metavar="NAME",
+        ),
+    ] = "stateful",
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps.", metavar="N")] = 600,
+    batch: Annotated[int, typer.Option(min=1, help="Examples per step.", metavar="N")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same checkpoint.", metavar="N")] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that read the pictures.", metavar="N")] = 1,
+) -> None:
+    """Train the small learned model on world dialogues (needs the train extra: PyTorch on the CPU).
+
+    Writes a checkpoint (model.safetensors, config.json) that `yanami eval --model
+    checkpoint:CKPT` evaluates like any model; an interrupted run resumes with the same command.
+    """
+    from yanami.learned import require_torch
+
+    require_torch()
+    from yanami.learned._train import TrainSettings
+    from yanami.learned._train import train as run_training
+
+    settings = TrainSettings(steps=steps, batch=batch, seed=seed, control=control)
+    with _stages() as update:
+        config = run_training(train_set, out_dir, settings, workers=workers, on_stage=update)
+    last = config["curve"][-1] if config["curve"] else {}
+    figures = ", ".join(f"{k} {v:.1f}" for k, v in last.items() if k.startswith("accuracy_"))
+    out.print(
+        f"{out_dir}: {config['parameters']:,} parameters, {config['step']} steps on {config['train']['examples']} "
+        f"examples ({control}); held out: {figures or 'none'}",
+        markup=False,
+    )
+
+
+@app.command()
 def prepare(
     pool: Annotated[
         Path,
