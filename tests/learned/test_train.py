@@ -7,16 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch", reason="the train extra (PyTorch) is not installed")
-
-from typer.testing import CliRunner  # noqa: E402
-
-from yanami.bench._items import build_request, items_of  # noqa: E402
-from yanami.cli import app  # noqa: E402
-from yanami.learned._features import OBJECT, PICTURE, SLOT, encode, single_turn  # noqa: E402
-from yanami.learned._net import Net, NetConfig  # noqa: E402
-from yanami.learned._train import (  # noqa: E402
+from yanami.bench._items import build_request, items_of
+from yanami.learned._features import OBJECT, PICTURE, SLOT, encode, single_turn
+from yanami.learned._net import Net, NetConfig
+from yanami.learned._train import (
     MODEL_FILE,
     RESUME_FILE,
     TrainSettings,
@@ -28,10 +24,10 @@ from yanami.learned._train import (  # noqa: E402
     train,
     vocabulary_of,
 )
-from yanami.models import InputImage  # noqa: E402
-from yanami.run_format import Layout  # noqa: E402
-from yanami.store import Dataset  # noqa: E402
-from yanami.world import build_world  # noqa: E402
+from yanami.models import InputImage
+from yanami.run_format import Layout
+from yanami.store import Dataset
+from yanami.world import build_world
 
 SMALL = {"width": 32, "layers": 1, "batch": 4, "log_every": 2, "save_every": 2}
 
