@@ -49,7 +49,7 @@ def read(train_set: Path) -> tuple[Dataset, list, dict, dict]:  # type: ignore[t
 
 
 def test_a_request_is_read_as_words_and_parsed_objects_and_the_control_keeps_the_latest_picture(read) -> None:  # type: ignore[no-untyped-def]
-    ds, dialogues, parsed, vocabulary = read
+    _, dialogues, parsed, vocabulary = read
     d = next(d for d in dialogues if len([i for i in items_of(d) if i.kind == "turn"]) >= 2)
     item = [i for i in items_of(d) if i.kind == "turn"][-1]
     request = build_request(d, item, Layout.YES_FIRST, lambda t, s, j, p: InputImage(b"", p.sha256, p.width, p.height))
