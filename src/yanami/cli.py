@@ -1195,6 +1195,46 @@ def demo(
     out.print(f"done in {minutes} min {seconds} s", markup=False)
 
 
+@app.command()
+def serve(
+    model: Annotated[
+        str, typer.Argument(help="A checkpoint directory (`yanami train`) or any --model spec.", metavar="MODEL")
+    ],
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="The port on 127.0.0.1 (0: any free port).", metavar="PORT")
+    ] = 8766,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that read pictures.", metavar="N")] = 1,
+) -> None:
+    """Serve a model over IMUG-Bench's /infer protocol on loopback (a checkpoint, or any model).
+
+    Point a config file (kind: infer-http) at the printed URL; `yanami eval` then reaches the
+    model over HTTP, as it would a remote one. Ctrl-C stops it.
+    """
+    import threading
+
+    from yanami.models import load_model
+    from yanami.models._serve import InferServer
+    from yanami.world import Parser
+
+    spec = model
+    if Path(model).is_dir():
+        spec = f"checkpoint:{model}"
+    with Parser(workers) as parser:
+        the_model = load_model(spec, parser=parser)
+        try:
+            server = InferServer(the_model, port=port)
+        except OSError as exc:
+            raise UserError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror})") from None
+        with server:
+            try:
+                out.print(f"{server.url}/infer serves {the_model.name}; Ctrl-C stops", markup=False)
+                idle = threading.Event()
+                while not idle.wait(0.2):  # wake now and then: Ctrl-C reaches the main thread
+                    pass
+            except KeyboardInterrupt:
+                err.print("stopped", markup=False)
+
+
 @app.command(name="serve-fake")
 def serve_fake(
     port: Annotated[

@@ -162,3 +162,35 @@ def test_a_checkpoint_is_evaluated_like_any_model(train_set: Path, tmp_path: Pat
         result = cli("eval", world_bench, "--model", f"checkpoint:{where}", "--out", tmp_path / "r")
         assert result.code != 0
         assert "checkpoint" in result.err and len(result.err.strip().splitlines()) == 1, result.err
+
+
+def test_a_served_checkpoint_scores_over_http_as_it_does_in_process(
+    train_set: Path,
+    tmp_path: Path,
+    world_bench: Path,
+    cli,
+    read,  # type: ignore[no-untyped-def]
+) -> None:
+    from yanami.learned._agent import CheckpointModel
+    from yanami.models._serve import InferServer
+
+    ckpt = tmp_path / "ckpt"
+    train(train_set, ckpt, TrainSettings(steps=2, seed=1, **SMALL), parsed=read[2])  # type: ignore[arg-type]
+    local = tmp_path / "local"
+    assert cli("eval", world_bench, "--model", f"checkpoint:{ckpt}", "--out", local, "--limit", "4").code == 0
+    with InferServer(CheckpointModel(ckpt)) as server:
+        config = tmp_path / "served.yaml"
+        config.write_text(f"kind: infer-http\nname: served\nbase_url: {server.url}\n")
+        remote = tmp_path / "remote"
+        result = cli("eval", world_bench, "--model", config, "--out", remote, "--limit", "4")
+        assert result.code == 0, result.err
+        # a body the server cannot read: a 400 naming the field, and the server goes on
+        import urllib.error
+        import urllib.request
+
+        bad = urllib.request.Request(f"{server.url}/infer", data=b'{"history": [], "output_mode": "text_only"}')
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(bad, timeout=10)
+        assert caught.value.code == 400 and b"history" in caught.value.read()
+    figures = [json.loads(cli("score", run, "--json").out)["runs"][0]["scenarios"] for run in (local, remote)]
+    assert figures[0] == figures[1]  # the same model, the same requests: the same figures, to the last digit
