@@ -19,7 +19,7 @@ from yanami.learned._features import (
     encode,
     single_turn,
 )
-from yanami.learned._train import collate, load_net, parsed_of
+from yanami.learned._train import choice_logits, collate, load_net, parsed_of
 from yanami.models import InputImage, Request
 from yanami.schema import CHOICE_LETTERS
 from yanami.world._parse import IN_PROCESS, Parser
@@ -59,10 +59,10 @@ class CheckpointModel:
 
     def _answer(self, request: Request) -> str:
         _, out, enc = self._read(request, generate=False)
-        positions = [int(k) for k in np.argsort(enc.option, kind="stable") if enc.option[k] > 0]  # type: ignore[attr-defined]
-        if not positions:
+        groups = enc.option_groups()  # type: ignore[attr-defined]
+        if not groups:
             return "A"
-        return CHOICE_LETTERS[int(out["answer"][0, positions].argmax())]
+        return CHOICE_LETTERS[int(choice_logits(out["answer"], 0, groups).argmax())]
 
     def _generate(self, request: Request) -> bytes:
         _, out, enc = self._read(request, generate=True)

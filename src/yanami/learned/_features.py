@@ -84,7 +84,8 @@ class Encoded:
     xy: np.ndarray
     """(n, 2) float32: an object's position over `EXTENT`; a slot's, 0."""
     option: np.ndarray
-    """1 + the option's index on the letter that opens an option's line in a question, else 0."""
+    """1 + the option's index on each token of an option's line in a question (its letter
+    and its words), else 0."""
     objects: list[tuple[int, Shown]] = field(default_factory=list)
     """Each object token's index in the sequence and the object it stands for."""
     pictures: list[tuple[int, str]] = field(default_factory=list)
@@ -96,6 +97,10 @@ class Encoded:
 
     def __len__(self) -> int:
         return len(self.kind)
+
+    def option_groups(self) -> list[list[int]]:
+        """Per option (A first), the indices of its line's tokens."""
+        return [[int(i) for i in np.flatnonzero(self.option == k)] for k in range(1, self.options + 1)]
 
 
 def single_turn(request: Request) -> Request:
@@ -151,9 +156,11 @@ def encode(request: Request, vocabulary: dict[str, int], see: See, *, generate: 
         last = m_index == n_messages - 1
         for part in message.parts:
             if isinstance(part, InputText):
-                starts = {m.start(1): ord(m.group(1)) - ord("A") + 1 for m in _OPTION_LINE.finditer(part.text)}
+                lines = list(_OPTION_LINE.finditer(part.text)) if last else []
+                ends = [part.text.find("\n", m.start()) % (len(part.text) + 1) for m in lines]
+                spans = [(m.start(), e, ord(m.group(1)) - ord("A") + 1) for m, e in zip(lines, ends, strict=True)]
                 for m in _TOKEN.finditer(part.text):
-                    o = min(starts.get(m.start(), 0), MAX_OPTIONS) if last else 0
+                    o = next((min(k, MAX_OPTIONS) for a, e, k in spans if a <= m.start() < e), 0)
                     options = max(options, o)
                     tokens.add(WORD, role, turn, word=vocabulary.get(m.group(0).lower(), unk), option=o)
                 continue

@@ -180,10 +180,10 @@ def collate(examples: Sequence[Example]) -> dict[str, Any]:
     attrs = np.zeros((b, n, 5), dtype=np.int64)
     xy = np.zeros((b, n, 2), dtype=np.float32)
     lengths = np.zeros(b, dtype=np.int64)
-    answers: list[tuple[int, list[int], int]] = []
+    answers: list[tuple[int, list[list[int]], int]] = []
     keep: list[tuple[int, int, float]] = []
     rows: list[tuple[int, int, int, int, int, int, int, float, float]] = []
-    backgrounds: list[tuple[int, list[int], int]] = []
+    backgrounds: list[tuple[int, list[list[int]], int]] = []
     for i, e in enumerate(examples):
         enc, m = e.enc, len(e.enc)
         lengths[i] = m
@@ -193,15 +193,14 @@ def collate(examples: Sequence[Example]) -> dict[str, Any]:
         attrs[i, :m] = enc.attrs
         xy[i, :m] = enc.xy
         if e.qtype is not None:
-            positions = [int(k) for k in np.argsort(enc.option, kind="stable") if enc.option[k] > 0]
-            answers.append((i, positions, e.answer))
+            answers.append((i, enc.option_groups(), e.answer))
         if e.target is not None:
             t = e.target
             keep += [(i, index, float(v)) for (index, _), v in zip(enc.objects, t.keep, strict=True)]
             keep += [(i, index, float(v)) for index, v in zip(enc.slots, t.slot_used, strict=True)]
             rows += [(i, *r) for r in t.rows]
             if t.background >= 0:
-                backgrounds.append((i, [index for index, _ in enc.pictures], t.background))
+                backgrounds.append((i, [[index] for index, _ in enc.pictures], t.background))
     batch: dict[str, Any] = {k: torch.from_numpy(v) for k, v in cols.items()}
     batch["attrs"] = torch.from_numpy(attrs)
     batch["xy"] = torch.from_numpy(xy)
@@ -210,12 +209,17 @@ def collate(examples: Sequence[Example]) -> dict[str, Any]:
     return batch
 
 
-def _choice_loss(scores: torch.Tensor, groups: list[tuple[int, list[int], int]]) -> tuple[torch.Tensor, int]:
-    """Cross-entropy of picking the right token among each group's (summed), and how many were right."""
+def choice_logits(scores: torch.Tensor, i: int, groups: list[list[int]]) -> torch.Tensor:
+    """One logit per choice: the mean of its tokens' scores in row ``i``."""
+    return torch.stack([scores[i, g].mean() for g in groups])
+
+
+def _choice_loss(scores: torch.Tensor, groups: list[tuple[int, list[list[int]], int]]) -> tuple[torch.Tensor, int]:
+    """Cross-entropy of picking the right choice in each row (summed), and how many were right."""
     total = scores.new_zeros(())
     right = 0
-    for i, positions, label in groups:
-        logits = scores[i, positions]
+    for i, choices, label in groups:
+        logits = choice_logits(scores, i, choices)
         total = total + torch.nn.functional.cross_entropy(logits[None], torch.tensor([label]))
         right += int(int(logits.argmax()) == label)
     return total, right
@@ -362,7 +366,7 @@ def _evaluate(net: Net, examples: Sequence[Example], batch: int) -> dict[str, fl
             out = net(b)
             for (i, positions, label), e in zip(b["answers"], [e for e in chunk if e.qtype is not None], strict=True):
                 r = right.setdefault(e.qtype or "", [0, 0])
-                r[0] += int(int(out["answer"][i, positions].argmax()) == label)
+                r[0] += int(int(choice_logits(out["answer"], i, positions).argmax()) == label)
                 r[1] += 1
             keep[0] += stats.get("keep_right", 0.0)
             keep[1] += stats.get("keep_n", 0.0)
