@@ -1235,6 +1235,49 @@ def serve(
                 err.print("stopped", markup=False)
 
 
+experiment_app = typer.Typer(help="Experiments that train and evaluate (needs the train extra).", no_args_is_help=True)
+
+
+@experiment_app.command(name="train-vs-control")
+def train_vs_control(
+    out_dir: Annotated[Path, typer.Option("--out", help="The experiment's directory.", metavar="DIR")],
+    bench: Annotated[
+        Path | None,
+        typer.Option(help="A world bench (default: one built in DIR, --per-scenario each).", metavar="BENCH"),
+    ] = None,
+    per_scenario: Annotated[
+        int, typer.Option(min=1, help="The built bench's dialogues per scenario.", metavar="N")
+    ] = 10,
+    train_dialogues: Annotated[int, typer.Option(min=20, help="Training dialogues.", metavar="N")] = 300,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps per model.", metavar="N")] = 500,
+    batch: Annotated[int, typer.Option(min=1, help="Examples per step.", metavar="N")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed of the training set and the models.", metavar="N")] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that build and read pictures.", metavar="N")] = 1,
+) -> None:
+    """Train the stateful model and the single-turn control on the same data and compare them.
+
+    Builds a training set excluded from the bench, trains both models, evaluates them, the
+    untrained model and the best learned text-only reader, and writes DIR/report.html (the
+    table with intervals, the learning curves) and DIR/experiment.json. The same command resumes.
+    """
+    from yanami.learned import require_torch
+
+    require_torch()
+    from yanami.learned._experiment import Setting, run_experiment, table_rows
+
+    setting = Setting(per_scenario, train_dialogues, steps, batch, seed, workers)
+    with _stages() as update:
+        figures = run_experiment(out_dir, setting, bench, update)
+    header, rows = table_rows(figures)
+    out.print(" | ".join(header), markup=False)
+    for row in rows:
+        out.print(" | ".join(row), markup=False)
+    out.print(f"{out_dir / 'report.html'}: the table and the learning curves", markup=False)
+
+
+app.add_typer(experiment_app, name="experiment")
+
+
 @app.command(name="serve-fake")
 def serve_fake(
     port: Annotated[

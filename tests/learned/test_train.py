@@ -194,3 +194,33 @@ def test_a_served_checkpoint_scores_over_http_as_it_does_in_process(
         assert caught.value.code == 400 and b"history" in caught.value.read()
     figures = [json.loads(cli("score", run, "--json").out)["runs"][0]["scenarios"] for run in (local, remote)]
     assert figures[0] == figures[1]  # the same model, the same requests: the same figures, to the last digit
+
+
+def test_the_experiment_writes_its_table_and_curves_and_resumes(tmp_path: Path, world_bench: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "exp"
+    args = ("experiment", "train-vs-control", "--out", out, "--bench", world_bench, "--train-dialogues", "20",
+            "--steps", "4", "--batch", "4")  # fmt: skip
+    result = cli(*args)
+    assert result.code == 0, result.err
+    figures = json.loads((out / "experiment.json").read_text())
+    labels = [r["label"] for r in figures["rows"]]
+    assert labels[:3] == ["stateful", "single-turn control", "untrained"] and labels[3].startswith("text-only reader")
+    for row in figures["rows"][:3]:
+        assert (
+            row["sc"] is not None
+            and row["vq"] is not None
+            and all(row[t] is not None for t in ("RR", "CR", "CT", "CU"))
+        )
+    assert figures["rows"][3]["sc"] is None  # the reader draws nothing
+    assert [p["step"] for p in figures["curves"]["stateful"]] == [4]
+    page = (out / "report.html").read_text()
+    assert "Learning curves" in page and "single-turn control" in page and "<polyline" in page
+    # the training set shares no picture with the bench
+    bench_images = {p.name for p in (world_bench / "images").rglob("*") if p.is_file()}
+    train_images = {p.name for p in (out / "train" / "images").rglob("*") if p.is_file()}
+    assert bench_images and train_images and not bench_images & train_images
+    # run again: everything is there, nothing is trained or evaluated anew, the same figures
+    stamp = (out / "stateful" / "model.safetensors").stat().st_mtime_ns
+    assert cli(*args).code == 0
+    assert (out / "stateful" / "model.safetensors").stat().st_mtime_ns == stamp
+    assert json.loads((out / "experiment.json").read_text())["rows"] == figures["rows"]

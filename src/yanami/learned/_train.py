@@ -455,6 +455,8 @@ def train(
             net.train()
         on_stage("training", done, settings.steps)
     net.eval()
+    if settings.steps == 0:  # the untrained model: its initial weights, from the seed alone
+        save_checkpoint(out, net, config)
     return config
 
 

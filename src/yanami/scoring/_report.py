@@ -132,6 +132,66 @@ def grouped_bars(
     )
 
 
+def line_chart(
+    title: str,
+    series: list[tuple[str, list[tuple[float, float]]]],
+    ymax: float | None,
+    *,
+    key: str = "chart",
+    subtitle: str = "",
+    width: int = 760,
+) -> str:
+    """An inline SVG line chart: one polyline per series of (x, y) points, a legend row under the
+    title (as `grouped_bars`), the y axis from 0 to ``ymax`` (None: the data's largest value)."""
+    points = [xy for _, pts in series for xy in pts]
+    top_y = ymax if ymax is not None else max((y for _, y in points), default=1.0) or 1.0
+    max_x = max((x for x, _ in points), default=1.0) or 1.0
+    left, right = 48.0, 16.0
+    y = 18
+    out = [f'<text x="8" y="{y}" font-size="14" font-weight="bold" class="title">{html.escape(title)}</text>']
+    if subtitle:
+        y += 17
+        out.append(f'<text x="8" y="{y}" font-size="12" class="subtitle">{html.escape(subtitle)}</text>')
+    y += 12
+    x = left
+    out.append(f'<g class="legend" id="{key}-legend">')
+    for s, (name, _) in enumerate(series):
+        out.append(
+            f'<rect class="swatch" x="{x:.1f}" y="{y}" width="12" height="12" fill="{PALETTE[s % len(PALETTE)]}" '
+            'stroke="#333" stroke-width="1"/>'
+        )
+        out.append(f'<text x="{x + 17:.1f}" y="{y + 10}" font-size="11">{html.escape(name)}</text>')
+        x += 17 + text_width(name, 11) + 16
+    out.append("</g>")
+    top = y + 26
+    plot_h, plot_w = 190, width - left - right
+    base = top + plot_h
+    for k in range(5):
+        ty = base - plot_h * k / 4
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#ddd"/>')
+        out.append(
+            f'<text x="{left - 4:.1f}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">{top_y * k / 4:.3g}</text>'
+        )
+    for k in range(5):
+        tx = left + plot_w * k / 4
+        out.append(
+            f'<text x="{tx:.1f}" y="{base + 14:.1f}" font-size="10" text-anchor="middle">{max_x * k / 4:.0f}</text>'
+        )
+    for s, (name, pts) in enumerate(series):
+        coords = " ".join(
+            f"{left + plot_w * px / max_x:.1f},{base - plot_h * max(0.0, min(py, top_y)) / top_y:.1f}" for px, py in pts
+        )
+        out.append(
+            f'<polyline class="line" data-series="{s}" fill="none" stroke="{PALETTE[s % len(PALETTE)]}" '
+            f'stroke-width="2" points="{coords}"><title>{html.escape(name)}</title></polyline>'
+        )
+    height = math.ceil(base + 24)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{key}" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">' + "".join(out) + "</svg>"
+    )
+
+
 def _figure_label(run: Run) -> str:
     return f"{run.label} {PRIVILEGED_MARK}" if run.privileged else run.label
 
@@ -385,6 +445,7 @@ def render_page(
     samples: list[dict[str, Any]] | None = None,
     images: dict[str, str] | None = None,
     viewer_note: str | None = None,
+    panels_title: str = "Figure 6",
 ) -> str:
     """One self-contained HTML page from the one report template (Jinja, autoescaped), for every
     family: the runs (``label``, ``details``, ``privileged``), comparability warnings, the tables,
@@ -408,6 +469,7 @@ def render_page(
             | {a["run"] for smp in samples or [] for q in smp["questions"] for a in q["answers"]}
         ),
         viewer_note=viewer_note,
+        panels_title=panels_title,
     )
 
 
