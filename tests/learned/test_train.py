@@ -157,6 +157,18 @@ def test_a_checkpoint_is_evaluated_like_any_model(train_set: Path, tmp_path: Pat
         assert result.code == 0, result.err
         scores = json.loads(result.out)
         assert f"checkpoint:{ckpt}" in json.dumps(scores)
+    # the same checkpoint named in a config file (its path relative to the file)
+    (tmp_path / "learned.yaml").write_text("kind: checkpoint\npath: ckpt\n")
+    result = cli(
+        "eval", world_bench, "--model", tmp_path / "learned.yaml", "--out", tmp_path / "run-config", "--limit", "4"
+    )
+    assert result.code == 0, result.err
+    by_spec = json.loads(cli("score", tmp_path / "run-gt", "--json").out)["runs"][0]["scenarios"]
+    by_file = json.loads(cli("score", tmp_path / "run-config", "--json").out)["runs"][0]["scenarios"]
+    assert by_spec == by_file
+    (tmp_path / "bad.yaml").write_text("kind: checkpoint\n")
+    result = cli("eval", world_bench, "--model", tmp_path / "bad.yaml", "--out", tmp_path / "r")
+    assert result.code != 0 and "path: required" in result.err
     # a path that is not a checkpoint, or a directory that holds none: one line, no traceback
     for where in (tmp_path / "nothing", tmp_path):
         result = cli("eval", world_bench, "--model", f"checkpoint:{where}", "--out", tmp_path / "r")

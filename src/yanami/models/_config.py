@@ -1,6 +1,6 @@
 """Model and judge config files (YAML): what to call, where, and how hard.
 
-kind: openai                      # openai | infer-http | reference
+kind: openai                      # openai | infer-http | reference | checkpoint
 name: qwen-vl-judge               # how runs and verdicts name it (default: the file's stem)
 base_url: http://127.0.0.1:8000/v1
 api_key_env: OPENAI_API_KEY       # the environment variable holding the key, never the key
@@ -82,7 +82,7 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["openai", "infer-http", "reference"]
+    kind: Literal["openai", "infer-http", "reference", "checkpoint"]
     name: str = ""
     """How runs and verdicts name this model (default: the config file's stem)."""
     base_url: str = ""
@@ -97,6 +97,8 @@ class ModelConfig(BaseModel):
     """``images``: the images API (generations, edits); ``chat``: images returned inside chat replies."""
     agent: str | None = None
     """For ``kind: reference``: which reference agent."""
+    path: str | None = None
+    """For ``kind: checkpoint``: the checkpoint directory (`yanami train`), relative to the config file."""
     answers: bool = True
     """For ``kind: infer-http``: whether the server answers questions."""
     generates: bool = True
@@ -184,7 +186,11 @@ def load_config(path: str | Path) -> ModelConfig:
         field = ".".join(str(x) for x in first["loc"]) or "-"
         line = _line_of(text, str(first["loc"][0])) if first["loc"] else 0
         raise UserError(f"{p}:{line}: {field}: {first['msg']}") from None
-    if config.kind != "reference" and not config.base_url:
+    if config.kind == "checkpoint":
+        if not config.path:
+            raise UserError(f"{p}:{_line_of(text, 'kind')}: path: required for kind checkpoint")
+        config = config.model_copy(update={"path": str((p.parent / Path(config.path).expanduser()).resolve())})
+    elif config.kind != "reference" and not config.base_url:
         raise UserError(f"{p}:{_line_of(text, 'kind')}: base_url: required for kind {config.kind}")
     if config.base_url and urlsplit(config.base_url).scheme not in ("http", "https"):
         raise UserError(

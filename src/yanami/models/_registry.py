@@ -75,7 +75,7 @@ def load_model(spec: str, cache: ResponseCache | None = None, parser: object = N
     if looks_like_config(spec):
         from yanami.models._config import load_config  # pydantic and YAML, only for config files
 
-        return model_from_config(load_config(spec), cache)
+        return model_from_config(load_config(spec), cache, parser)
     kind, colon, rest = spec.partition(":")
     if not colon and kind in _kinds(ENTRY_POINTS):
         raise UserError(f"--model {spec}: name one, as {kind}:NAME (e.g. reference:stateful)")
@@ -90,8 +90,8 @@ def load_model(spec: str, cache: ResponseCache | None = None, parser: object = N
     return model
 
 
-def model_from_config(config: ModelConfig, cache: ResponseCache | None = None) -> Model:
-    """The adapter a config file describes."""
+def model_from_config(config: ModelConfig, cache: ResponseCache | None = None, parser: object = None) -> Model:
+    """The adapter a config file describes (``parser``: as `load_model` hands it to a plug-in)."""
     if config.kind == "openai":
         from yanami.models._openai import OpenAIModel
 
@@ -100,6 +100,10 @@ def model_from_config(config: ModelConfig, cache: ResponseCache | None = None) -
         from yanami.models._infer import InferHTTPModel
 
         return InferHTTPModel(config, cache)
+    if config.kind == "checkpoint":
+        where = config.path or ""
+        found: Model = load_plugin(ENTRY_POINTS, "--model", f"checkpoint:{where}", "checkpoint", where, parser=parser)
+        return found
     spec = f"reference:{config.agent}"
     model: Model = load_plugin(ENTRY_POINTS, "--model", spec, "reference", config.agent or "")
     return model
