@@ -61,6 +61,9 @@ CONTROLS = ("stateful", "single-turn")
 """What the model's requests hold: the whole conversation, or the single-turn cut."""
 HELD_OUT = 10
 """Every this-many-th training dialogue (by its id's hash) is held out for the learning curve."""
+CURVE_EXAMPLES = 320
+"""The learning curve reads at most this many held-out examples (evenly spread over them), so
+that measuring it costs a few steps' time whatever the training set's size."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,11 @@ def _choice_loss(scores: torch.Tensor, groups: list[tuple[int, list[list[int]], 
 def losses(net: Net, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
     """The batch's loss (answers, keeps, attributes, positions, backgrounds; each a mean over its
     terms) and figures for the learning curve."""
-    out = net(batch)
+    return losses_of(net(batch), batch)
+
+
+def losses_of(out: dict[str, Any], batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+    """`losses` of the network's outputs for a batch."""
     parts: dict[str, torch.Tensor] = {}
     stats: dict[str, float] = {}
     if batch["answers"]:
@@ -360,10 +367,10 @@ def _evaluate(net: Net, examples: Sequence[Example], batch: int) -> dict[str, fl
         for k in range(0, len(examples), batch):
             chunk = examples[k : k + batch]
             b = collate(chunk)
-            loss, stats = losses(net, b)
+            out = net(b)
+            loss, stats = losses_of(out, b)
             loss_sum += float(loss) * len(chunk)
             n += len(chunk)
-            out = net(b)
             for (i, positions, label), e in zip(b["answers"], [e for e in chunk if e.qtype is not None], strict=True):
                 r = right.setdefault(e.qtype or "", [0, 0])
                 r[0] += int(int(choice_logits(out["answer"], i, positions).argmax()) == label)
@@ -405,6 +412,8 @@ def train(
         on_stage("encoding", k, len(dialogues))
     if not train_ex:
         raise UserError(f"{train_dir}: too few dialogues to train on")
+    every = max(1, math.ceil(len(held) / CURVE_EXAMPLES))
+    curve_set = sorted(held[::every], key=lambda e: len(e.enc))  # by length: batches pad little
     torch.manual_seed(settings.seed)
     net = Net(NetConfig(len(words_list), settings.width, settings.layers, feedforward=4 * settings.width))
     optimizer = torch.optim.AdamW(net.parameters(), lr=settings.learning_rate, weight_decay=0.01)
@@ -421,6 +430,7 @@ def train(
             "dialogues": len(dialogues),
             "examples": len(train_ex),
             "held_out_examples": len(held),
+            "curve_examples": len(curve_set),
             "tokens_per_example": round(float(np.mean([len(e.enc) for e in train_ex])), 1),
         },
         "parameters": sum(p.numel() for p in net.parameters()),
@@ -444,7 +454,7 @@ def train(
         done = step + 1
         if done % settings.log_every == 0 or done == settings.steps:
             net.eval()
-            point = {"step": done, "train_loss": float(np.mean(running)), **_evaluate(net, held, settings.batch)}
+            point = {"step": done, "train_loss": float(np.mean(running)), **_evaluate(net, curve_set, settings.batch)}
             net.train()
             config["curve"].append({k: round(v, 4) if isinstance(v, float) else v for k, v in point.items()})
             running = []
