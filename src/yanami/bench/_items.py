@@ -18,7 +18,15 @@ from typing import Literal
 
 from PIL import Image, ImageDraw
 
-from yanami.models import InputImage, InputMessage, InputText, Request, output_frame, question_prompt
+from yanami.models import (
+    QUESTION_FRAME,
+    InputImage,
+    InputMessage,
+    InputText,
+    Request,
+    output_frame,
+    question_prompt,
+)
 from yanami.run_format import Layout
 from yanami.schema import Dialogue, ImagePart, Question, TextPart
 
@@ -36,10 +44,6 @@ class Item:
     turn: int
     """The target turn, or the turn after which the question is asked."""
     question: str | None = None
-
-
-QUESTION_FRAME = (512, 512)
-"""The frame of a request for text (a DSU question): no picture is drawn, but every request names one."""
 
 
 def frame_of(messages: tuple[InputMessage, ...]) -> tuple[int, int]:

@@ -37,6 +37,7 @@ from yanami.models._http import (
 from yanami.models._protocol import (
     GT_HISTORY,
     OUTPUT_LONG_EDGE,
+    QUESTION_FRAME,
     AnswerVerdict,
     ImageVerdict,
     InputImage,
@@ -83,6 +84,7 @@ __all__ = [
     "ENTRY_POINTS",
     "GT_HISTORY",
     "OUTPUT_LONG_EDGE",
+    "QUESTION_FRAME",
     "TRANSPORT",
     "AnswerVerdict",
     "Client",

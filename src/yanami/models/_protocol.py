@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 OUTPUT_LONG_EDGE = 512
 """The long edge of the output frame (docs/evaluation.md)."""
+QUESTION_FRAME = (512, 512)
+"""The frame of a request for text (a DSU question): no picture is drawn, but every request names one."""
 
 
 @dataclass(frozen=True)

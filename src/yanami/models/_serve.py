@@ -20,11 +20,19 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from yanami.models._protocol import InputImage, InputMessage, InputText, Model, Refused, Request, output_frame
+from yanami.models._protocol import (
+    QUESTION_FRAME,
+    InputImage,
+    InputMessage,
+    InputText,
+    Model,
+    Refused,
+    Request,
+    output_frame,
+)
 
 MAX_BODY = 64 * 1024 * 1024
 """The largest request body read (bytes)."""
-QUESTION_FRAME = (512, 512)
 
 
 class BadRequest(ValueError):

@@ -49,6 +49,39 @@ def text_width(text: str, size: float) -> float:
     return 0.62 * size * len(text)
 
 
+def _heading(title: str, subtitle: str, names: list[str], left: float, key: str) -> tuple[list[str], float]:
+    """A chart's title, subtitle and legend row (a swatch with a dark outline per series, so it never
+    vanishes against a mark of its colour), and the y where the plot may start."""
+    y = 18
+    out = [f'<text x="8" y="{y}" font-size="14" font-weight="bold" class="title">{html.escape(title)}</text>']
+    if subtitle:
+        y += 17
+        out.append(f'<text x="8" y="{y}" font-size="12" class="subtitle">{html.escape(subtitle)}</text>')
+    y += 12
+    out.append(f'<g class="legend" id="{key}-legend">')
+    x = left
+    for s, name in enumerate(names):
+        out.append(
+            f'<rect class="swatch" x="{x:.1f}" y="{y}" width="12" height="12" fill="{PALETTE[s % len(PALETTE)]}" '
+            'stroke="#333" stroke-width="1"/>'
+        )
+        out.append(f'<text x="{x + 17:.1f}" y="{y + 10}" font-size="11">{html.escape(name)}</text>')
+        x += 17 + text_width(name, 11) + 16
+    out.append("</g>")
+    return out, y + 12 + 14
+
+
+def _y_grid(left: float, right: float, base: float, plot_h: float, ymax: float) -> list[str]:
+    """Five horizontal grid lines from 0 to ``ymax``, labelled on the left."""
+    out = []
+    for k in range(5):
+        ty = base - plot_h * k / 4
+        out.append(f'<line x1="{left}" x2="{right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#ddd"/>')
+        label = f"{ymax * k / 4:.3g}"
+        out.append(f'<text x="{left - 4:.1f}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">{label}</text>')
+    return out
+
+
 def grouped_bars(
     title: str,
     groups: list[str],
@@ -76,32 +109,11 @@ def grouped_bars(
         group_w = (width - left - right) / n
         left = max(48.0, reach_x - group_w / 2 + 6)
     group_w = (width - left - right) / n
-    y = 18
-    out = [f'<text x="8" y="{y}" font-size="14" font-weight="bold" class="title">{html.escape(title)}</text>']
-    if subtitle:
-        y += 17
-        out.append(f'<text x="8" y="{y}" font-size="12" class="subtitle">{html.escape(subtitle)}</text>')
-    y += 12
-    legend = [f'<g class="legend" id="{key}-legend">']
-    x = left
-    for s, (name, _) in enumerate(series):
-        legend.append(
-            f'<rect class="swatch" x="{x:.1f}" y="{y}" width="12" height="12" fill="{PALETTE[s % len(PALETTE)]}" '
-            'stroke="#333" stroke-width="1"/>'
-        )
-        legend.append(f'<text x="{x + 17:.1f}" y="{y + 10}" font-size="11">{html.escape(name)}</text>')
-        x += 17 + text_width(name, 11) + 16
-    legend.append("</g>")
-    out += legend
-    top = y + 12 + 14
+    out, top = _heading(title, subtitle, [name for name, _ in series], left, key)
     plot_h = 190
     base = top + plot_h
     height = math.ceil(base + 6 + reach_y + 8)
-    for k in range(5):
-        tick = ymax * k / 4
-        ty = base - plot_h * k / 4
-        out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 4:.1f}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">{tick:g}</text>')
+    out += _y_grid(left, width - right, base, plot_h, ymax)
     bar_w = min(group_w * 0.8 / max(1, len(series)), MAX_BAR)
     for g, name in enumerate(groups):
         x0 = left + g * group_w + (group_w - bar_w * len(series)) / 2
@@ -147,31 +159,10 @@ def line_chart(
     top_y = ymax if ymax is not None else max((y for _, y in points), default=1.0) or 1.0
     max_x = max((x for x, _ in points), default=1.0) or 1.0
     left, right = 48.0, 16.0
-    y = 18
-    out = [f'<text x="8" y="{y}" font-size="14" font-weight="bold" class="title">{html.escape(title)}</text>']
-    if subtitle:
-        y += 17
-        out.append(f'<text x="8" y="{y}" font-size="12" class="subtitle">{html.escape(subtitle)}</text>')
-    y += 12
-    x = left
-    out.append(f'<g class="legend" id="{key}-legend">')
-    for s, (name, _) in enumerate(series):
-        out.append(
-            f'<rect class="swatch" x="{x:.1f}" y="{y}" width="12" height="12" fill="{PALETTE[s % len(PALETTE)]}" '
-            'stroke="#333" stroke-width="1"/>'
-        )
-        out.append(f'<text x="{x + 17:.1f}" y="{y + 10}" font-size="11">{html.escape(name)}</text>')
-        x += 17 + text_width(name, 11) + 16
-    out.append("</g>")
-    top = y + 26
+    out, top = _heading(title, subtitle, [name for name, _ in series], left, key)
     plot_h, plot_w = 190, width - left - right
     base = top + plot_h
-    for k in range(5):
-        ty = base - plot_h * k / 4
-        out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#ddd"/>')
-        out.append(
-            f'<text x="{left - 4:.1f}" y="{ty + 4:.1f}" font-size="10" text-anchor="end">{top_y * k / 4:.3g}</text>'
-        )
+    out += _y_grid(left, width - right, base, plot_h, top_y)
     for k in range(5):
         tx = left + plot_w * k / 4
         out.append(
