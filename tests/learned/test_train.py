@@ -16,6 +16,7 @@ from yanami.learned._train import (
     MODEL_FILE,
     RESUME_FILE,
     TrainSettings,
+    attribute_words,
     collate,
     examples_of,
     load_net,
@@ -90,7 +91,9 @@ def test_a_few_steps_reduce_the_loss(read) -> None:  # type: ignore[no-untyped-d
     _, dialogues, parsed, vocabulary = read
     examples = [e for d in dialogues for e in examples_of(d, vocabulary, parsed, "stateful")][:24]
     torch.manual_seed(0)
-    net = Net(NetConfig(len(vocabulary), width=32, layers=1, feedforward=64))
+    net = Net(
+        NetConfig(len(vocabulary), width=32, layers=1, feedforward=64, attribute_words=attribute_words(vocabulary))
+    )
     batch = collate(examples)
     with torch.no_grad():
         before = float(losses(net, batch)[0])

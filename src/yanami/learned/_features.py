@@ -65,7 +65,9 @@ def build_vocabulary(texts: Iterable[str], min_count: int = 2) -> list[str]:
     """The words seen at least ``min_count`` times, most frequent first (ties alphabetical)."""
     counts = Counter(w for t in texts for w in words(t))
     kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-    return [*SPECIALS, *kept]
+    # every attribute's name is a word, seen or not: objects are read through their names' vectors
+    names = [n for group in (SHAPE_NAMES, COLOUR_NAMES, SIZE_NAMES, MATERIAL_NAMES) for n in group if n not in kept]
+    return [*SPECIALS, *kept, *names]
 
 
 @dataclass

@@ -1,6 +1,11 @@
 """The learned model's network (PyTorch): one transformer encoder over a request's tokens, with
 heads for the option a question's answer names and for the picture to draw.
 
+An object's shape, colour, size and material are read through the embeddings of the words that
+name them (the object token of a blue cube and the word "blue" share a vector), and the
+attribute heads score each class against the same vectors: the words of a request and the
+objects of its pictures meet in one space from the first step.
+
 The picture is predicted as an edit of what the request shows: each object token says whether
 the new picture keeps that object, and with which shape, colour, size, material, support and
 position (a shift from where it stood); each new-object slot says whether it holds an object,
@@ -10,6 +15,7 @@ and which; each picture marker, whether the new picture takes that picture's bac
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -39,9 +45,16 @@ class NetConfig:
     layers: int = 3
     heads: int = 4
     feedforward: int = 512
+    attribute_words: tuple[tuple[int, ...], ...] = ()
+    """Per attribute (shape, colour, size, material), the word id of each class's name."""
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NetConfig:
+        words = tuple(tuple(int(w) for w in ids) for ids in data.get("attribute_words", ()))
+        return cls(**{**data, "attribute_words": words})
 
 
 class Net(nn.Module):
@@ -58,7 +71,14 @@ class Net(nn.Module):
         self.picture = nn.Embedding(MAX_PICTURES + 1, d)
         self.option = nn.Embedding(MAX_OPTIONS + 1, d)
         self.position = nn.Embedding(MAX_LEN, d)
-        self.attrs = nn.ModuleList(nn.Embedding(n + 1, d) for n in ATTRIBUTES)
+        if len(config.attribute_words) != 4 or any(
+            len(ids) != n for ids, n in zip(config.attribute_words, ATTRIBUTES, strict=False)
+        ):
+            raise ValueError("attribute_words: the word ids of every shape, colour, size and material name")
+        for k, ids in enumerate(config.attribute_words):  # 0: no attribute (not an object token)
+            self.register_buffer(f"names_{k}", torch.tensor([0, *ids], dtype=torch.long), persistent=False)
+        self.stacked = nn.Embedding(3, d)
+        self.attr_proj = nn.ModuleList(nn.Linear(d, d) for _ in range(4))
         self.xy = nn.Linear(2, d)
         self.slot = nn.Embedding(NEW_SLOTS, d)
         layer = nn.TransformerEncoderLayer(
@@ -69,8 +89,12 @@ class Net(nn.Module):
         self.answer_head = nn.Linear(d, 1)
         self.keep_head = nn.Linear(d, 1)
         self.background_head = nn.Linear(d, 1)
-        self.attr_heads = nn.ModuleList(nn.Linear(d, n) for n in ATTRIBUTES)
+        self.stacked_head = nn.Linear(d, 2)
         self.xy_head = nn.Linear(d, 2)
+
+    def _names(self, k: int) -> torch.Tensor:
+        names: torch.Tensor = getattr(self, f"names_{k}")
+        return names
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Hidden states and every head's output, per token (the caller picks the tokens each applies to)."""
@@ -89,8 +113,11 @@ class Net(nn.Module):
             + self.position(from_end)
             + self.xy(batch["xy"])
         )
-        for k, emb in enumerate(self.attrs):
-            h = h + emb(batch["attrs"][:, :, k])
+        attrs = batch["attrs"]
+        for k in range(4):
+            present = (attrs[:, :, k] > 0).unsqueeze(-1)
+            h = h + self.word(self._names(k)[attrs[:, :, k]]) * present
+        h = h + self.stacked(attrs[:, :, 4])
         h = h + self.slot(batch["slot"]) * (kind == 4).unsqueeze(-1)
         padding = torch.arange(n)[None, :] >= lengths[:, None]
         h = self.norm(self.encoder(h, src_key_padding_mask=padding))
@@ -98,6 +125,9 @@ class Net(nn.Module):
             "answer": self.answer_head(h).squeeze(-1),
             "keep": self.keep_head(h).squeeze(-1),
             "background": self.background_head(h).squeeze(-1),
-            "attrs": [head(h) for head in self.attr_heads],  # type: ignore[dict-item]
+            "attrs": [
+                *(self.attr_proj[k](h) @ self.word(self._names(k)[1:]).T for k in range(4)),
+                self.stacked_head(h),
+            ],  # type: ignore[dict-item]
             "xy": self.xy_head(h),
         }

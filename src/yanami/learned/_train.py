@@ -32,10 +32,14 @@ from yanami._files import atomic_write
 from yanami.bench._items import build_request, items_of, question_of
 from yanami.errors import UserError
 from yanami.learned._features import (
+    COLOUR_NAMES,
+    MATERIAL_NAMES,
     MAX_OPTIONS,
     NEW_SLOTS,
     OBJECT,
     PICTURE,
+    SHAPE_NAMES,
+    SIZE_NAMES,
     SLOT,
     Encoded,
     Parsed,
@@ -164,6 +168,13 @@ def examples_of(d: Dialogue, vocabulary: dict[str, int], parsed: dict[str, Parse
             answer = CHOICE_LETTERS.index(q.answer_letters[0])
             out.append(Example(enc, d.id, qtype=q.type.value, answer=answer))
     return out
+
+
+def attribute_words(vocabulary: dict[str, int]) -> tuple[tuple[int, ...], ...]:
+    """The word id of every shape, colour, size and material name (`NetConfig.attribute_words`)."""
+    return tuple(
+        tuple(vocabulary[n] for n in group) for group in (SHAPE_NAMES, COLOUR_NAMES, SIZE_NAMES, MATERIAL_NAMES)
+    )
 
 
 def held_out(dialogue_id: str) -> bool:
@@ -344,7 +355,7 @@ def read_config(ckpt: Path) -> dict[str, Any]:
 def load_net(ckpt: Path) -> tuple[Net, dict[str, Any]]:
     """The network of a checkpoint and its config."""
     config = read_config(ckpt)
-    net = Net(NetConfig(**config["net"]))
+    net = Net(NetConfig.from_dict(config["net"]))
     path = ckpt / MODEL_FILE
     try:
         state = load_file(str(path))
@@ -415,7 +426,8 @@ def train(
     every = max(1, math.ceil(len(held) / CURVE_EXAMPLES))
     curve_set = sorted(held[::every], key=lambda e: len(e.enc))  # by length: batches pad little
     torch.manual_seed(settings.seed)
-    net = Net(NetConfig(len(words_list), settings.width, settings.layers, feedforward=4 * settings.width))
+    net = Net(NetConfig(len(words_list), settings.width, settings.layers, feedforward=4 * settings.width,
+                        attribute_words=attribute_words(vocabulary)))  # fmt: skip
     optimizer = torch.optim.AdamW(net.parameters(), lr=settings.learning_rate, weight_decay=0.01)
     config: dict[str, Any] = {
         "format": FORMAT,
@@ -483,7 +495,8 @@ def _resume(out: Path, net: Net, optimizer: torch.optim.Optimizer, config: dict[
             raise UserError(f"--out {out}: exists and is not a checkpoint; name a new directory")
         return 0
     old = read_config(out)
-    same = all(old.get(k) == config[k] for k in ("net", "vocabulary", "control", "settings", "train"))
+    keys = ("net", "vocabulary", "control", "settings", "train")
+    same = all(old.get(k) == json.loads(json.dumps(config[k])) for k in keys)  # as the file holds them
     if not same:
         raise UserError(f"--out {out}: holds a checkpoint of other settings or data; name a new directory")
     if not (out / RESUME_FILE).is_file():
