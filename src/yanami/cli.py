@@ -610,11 +610,10 @@ def train(
     Writes a checkpoint (model.safetensors, config.json) that `yanami eval --model
     checkpoint:CKPT` evaluates like any model; an interrupted run resumes with the same command.
     """
-    from yanami.learned import require_torch
+    from yanami.learned import TrainSettings, require_torch
+    from yanami.learned import train as run_training
 
     require_torch()
-    from yanami.learned._train import TrainSettings
-    from yanami.learned._train import train as run_training
 
     settings = TrainSettings(steps=steps, batch=batch, seed=seed, control=control)
     with _stages() as update:
@@ -1212,8 +1211,7 @@ def serve(
     """
     import threading
 
-    from yanami.models import load_model
-    from yanami.models._serve import InferServer
+    from yanami.models import InferServer, load_model
     from yanami.world import Parser
 
     spec = model
@@ -1260,15 +1258,14 @@ def train_vs_control(
     untrained model and the best learned text-only reader, and writes DIR/report.html (the
     table with intervals, the learning curves) and DIR/experiment.json. The same command resumes.
     """
-    from yanami.learned import require_torch
+    from yanami.learned import Setting, experiment_table, require_torch, run_experiment
 
     require_torch()
-    from yanami.learned._experiment import Setting, run_experiment, table_rows
 
     setting = Setting(per_scenario, train_dialogues, steps, batch, seed, workers)
     with _stages() as update:
         figures = run_experiment(out_dir, setting, bench, update)
-    header, rows = table_rows(figures)
+    header, rows = experiment_table(figures)
     out.print(" | ".join(header), markup=False)
     for row in rows:
         out.print(" | ".join(row), markup=False)

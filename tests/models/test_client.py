@@ -146,7 +146,7 @@ def test_model_specs_and_their_errors(tmp_path: Path) -> None:
         load_model("reference:nosuch")
     with pytest.raises(UserError, match="no such config file"):
         load_model("my-model")
-    with pytest.raises(UserError, match=r"registered kinds: reference.*config file"):
+    with pytest.raises(UserError, match=r"registered kinds: checkpoint, reference.*config file"):
         load_model("nosuch:thing")
     with pytest.raises(UserError, match="cannot read"):
         load_model(str(tmp_path / "missing.yaml"))

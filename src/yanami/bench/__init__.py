@@ -24,6 +24,7 @@ from yanami.bench._items import (
     frame_of,
     generation_turns,
     items_of,
+    question_of,
 )
 from yanami.bench._results import RESULTS, Results, RunRows, read_rows
 from yanami.bench._run import (
@@ -75,6 +76,7 @@ __all__ = [
     "items_of",
     "open_bench",
     "picture_metadata",
+    "question_of",
     "question_prompt",
     "read_manifest",
     "read_rows",

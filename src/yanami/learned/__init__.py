@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami.errors import UserError
+from yanami.learned._settings import CONTROLS, Setting, TrainSettings
 
 TRAIN_EXTRA = "pip install -e '.[train]'"
 
@@ -36,3 +37,39 @@ def checkpoint_model(rest: str, parser: Any = None) -> Any:
     if not rest or not path.is_dir():
         raise UserError(f"--model checkpoint:{rest}: no such checkpoint directory")
     return CheckpointModel(path, parser) if parser is not None else CheckpointModel(path)
+
+
+def train(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """`yanami.learned._train.train` (PyTorch is imported on the first call)."""
+    require_torch()
+    from yanami.learned._train import train as run
+
+    return run(*args, **kwargs)
+
+
+def run_experiment(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """`yanami.learned._experiment.run_experiment` (PyTorch is imported on the first call)."""
+    require_torch()
+    from yanami.learned._experiment import run_experiment as run
+
+    return run(*args, **kwargs)
+
+
+def experiment_table(figures: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The experiment's table (header, rows of cells) from its figures."""
+    from yanami.learned._experiment import table_rows
+
+    return table_rows(figures)
+
+
+__all__ = [
+    "CONTROLS",
+    "TRAIN_EXTRA",
+    "Setting",
+    "TrainSettings",
+    "checkpoint_model",
+    "experiment_table",
+    "require_torch",
+    "run_experiment",
+    "train",
+]

@@ -22,9 +22,7 @@ from yanami.learned._features import (
 from yanami.learned._train import choice_logits, collate, load_net, parsed_of
 from yanami.models import InputImage, Request
 from yanami.schema import CHOICE_LETTERS
-from yanami.world._parse import IN_PROCESS, Parser
-from yanami.world._render import DEFAULT_STYLE, render_png
-from yanami.world._scene import BASE_AZIMUTH, Scene, WorldObject
+from yanami.world import BASE_AZIMUTH, DEFAULT_STYLE, IN_PROCESS_PARSER, Parser, Scene, WorldObject, render_png
 
 SAME_PLACE = 0.35
 """Two predicted objects on the same level nearer than this (world units): the likelier one stays."""
@@ -33,7 +31,7 @@ SAME_PLACE = 0.35
 class CheckpointModel:
     """See the module docstring."""
 
-    def __init__(self, ckpt: Path, parser: Parser = IN_PROCESS) -> None:
+    def __init__(self, ckpt: Path, parser: Parser = IN_PROCESS_PARSER) -> None:
         self.net, self.checkpoint = load_net(ckpt)
         self.vocabulary = {w: k for k, w in enumerate(self.checkpoint["vocabulary"])}
         self.control = self.checkpoint["control"]

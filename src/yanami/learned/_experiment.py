@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +20,14 @@ import numpy as np
 
 from yanami._files import atomic_write
 from yanami.errors import UserError
-from yanami.learned._train import CONFIG_FILE, RESUME_FILE, TrainSettings, parse_all, train
+from yanami.learned._settings import Setting, TrainSettings
+from yanami.learned._train import CONFIG_FILE, RESUME_FILE, parse_all, train
 from yanami.store import Dataset
 
 BOOTSTRAP = 1000
 QTYPES = ("RR", "CR", "CT", "CU")
 MODELS = (("stateful", "stateful"), ("single-turn", "single-turn control"), ("untrained", "untrained"))
 """(directory, label) of the three checkpoints the experiment evaluates."""
-
-
-@dataclass(frozen=True)
-class Setting:
-    """An experiment's size."""
-
-    per_scenario: int = 10
-    """The bench's dialogues per scenario (when no --bench is given)."""
-    train_dialogues: int = 300
-    steps: int = 500
-    batch: int = 16
-    seed: int = 0
-    workers: int = 1
 
 
 Stage = Callable[[str, int, int], None]
@@ -165,7 +152,7 @@ def _model_row(label: str, run: Any, scores: Any) -> dict[str, Any]:
 
 def _reader_row(bench: Dataset, train_set: Dataset, seed: int) -> dict[str, Any]:
     """The audit's best learned text-only reader, fitted on the training set, on the bench's questions."""
-    from yanami.world._readers import best_text_reader
+    from yanami.world import best_text_reader
 
     reader = best_text_reader(list(train_set), seed)
     per: dict[str, list[float]] = {t: [] for t in QTYPES}
@@ -213,9 +200,7 @@ def table_rows(figures: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def render(figures: dict[str, Any]) -> str:
     """The experiment's report page: the table and the learning curves."""
-    from yanami.scoring import render_page
-    from yanami.scoring._report import line_chart
-    from yanami.scoring._tables import Table
+    from yanami.scoring import Table, line_chart, render_page
 
     header, rows = table_rows(figures)
     s = figures["setting"]

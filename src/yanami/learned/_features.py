@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from yanami.models import InputImage, InputMessage, InputText, Request
-from yanami.world._scene import COLOURS, EXTENT, MATERIALS, SHAPES, SIZES
+from yanami.world import COLOURS, EXTENT, MATERIALS, SHAPES, SIZES
 
 SHAPE_NAMES: tuple[str, ...] = SHAPES
 COLOUR_NAMES: tuple[str, ...] = tuple(COLOURS)

@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from yanami._files import atomic_write
-from yanami.bench._items import build_request, items_of, question_of
+from yanami.bench import bench_sha256, build_request, items_of, question_of
 from yanami.errors import UserError
 from yanami.learned._features import (
     COLOUR_NAMES,
@@ -52,38 +52,20 @@ from yanami.learned._features import (
     words,
 )
 from yanami.learned._net import Net, NetConfig
+from yanami.learned._settings import CONTROLS, TrainSettings
 from yanami.models import InputImage, question_prompt
 from yanami.run_format import Layout
 from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, TextPart
 from yanami.store import Dataset
-from yanami.world._frames import in_frame
-from yanami.world._scene import BASE_AZIMUTH, Scene
+from yanami.world import BASE_AZIMUTH, Scene, in_frame
 
 FORMAT = "yanami-learned"
 FORMAT_VERSION = 1
-CONTROLS = ("stateful", "single-turn")
-"""What the model's requests hold: the whole conversation, or the single-turn cut."""
 HELD_OUT = 10
 """Every this-many-th training dialogue (by its id's hash) is held out for the learning curve."""
 CURVE_EXAMPLES = 320
 """The learning curve reads at most this many held-out examples (evenly spread over them), so
 that measuring it costs a few steps' time whatever the training set's size."""
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """How a model is trained (all of it recorded in the checkpoint)."""
-
-    steps: int = 600
-    batch: int = 16
-    learning_rate: float = 1e-3
-    warmup: int = 50
-    seed: int = 0
-    control: str = "stateful"
-    log_every: int = 50
-    save_every: int = 100
-    width: int = 128
-    layers: int = 3
 
 
 @dataclass
@@ -483,8 +465,6 @@ def train(
 
 
 def _dataset_sha(ds: Dataset) -> str:
-    from yanami.bench._format import bench_sha256
-
     return bench_sha256(ds)
 
 

@@ -64,6 +64,7 @@ from yanami.models._registry import (
     model_from_config,
     reads_bench,
 )
+from yanami.models._serve import InferServer
 from yanami.models._strategies import StrategyModel, parse_strategy
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ __all__ = [
     "Endpoint",
     "Fatal",
     "ImageVerdict",
+    "InferServer",
     "InputImage",
     "InputMessage",
     "InputText",

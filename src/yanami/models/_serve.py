@@ -18,8 +18,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
-
 from yanami.models._protocol import (
     QUESTION_FRAME,
     InputImage,
@@ -72,6 +70,8 @@ def request_of(body: object) -> tuple[Request, str]:
 
 
 def _image(b64: str, where: str) -> InputImage:
+    from PIL import Image, UnidentifiedImageError  # only a request with a picture needs Pillow
+
     try:
         data = base64.b64decode(b64, validate=True)
     except (binascii.Error, ValueError):

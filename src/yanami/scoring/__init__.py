@@ -10,7 +10,15 @@ from yanami.scoring._agreement import (
 )
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
-from yanami.scoring._report import figure6, grouped_bars, render_page, render_report, viewer_bench, write_report
+from yanami.scoring._report import (
+    figure6,
+    grouped_bars,
+    line_chart,
+    render_page,
+    render_report,
+    viewer_bench,
+    write_report,
+)
 from yanami.scoring._scorers import YANAMI_SCORER, Scored, Scorer, scorer_for
 from yanami.scoring._scores import (
     GAP_CAPABILITIES,
@@ -96,6 +104,7 @@ __all__ = [
     "item_scores",
     "label_runs",
     "latex",
+    "line_chart",
     "load_run",
     "load_runs",
     "markdown",

@@ -10,7 +10,7 @@ from yanami.world._audit_text import SHORTCUT_LIMIT, AuditResult, audit_bench, a
 from yanami.world._build import PRESETS, build_world, plan
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._floors import FLOOR_VQ, floor_shares
-from yanami.world._frames import Shown, credited, read_candidate, shown_before
+from yanami.world._frames import Shown, credited, in_frame, read_candidate, shown_before
 from yanami.world._hidden import (
     ConstraintState,
     QuestionIntent,
@@ -25,10 +25,11 @@ from yanami.world._parse import IN_PROCESS as IN_PROCESS_PARSER
 from yanami.world._parse import Parse, ParsedObject, Parser, parse_cached, parse_image, parse_views
 from yanami.world._place import VIEWS, random_scene, valid
 from yanami.world._predicates import evaluate, select
+from yanami.world._readers import TextReader, best_text_reader
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
 from yanami.world._reparse import Disagreement, Reparsed, reparse_bench
 from yanami.world._scenarios import compose_dialogue
-from yanami.world._scene import BASE_AZIMUTH, COLOURS, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
+from yanami.world._scene import BASE_AZIMUTH, COLOURS, EXTENT, MATERIALS, SHAPES, SIZES, Scene, WorldObject, relation
 from yanami.world._selfhistory import Scenes, rebase_checks, view_of
 from yanami.world._shortcuts import Battery, Shortcuts
 from yanami.world._visible import VisibleAgent, visible_misses
@@ -38,6 +39,7 @@ __all__ = [
     "BASE_AZIMUTH",
     "COLOURS",
     "DEFAULT_STYLE",
+    "EXTENT",
     "FLOOR_VQ",
     "HEIGHT",
     "IN_PROCESS_PARSER",
@@ -67,6 +69,7 @@ __all__ = [
     "Scenes",
     "Shortcuts",
     "Shown",
+    "TextReader",
     "TrivialAgent",
     "TurnIntent",
     "TurnState",
@@ -77,11 +80,13 @@ __all__ = [
     "audit_bench",
     "audit_dialogue",
     "audit_text",
+    "best_text_reader",
     "build_world",
     "compose_dialogue",
     "credited",
     "evaluate",
     "floor_shares",
+    "in_frame",
     "parse_cached",
     "parse_image",
     "parse_views",
