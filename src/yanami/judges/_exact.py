@@ -57,7 +57,8 @@ a 1-px grey line along the edges scored SC 23 and VQ 0, a corner watermark was r
 extra object (SC 79, VQ 0), a turn of 1 degree scored SC 77-80.
 6: a changed picture's tone map is fitted in three forms (a free gain and offset per channel,
 a gain alone, an offset alone) and the objects choose among them as they choose the style and
-curvature (`MAP_FORMS` in `yanami.world._parse`). Under 5, JPEG at quality 30 bent the free
+curvature, a constrained form only when it explains them clearly better (`MAP_FORMS`,
+`TONE_FORM_COST` in `yanami.world._parse`). Under 5, JPEG at quality 30 bent the free
 form's blue gain to 0.65 and read red objects as brown: SC 96.6 on the default bench's targets."""
 
 

@@ -1302,6 +1302,10 @@ TONE_SPREAD_WEIGHT = 0.02
 """Cost per grey level of the floor fit's mean residual (a style whose floor pattern fits worse)."""
 TONE_GAMMA_WEIGHT = 0.05
 """Cost per unit of |ln gamma|: a curved map must explain the objects clearly better than a straight one."""
+TONE_FORM_COST = 0.02
+"""Cost of a map in a constrained form (`MAP_FORMS`): the free fit stands unless the objects clearly
+prefer another (without it, a hue turned by 10 degrees read red objects as brown a little more often
+than before the forms existed, as the objects found the gain-only form a shade closer to a wrong colour)."""
 
 
 def _choose_tone(frame: np.ndarray, first: _Tone, reads: list[_Read]) -> _Tone:
@@ -1323,6 +1327,7 @@ def _choose_tone(frame: np.ndarray, first: _Tone, reads: list[_Read]) -> _Tone:
     def cost(tone: _Tone) -> float:
         luts = _luts(tone)
         total = TONE_SPREAD_WEIGHT * tone.spread + TONE_GAMMA_WEIGHT * abs(float(np.log(tone.gamma)))
+        total += TONE_FORM_COST * (tone.form != "free")
         refs = _references(tone.style)
         for px, (starts, ends), key in jobs:
             sums = np.zeros((len(px) + 1, 3))
