@@ -173,6 +173,13 @@ def test_a_checkpoint_is_evaluated_like_any_model(train_set: Path, tmp_path: Pat
     result = cli("eval", world_bench, "--model", tmp_path / "bad.yaml", "--out", tmp_path / "r")
     assert result.code != 0 and "path: required" in result.err
     # a path that is not a checkpoint, or a directory that holds none: one line, no traceback
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "config.json").write_bytes((ckpt / "config.json").read_bytes())
+    (damaged / "model.safetensors").write_bytes(b"not weights")
+    result = cli("eval", world_bench, "--model", f"checkpoint:{damaged}", "--out", tmp_path / "r")
+    assert result.code == 2 and "cannot be read as this checkpoint's weights" in result.err
+    assert "Traceback" not in result.err and not (tmp_path / "r").exists()
     for where in (tmp_path / "nothing", tmp_path):
         result = cli("eval", world_bench, "--model", f"checkpoint:{where}", "--out", tmp_path / "r")
         assert result.code != 0

@@ -39,6 +39,10 @@ def run_experiment(
     """Run the whole experiment into ``out`` (see the module docstring); returns its figures."""
     from yanami.world import build_world
 
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory; name a new directory")
+    if bench is not None:
+        Dataset(bench)  # a bench that cannot be read is one line, before anything is written
     out.mkdir(parents=True, exist_ok=True)
     if bench is None:
         bench = out / "bench"

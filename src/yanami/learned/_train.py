@@ -35,12 +35,8 @@ from yanami.learned._features import (
     COLOUR_NAMES,
     MATERIAL_NAMES,
     MAX_OPTIONS,
-    NEW_SLOTS,
-    OBJECT,
-    PICTURE,
     SHAPE_NAMES,
     SIZE_NAMES,
-    SLOT,
     Encoded,
     Parsed,
     Shown,
@@ -49,7 +45,6 @@ from yanami.learned._features import (
     encode,
     single_turn,
     target_of,
-    words,
 )
 from yanami.learned._net import Net, NetConfig
 from yanami.learned._settings import CONTROLS, TrainSettings
@@ -337,12 +332,17 @@ def read_config(ckpt: Path) -> dict[str, Any]:
 def load_net(ckpt: Path) -> tuple[Net, dict[str, Any]]:
     """The network of a checkpoint and its config."""
     config = read_config(ckpt)
-    net = Net(NetConfig.from_dict(config["net"]))
+    try:
+        net = Net(NetConfig.from_dict(config["net"]))
+        if not isinstance(config["vocabulary"], list) or config["control"] not in CONTROLS:
+            raise ValueError("vocabulary or control")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{ckpt / CONFIG_FILE}: not a complete checkpoint config ({exc})") from None
     path = ckpt / MODEL_FILE
     try:
         state = load_file(str(path))
         net.load_state_dict(state)
-    except (OSError, RuntimeError, ValueError) as exc:
+    except Exception as exc:  # a damaged or foreign weights file is the user's, never a traceback
         raise UserError(f"{path}: cannot be read as this checkpoint's weights ({str(exc).splitlines()[0]})") from None
     net.eval()
     return net, config
@@ -390,6 +390,8 @@ def train(
     Returns the checkpoint's config."""
     if settings.control not in CONTROLS:
         raise UserError(f"--control: {settings.control!r} is not one of {', '.join(CONTROLS)}")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory; name a new directory")
     ds = Dataset(train_dir)
     dialogues = [d for d in ds if d.scenario is not None and d.meta.generator == "world"]
     if not dialogues:
@@ -490,6 +492,3 @@ def _resume(out: Path, net: Net, optimizer: torch.optim.Optimizer, config: dict[
     optimizer.load_state_dict(state)
     config["curve"] = old["curve"]
     return int(old["step"])
-
-
-__all__ = ["CONTROLS", "NEW_SLOTS", "OBJECT", "PICTURE", "SLOT", "TrainSettings", "load_net", "train", "words"]
