@@ -3,17 +3,19 @@ number of training dialogues, on the public default bench and on a private one.
 
     python benchmarks/bench_learned.py                          # all: the small setting, then the sizes
     python benchmarks/bench_learned.py --only small
-    python benchmarks/bench_learned.py --only sizes --sizes 250,500,1000,2000 --per-scenario 25
+    python benchmarks/bench_learned.py --only sizes --sizes 150,300,600,1200 --per-scenario 15
     python benchmarks/bench_learned.py --only sizes --out /tmp/learned   # keep (and resume) the runs
 
   small  `yanami experiment train-vs-control` with its defaults (a 40-dialogue bench, 300
          training dialogues, 500 steps per model) on this machine's cores: the whole command's
          wall time. Target: <= 15 minutes on 2 cores.
-  sizes  the same experiment for each training-set size (steps: 4 per training dialogue, at
+  sizes  the same experiment for each training-set size (steps: 2 per training dialogue, at
          least 500), on the default bench's first --per-scenario dialogues per scenario (seed 42,
-         public) and on a private bench of the same size (`build --private`): per size and
-         bench, overall, DSU, CT and CU of the stateful model and of the control, with 95 %
-         bootstrap intervals. The aim (issue 34): the stateful model >= 20 points above the
+         public) and on a private bench of the same size (`build --private`): the checkpoints
+         are trained once per size (on a training set built with --exclude of the public bench,
+         checked to share no picture with the private one) and evaluated on both, GT-History;
+         per size and bench, overall, DSU, CT and CU of the stateful model, the control and the
+         untrained model, with 95 % bootstrap intervals. The aim (issue 34): the stateful model >= 20 points above the
          control on CT and CU and >= 10 overall, intervals apart. The figures are printed as
          they are, whatever they are.
 """
@@ -57,30 +59,30 @@ def _fmt(row: dict[str, object], key: str) -> str:
 
 
 def sizes(out: Path, sizes: list[int], per_scenario: int, workers: int) -> None:
-    benches = {"public (seed 42)": out / "bench-public", "private": out / "bench-private"}
-    if not (benches["public (seed 42)"] / "manifest.json").is_file():
-        build_world(benches["public (seed 42)"], per_scenario=per_scenario, seed=42, workers=workers)
-    if not (benches["private"] / "manifest.json").is_file():
-        build_world(benches["private"], per_scenario=per_scenario, seed=None, private=True, workers=workers)
-    print(f"{'bench':<18} {'train':>6} {'steps':>6}  {'model':<20} {'overall':>20} {'DSU':>6} {'CT':>18} {'CU':>18}")
-    for name, bench in benches.items():
-        for n in sizes:
-            steps = max(500, 4 * n)
-            t = time.perf_counter()
-            where = out / f"{name.split()[0]}-{n}"
-            figures = run_experiment(where, Setting(train_dialogues=n, steps=steps, workers=workers), bench)
-            minutes = (time.perf_counter() - t) / 60
+    public, private = out / "bench-public", out / "bench-private"
+    if not (public / "manifest.json").is_file():
+        build_world(public, per_scenario=per_scenario, seed=42, workers=workers)
+    if not (private / "manifest.json").is_file():
+        build_world(private, per_scenario=per_scenario, seed=None, private=True, workers=workers)
+    print(f"{'bench':<8} {'train':>6} {'steps':>6}  {'model':<20} {'overall':>20} {'DSU':>6} {'CT':>18} {'CU':>18}")
+    for n in sizes:
+        steps = max(500, 2 * n)
+        where = out / f"size-{n}"
+        setting = Setting(train_dialogues=n, steps=steps, workers=workers)
+        t = time.perf_counter()
+        for name, bench, tag in (("public", public, ""), ("private", private, "private")):
+            figures = run_experiment(where, setting, bench, tag=tag, self_history=False)
             for row in figures["rows"]:
-                print(f"{name:<18} {n:>6} {steps:>6}  {row['label'][:20]:<20} {_fmt(row, 'overall'):>20} "
-                      f"{_fmt(row, 'dsu'):>6} {_fmt(row, 'CT'):>18} {_fmt(row, 'CU'):>18}")  # fmt: skip
-            print(f"  ({minutes:.1f} minutes; {where}/report.html)")
+                print(f"{name:<8} {n:>6} {steps:>6}  {row['label'][:20]:<20} {_fmt(row, 'overall'):>20} "
+                      f"{_fmt(row, 'dsu'):>6} {_fmt(row, 'CT'):>18} {_fmt(row, 'CU'):>18}", flush=True)  # fmt: skip
+        print(f"  ({(time.perf_counter() - t) / 60:.1f} minutes; {where}/report.html, report-private.html)", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["small", "sizes"])
-    ap.add_argument("--sizes", default="250,500,1000,2000", help="training dialogues, comma-separated")
-    ap.add_argument("--per-scenario", type=int, default=25, help="the benches' dialogues per scenario")
+    ap.add_argument("--sizes", default="150,300,600,1200", help="training dialogues, comma-separated")
+    ap.add_argument("--per-scenario", type=int, default=15, help="the benches' dialogues per scenario")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", type=Path, help="keep the runs here (default: a temporary directory)")
     args = ap.parse_args()

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from yanami.bench._items import build_request, items_of
+from yanami.errors import UserError
 from yanami.learned._features import OBJECT, PICTURE, SLOT, encode, single_turn
 from yanami.learned._net import Net, NetConfig
 from yanami.learned._train import (
@@ -226,14 +227,23 @@ def test_the_experiment_writes_its_table_and_curves_and_resumes(tmp_path: Path, 
     assert result.code == 0, result.err
     figures = json.loads((out / "experiment.json").read_text())
     labels = [r["label"] for r in figures["rows"]]
-    assert labels[:3] == ["stateful", "single-turn control", "untrained"] and labels[3].startswith("text-only reader")
-    for row in figures["rows"][:3]:
+    assert labels[:5] == [
+        "stateful",
+        "single-turn control",
+        "untrained",
+        "stateful (Self-History)",
+        "single-turn control (Self-History)",
+    ]
+    assert labels[5].startswith("text-only reader")
+    assert [r["history"] for r in figures["rows"]] == ["gt"] * 3 + ["self"] * 2 + ["gt"]
+    assert (out / "runs" / "stateful-self" / "manifest.json").is_file()
+    for row in figures["rows"][:5]:
         assert (
             row["sc"] is not None
             and row["vq"] is not None
             and all(row[t] is not None for t in ("RR", "CR", "CT", "CU"))
         )
-    assert figures["rows"][3]["sc"] is None  # the reader draws nothing
+    assert figures["rows"][5]["sc"] is None  # the reader draws nothing
     assert [p["step"] for p in figures["curves"]["stateful"]] == [4]
     page = (out / "report.html").read_text()
     assert "Learning curves" in page and "single-turn control" in page and "<polyline" in page
@@ -246,3 +256,16 @@ def test_the_experiment_writes_its_table_and_curves_and_resumes(tmp_path: Path, 
     assert cli(*args).code == 0
     assert (out / "stateful" / "model.safetensors").stat().st_mtime_ns == stamp
     assert json.loads((out / "experiment.json").read_text())["rows"] == figures["rows"]
+    # the same checkpoints on a further bench (tagged), never on one the training set shares pictures with
+    from yanami.learned import Setting, run_experiment
+
+    setting = Setting(train_dialogues=20, steps=4, batch=4)
+    with pytest.raises(UserError, match=r"shares \d+ pictures with the training set"):
+        run_experiment(out, setting, out / "train", tag="leaky", self_history=False)
+    assert not (out / "runs-leaky").exists()
+    again = run_experiment(out, setting, world_bench, tag="again", self_history=False)
+    assert (out / "report-again.html").is_file() and len(again["rows"]) == 4
+    assert (
+        json.loads(json.dumps(again["rows"][0])) == figures["rows"][0]
+    )  # the same checkpoints and bench: the same figures
+    assert (out / "stateful" / "model.safetensors").stat().st_mtime_ns == stamp  # nothing trained anew

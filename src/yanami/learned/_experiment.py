@@ -28,15 +28,28 @@ BOOTSTRAP = 1000
 QTYPES = ("RR", "CR", "CT", "CU")
 MODELS = (("stateful", "stateful"), ("single-turn", "single-turn control"), ("untrained", "untrained"))
 """(directory, label) of the three checkpoints the experiment evaluates."""
+SELF_HISTORY = ("stateful", "single-turn")
+"""The checkpoints also evaluated under Self-History (their own pictures fed back)."""
 
 
 Stage = Callable[[str, int, int], None]
 
 
 def run_experiment(
-    out: Path, setting: Setting, bench: Path | None = None, on_stage: Stage = lambda s, d, t: None
+    out: Path,
+    setting: Setting,
+    bench: Path | None = None,
+    on_stage: Stage = lambda s, d, t: None,
+    *,
+    tag: str = "",
+    self_history: bool = True,
 ) -> dict[str, Any]:
-    """Run the whole experiment into ``out`` (see the module docstring); returns its figures."""
+    """Run the whole experiment into ``out`` (see the module docstring); returns its figures.
+
+    ``tag`` names a further bench's evaluation of the same checkpoints: its runs go to
+    ``out/runs-TAG`` and its figures to ``experiment-TAG.json`` and ``report-TAG.html`` (a bench
+    that shares a picture with the training set is refused). ``self_history`` adds the
+    Self-History rows."""
     from yanami.world import build_world
 
     if out.exists() and not out.is_dir():
@@ -55,29 +68,26 @@ def run_experiment(
                     workers=setting.workers, exclude=bench,
                     on_dialogue=_counter(on_stage, "building the training set", setting.train_dialogues))  # fmt: skip
     ds = Dataset(train_dir)
-    parsed = parse_all(ds, list(ds), setting.workers, lambda d, t: on_stage("reading the training pictures", d, t))
-    configs = {}
-    for name, _ in MODELS:
-        steps = 0 if name == "untrained" else setting.steps
-        control = "single-turn" if name == "single-turn" else "stateful"
-        settings = TrainSettings(steps=steps, batch=setting.batch, seed=setting.seed, control=control)
-        ckpt = out / name
-        if (ckpt / CONFIG_FILE).is_file() and not (ckpt / RESUME_FILE).is_file():
-            configs[name] = json.loads((ckpt / CONFIG_FILE).read_text(encoding="utf-8"))
-            continue
-        configs[name] = train(train_dir, ckpt, settings, parsed=parsed, on_stage=_prefixed(on_stage, name))
+    shared = {p.sha256 for d in ds for p in d.images()} & {p.sha256 for d in Dataset(bench) for p in d.images()}
+    if shared:
+        raise UserError(f"{bench}: shares {len(shared)} pictures with the training set {train_dir}; name another bench")
+    configs = _train_all(out, setting, train_dir, ds, on_stage)
     rows = []
     from yanami.bench import evaluate
     from yanami.scoring import load_run, run_scores
 
-    for name, label in MODELS:
-        run = out / "runs" / name
-        evaluate(bench, f"checkpoint:{out / name}", run, workers=setting.workers,
-                 on_progress=_named(on_stage, f"evaluating {name}"))  # fmt: skip
+    evaluations = [(name, label, "gt") for name, label in MODELS]
+    if self_history:
+        evaluations += [(name, f"{label} (Self-History)", "self") for name, label in MODELS if name in SELF_HISTORY]
+    runs = out / (f"runs-{tag}" if tag else "runs")
+    for name, label, history in evaluations:
+        run = runs / (name if history == "gt" else f"{name}-self")
+        evaluate(bench, f"checkpoint:{out / name}", run, history=history, workers=setting.workers,
+                 on_progress=_named(on_stage, f"evaluating {name} ({history.upper()}-History)"))  # fmt: skip
         loaded = load_run(run)
         loaded.given_label = label
         scores = run_scores(loaded)
-        rows.append(_model_row(label, loaded, scores))
+        rows.append({**_model_row(label, loaded, scores), "history": history})
     rows.append(_reader_row(Dataset(bench), ds, setting.seed))
     figures = {
         "setting": setting.__dict__,
@@ -87,9 +97,30 @@ def run_experiment(
         "curves": {name: configs[name].get("curve", []) for name, _ in MODELS if name != "untrained"},
         "parameters": configs["stateful"]["parameters"],
     }
-    atomic_write(out / "experiment.json", (json.dumps(figures, indent=1) + "\n").encode())
-    atomic_write(out / "report.html", render(figures).encode())
+    suffix = f"-{tag}" if tag else ""
+    atomic_write(out / f"experiment{suffix}.json", (json.dumps(figures, indent=1) + "\n").encode())
+    atomic_write(out / f"report{suffix}.html", render(figures).encode())
     return figures
+
+
+def _train_all(out: Path, setting: Setting, train_dir: Path, ds: Dataset, on_stage: Stage) -> dict[str, dict[str, Any]]:
+    """The three checkpoints (a finished one is kept, an unfinished one resumed); their configs."""
+    configs: dict[str, dict[str, Any]] = {}
+    parsed = None
+    for name, _ in MODELS:
+        ckpt = out / name
+        if (ckpt / CONFIG_FILE).is_file() and not (ckpt / RESUME_FILE).is_file():
+            configs[name] = json.loads((ckpt / CONFIG_FILE).read_text(encoding="utf-8"))
+            continue
+        if parsed is None:
+            parsed = parse_all(
+                ds, list(ds), setting.workers, lambda d, t: on_stage("reading the training pictures", d, t)
+            )
+        steps = 0 if name == "untrained" else setting.steps
+        control = "single-turn" if name == "single-turn" else "stateful"
+        settings = TrainSettings(steps=steps, batch=setting.batch, seed=setting.seed, control=control)
+        configs[name] = train(train_dir, ckpt, settings, parsed=parsed, on_stage=_prefixed(on_stage, name))
+    return configs
 
 
 def _prefixed(on_stage: Stage, prefix: str) -> Stage:
@@ -172,7 +203,7 @@ def _reader_row(bench: Dataset, train_set: Dataset, seed: int) -> dict[str, Any]
         row[t] = float(np.mean(per[t])) if per[t] else None
         row[f"{t}_ci"] = _interval(per[t])
     row["dsu"] = float(np.mean([row[t] for t in QTYPES])) if all(row[t] is not None for t in QTYPES) else None
-    row.update({"sc": None, "sc_ci": None, "vq": None, "vq_ci": None, "gap": None})
+    row.update({"sc": None, "sc_ci": None, "vq": None, "vq_ci": None, "gap": None, "history": "gt"})
     return row
 
 
@@ -217,7 +248,8 @@ def render(figures: dict[str, Any]) -> str:
             f"Bench {figures['bench']}; training set {figures['train']} ({s['train_dialogues']} dialogues, built "
             f"with --exclude BENCH); {s['steps']} steps of {s['batch']} examples, seed {s['seed']}; "
             f"{figures['parameters']:,} parameters.",
-            "GT-History, the exact judge. Overall: the paper's scene score (equation 3), macro over scenarios. "
+            "GT-History unless a row says Self-History (the model's own earlier pictures in its history); "
+            "the exact judge. Overall: the paper's scene score (equation 3), macro over scenarios. "
             "DSU and its types: accuracy (%); SC, VQ: as `yanami score` computes them. [a, b]: 95 % bootstrap "
             "interval over dialogues. Gap: the understanding-realization gap (equation 7), each model over the "
             "dialogues it understood.",

@@ -38,6 +38,8 @@ MAX_LEN = 768
 """Tokens a request keeps, counted from its end (the earliest are dropped first)."""
 MAX_TURNS = 15
 """Turn distances from the end beyond this share one embedding."""
+MAX_NUMBER = 31
+"""Turn numbers beyond this share one embedding."""
 MAX_PICTURES = 15
 """Picture numbers beyond this share one embedding."""
 MAX_OPTIONS = 7
@@ -79,6 +81,9 @@ class Encoded:
     role: np.ndarray
     turn: np.ndarray
     """Turns between this token's message and the request's last one (clipped)."""
+    number: np.ndarray
+    """The number of this token's turn as questions count them: 1 for the first user message and
+    its reply, 2 for the next (clipped at `MAX_NUMBER`); 0 for a slot."""
     picture: np.ndarray
     """The number of the picture a picture or object token belongs to (1 = the first), else 0."""
     attrs: np.ndarray
@@ -121,7 +126,7 @@ class _Tokens:
     """The growing columns of an `Encoded`."""
 
     def __init__(self) -> None:
-        self.cols: list[list[int]] = [[] for _ in range(6)]  # kind, word, role, turn, picture, option
+        self.cols: list[list[int]] = [[] for _ in range(7)]  # kind, word, role, turn, number, picture, option
         self.attrs: list[tuple[int, int, int, int, int]] = []
         self.xy: list[tuple[float, float]] = []
 
@@ -130,6 +135,7 @@ class _Tokens:
         kind: int,
         role: int,
         turn: int,
+        number: int = 0,
         *,
         word: int = 0,
         picture: int = 0,
@@ -137,7 +143,7 @@ class _Tokens:
         attrs: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0),
         xy: tuple[float, float] = (0.0, 0.0),
     ) -> int:
-        for col, v in zip(self.cols, (kind, word, role, turn, picture, option), strict=True):
+        for col, v in zip(self.cols, (kind, word, role, turn, number, picture, option), strict=True):
             col.append(v)
         self.attrs.append(attrs)
         self.xy.append(xy)
@@ -151,10 +157,12 @@ def encode(request: Request, vocabulary: dict[str, int], see: See, *, generate: 
     pictures: list[tuple[int, str]] = []
     unk = vocabulary["<unk>"]
     n_messages = len(request.messages)
-    count = options = 0
+    count = options = number = 0
     for m_index, message in enumerate(request.messages):
         role = ROLES[message.role]
         turn = min((n_messages - m_index) // 2, MAX_TURNS)
+        number += message.role == "user"
+        at = min(number, MAX_NUMBER)
         last = m_index == n_messages - 1
         for part in message.parts:
             if isinstance(part, InputText):
@@ -164,12 +172,12 @@ def encode(request: Request, vocabulary: dict[str, int], see: See, *, generate: 
                 for m in _TOKEN.finditer(part.text):
                     o = next((min(k, MAX_OPTIONS) for a, e, k in spans if a <= m.start() < e), 0)
                     options = max(options, o)
-                    tokens.add(WORD, role, turn, word=vocabulary.get(m.group(0).lower(), unk), option=o)
+                    tokens.add(WORD, role, turn, at, word=vocabulary.get(m.group(0).lower(), unk), option=o)
                 continue
             count += 1
-            number = min(count, MAX_PICTURES)
+            count_at = min(count, MAX_PICTURES)
             style, found = see(part)
-            pictures.append((tokens.add(PICTURE, role, turn, picture=number), style))
+            pictures.append((tokens.add(PICTURE, role, turn, at, picture=count_at), style))
             for obj in found:
                 shape, colour, size, material, x, y, stacked = obj
                 a = (
@@ -180,16 +188,19 @@ def encode(request: Request, vocabulary: dict[str, int], see: See, *, generate: 
                     1 + int(stacked),
                 )
                 objects.append(
-                    (tokens.add(OBJECT, role, turn, picture=number, attrs=a, xy=(x / EXTENT, y / EXTENT)), obj)
+                    (tokens.add(OBJECT, role, turn, at, picture=count_at, attrs=a, xy=(x / EXTENT, y / EXTENT)), obj)
                 )
     slots = [tokens.add(SLOT, ROLES["user"], 0, option=0) for _ in range(NEW_SLOTS)] if generate else []
     cut = max(0, len(tokens.xy) - MAX_LEN)
-    kind, word, role_col, turn_col, picture, option = (np.array(c[cut:], dtype=np.int16) for c in tokens.cols)
+    kind, word, role_col, turn_col, number_col, picture, option = (
+        np.array(c[cut:], dtype=np.int16) for c in tokens.cols
+    )
     return Encoded(
         kind=kind,
         word=word,
         role=role_col,
         turn=turn_col,
+        number=number_col,
         picture=picture,
         attrs=np.array(tokens.attrs[cut:], dtype=np.int16).reshape(-1, 5),
         xy=np.array(tokens.xy[cut:], dtype=np.float32).reshape(-1, 2),

@@ -24,6 +24,7 @@ from yanami.learned._features import (
     COLOUR_NAMES,
     MATERIAL_NAMES,
     MAX_LEN,
+    MAX_NUMBER,
     MAX_OPTIONS,
     MAX_PICTURES,
     MAX_TURNS,
@@ -68,6 +69,7 @@ class Net(nn.Module):
         self.kind = nn.Embedding(5, d)
         self.role = nn.Embedding(4, d)
         self.turn = nn.Embedding(MAX_TURNS + 1, d)
+        self.number = nn.Embedding(MAX_NUMBER + 1, d)
         self.picture = nn.Embedding(MAX_PICTURES + 1, d)
         self.option = nn.Embedding(MAX_OPTIONS + 1, d)
         self.position = nn.Embedding(MAX_LEN, d)
@@ -108,6 +110,7 @@ class Net(nn.Module):
             + self.kind(kind)
             + self.role(batch["role"])
             + self.turn(batch["turn"])
+            + self.number(batch["number"])
             + self.picture(batch["picture"])
             + self.option(batch["option"])
             + self.position(from_end)

@@ -55,7 +55,7 @@ from yanami.store import Dataset
 from yanami.world import BASE_AZIMUTH, Scene, in_frame
 
 FORMAT = "yanami-learned"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HELD_OUT = 10
 """Every this-many-th training dialogue (by its id's hash) is held out for the learning curve."""
 CURVE_EXAMPLES = 320
@@ -166,7 +166,8 @@ def collate(examples: Sequence[Example]) -> dict[str, Any]:
     """Padded tensors for a batch, and the token indices each loss reads."""
     b, n = len(examples), max(len(e.enc) for e in examples)
     cols = {
-        name: np.zeros((b, n), dtype=np.int64) for name in ("kind", "word", "role", "turn", "picture", "option", "slot")
+        name: np.zeros((b, n), dtype=np.int64)
+        for name in ("kind", "word", "role", "turn", "number", "picture", "option", "slot")
     }
     attrs = np.zeros((b, n, 5), dtype=np.int64)
     xy = np.zeros((b, n, 2), dtype=np.float32)
@@ -178,7 +179,7 @@ def collate(examples: Sequence[Example]) -> dict[str, Any]:
     for i, e in enumerate(examples):
         enc, m = e.enc, len(e.enc)
         lengths[i] = m
-        for name in ("kind", "word", "role", "turn", "picture", "option"):
+        for name in ("kind", "word", "role", "turn", "number", "picture", "option"):
             cols[name][i, :m] = getattr(enc, name)
         cols["slot"][i, enc.slots] = np.arange(len(enc.slots))
         attrs[i, :m] = enc.attrs
