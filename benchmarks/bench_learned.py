@@ -60,6 +60,7 @@ def _fmt(row: dict[str, object], key: str) -> str:
 
 def sizes(out: Path, sizes: list[int], per_scenario: int, workers: int) -> None:
     public, private = out / "bench-public", out / "bench-private"
+    out.mkdir(parents=True, exist_ok=True)
     if not (public / "manifest.json").is_file():
         build_world(public, per_scenario=per_scenario, seed=42, workers=workers)
     if not (private / "manifest.json").is_file():
