@@ -1,6 +1,6 @@
 """The review app (issue 25): page render time, concurrent saves, export.
 
-    python benchmarks/bench_review.py [--only render|saves|export] [--seconds 60] [--clients 30]
+    python benchmarks/bench_review.py [--only render|saves|export|human] [--seconds 60] [--clients 30]
 
   render  server time to render a 12-turn dialogue page with 6 images (a world dialogue of the
           editing scenario, its turns repeated as text-only turns up to 12), measured by a timing
@@ -18,6 +18,18 @@
   export  `export_approved` of 400 reviewed dialogues (built by build_world with 2 workers,
           each decided approve by 3 annotators, one check verdict each and one edit each);
           baseline: copying the source dataset's directory. Target: <= 10 s.
+  human   humans measure the judge: a world bench of --per-scenario dialogues per scenario (seed 7)
+          whose reference picture at a share --damage of the target turns (seeded draw) has the
+          object a check names recoloured, as a faulty image generator would draw it; it is
+          reviewed by three scripted annotators on the app served by uvicorn on loopback, over
+          real HTTP: each signs in with their one-time link and posts, with the session's CSRF
+          token, a verdict on every check of their dialogues: what the picture shows (the
+          check's predicate on the scene drawn), flipped with the annotator's probability
+          (--flip, default 5,10,20 %) and a fix instead with 3 % (each a seeded draw per
+          annotator). Then the dataset's own pictures are evaluated (`yanami eval --model
+          reference:oracle`, the exact judge) and `yanami agreement RUN --judge exact --human DB`
+          prints the judge-vs-human table. Also printed: how often the humans' label and the
+          exact judge match what the picture shows. SQLite unless --backend says otherwise.
 
 Timings are printed, never asserted.
 """
@@ -56,11 +68,13 @@ PG = "postgresql://postgres@127.0.0.1:5432"
 
 class Client:
     def __init__(self, port: int) -> None:
-        self.port, self.cookie, self.csrf = port, "", ""
+        self.port, self.csrf = port, ""
+        self.cookies: dict[str, str] = {}
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
     def request(self, method: str, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
-        headers = {"Cookie": f"yanami_review={self.cookie}"} if self.cookie else {}
+        jar = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        headers = {"Cookie": jar} if jar else {}
         body = None
         if form is not None:
             body = urlencode(form).encode()
@@ -78,12 +92,18 @@ class Client:
                 if attempt:
                     raise
         for c in cookies:
-            if c.startswith("yanami_review="):
-                self.cookie = c.split(";", 1)[0].split("=", 1)[1]
+            name, _, value = c.split(";", 1)[0].partition("=")
+            if name.startswith("yanami_"):
+                self.cookies[name] = value
         return resp.status, text
 
     def sign_in(self, token: str) -> None:
-        status, _ = self.request("POST", "/signin", {"token": token})
+        """As a browser does: open the link's page (it may set a cookie and a form token), post its form."""
+        _, page = self.request("GET", f"/signin?token={token}")
+        form = {"token": token}
+        for name, value in re.findall(r'<input[^>]*name="(signin_csrf)"[^>]*value="([^"]+)"', page):
+            form[name] = value
+        status, _ = self.request("POST", "/signin", form)
         assert status == 303, status
         _, page = self.request("GET", "/")
         self.csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
@@ -383,14 +403,188 @@ def bench_export(work: Path, n: int) -> None:
     print(f"  target: <= 10 s: {'met' if spent <= 10 else 'MISSED'}")
 
 
+# -- (d) humans measure the judge ----------------------------------------------------------
+
+FIX_P = 0.03
+"""How often a scripted annotator says a check needs fixing instead of judging it."""
+
+
+def _recoloured(state: Any, turn: Any) -> Any:
+    """The turn's scene with the object its first ``exists`` check names recoloured (None: no such check)."""
+    from yanami.world import COLOURS, Scene, WorldObject
+
+    named = next(
+        (
+            c.hidden.predicate["where"]
+            for c in turn.checks
+            if isinstance(c.hidden.predicate, dict) and c.hidden.predicate.get("op") == "exists"
+        ),
+        None,
+    )
+    if not named:
+        return None
+    objs = []
+    for o in state.scene:
+        if all(o.get(k) == v for k, v in named.items()):
+            o = {**o, "colour": next(c for c in COLOURS if c not in (o["colour"], "gray"))}
+        objs.append(o)
+    return Scene(objects=tuple(WorldObject.model_validate(o) for o in objs))
+
+
+def damaged_bench(work: Path, per_scenario: int, damage: float) -> tuple[Path, dict[tuple[str, str], bool], int]:
+    """The world bench with the reference picture of a share ``damage`` of its target turns
+    recoloured; what each picture shows ((item, check) -> the check's predicate on the scene drawn)
+    and how many pictures were damaged."""
+    from yanami._seeds import seeded
+    from yanami.schema import ImagePart, ImageSource
+    from yanami.store import Dataset, DatasetWriter, Generator
+    from yanami.world import Scene, WorldObject, evaluate, render_png, turn_state
+
+    source = work / f"world-ps{per_scenario}"
+    if not (source / "manifest.json").is_file():
+        build_world(source, per_scenario=per_scenario, seed=7, workers=2, overwrite=True)
+    ds = Dataset(source)
+    out = work / f"damaged-ps{per_scenario}-{damage:g}"
+    rng = seeded("bench-review", "damage", damage)
+    truth: dict[tuple[str, str], bool] = {}
+    damaged = 0
+    generator = Generator(name="bench-review-damaged", params={"per_scenario": per_scenario, "damage": damage})
+    with DatasetWriter(out, split=ds.manifest.split, generator=generator, overwrite=True) as w:
+        for d in ds.read_all():
+            for part in d.images():
+                w.add_encoded(part, ds.image_bytes(part))
+            turns = []
+            for t in d.turns:
+                if t.checks:
+                    state = turn_state(t)
+                    scene = Scene(objects=tuple(WorldObject.model_validate(o) for o in state.scene))
+                    changed = _recoloured(state, t) if rng.random() < damage else None
+                    if changed is not None:
+                        scene, damaged = changed, damaged + 1
+                        new = w.add_image(render_png(scene, state.azimuth, state.style), ImageSource.ASSISTANT)
+                        at = next(i for i, p in enumerate(t.assistant.parts) if isinstance(p, ImagePart))
+                        parts = [*t.assistant.parts[:at], new, *t.assistant.parts[at + 1 :]]
+                        t = t.model_copy(update={"assistant": t.assistant.model_copy(update={"parts": parts})})
+                    for c in t.checks:
+                        predicate = c.hidden.predicate
+                        assert isinstance(predicate, dict), f"{d.id}/{c.id}: not world data"
+                        truth[(f"{d.id}/t{t.index}", c.id)] = evaluate(predicate, scene, state.azimuth)
+                turns.append(t)
+            w.add_dialogue(d.model_copy(update={"turns": turns}))
+    return out, truth, damaged
+
+
+def bench_human(work: Path, per_scenario: int, damage: float, flips: list[float], backend: str) -> None:
+    import uvicorn
+
+    from yanami._seeds import seeded
+    from yanami.bench import evaluate
+    from yanami.review import read_human_verdicts
+
+    print(f"human ({backend}): {len(flips)} scripted annotators over HTTP measure the exact judge")
+    t = time.perf_counter()
+    bench, truth, damaged = damaged_bench(work, per_scenario, damage)
+    targets = len({item for item, _ in truth})
+    print(
+        f"  bench: {targets} target turns, {len(truth)} checks; {damaged} reference pictures damaged "
+        f"(an object recoloured); {time.perf_counter() - t:.1f} s"
+    )
+    with contextlib.ExitStack() as stack:
+        if backend == "postgresql":
+            url = stack.enter_context(postgres_database())
+        else:
+            url = str(work / f"human-{uuid.uuid4().hex[:6]}.sqlite")
+        db, tokens = new_review(url, bench, len(flips), len(flips))
+        app_server = uvicorn.Server(
+            uvicorn.Config(create_app(db), host="127.0.0.1", port=free_port(), log_level="error", access_log=False)
+        )
+        port = app_server.config.port
+        thread = threading.Thread(target=app_server.run, daemon=True)
+        thread.start()
+        wait_for(port)
+        said: dict[str, int] = {}
+        flipped = posts = 0
+        t = time.perf_counter()
+        try:
+            for (name, token), p_flip in zip(sorted(n for n in tokens.items() if n[0] != "boss"), flips, strict=True):
+                rng = seeded("bench-review", "annotator", name)
+                client = Client(port)
+                client.sign_in(token)
+                for row in db.queue(next(u for u in db.users() if u.name == name)):
+                    data, _ = db.dialogue(row["id"])
+                    for turn in data["turns"]:
+                        for c in turn["checks"]:
+                            shows = truth[(f"{row['id']}/t{turn['index']}", c["id"])]
+                            r = rng.random()
+                            if r < FIX_P:
+                                verdict = "fix"
+                            else:
+                                flip = r < FIX_P + p_flip
+                                flipped += flip
+                                verdict = "pass" if shows != flip else "fail"
+                            form = {"csrf": client.csrf, "check_id": c["id"], "verdict": verdict}
+                            if verdict == "fix":
+                                form["comment"] = "the check names an object the turn does not mention"
+                            status, _ = client.request("POST", f"/d/{row['id']}/check", form)
+                            assert status == 303, status
+                            posts += 1
+                            said[verdict] = said.get(verdict, 0) + 1
+        finally:
+            app_server.should_exit = True
+            thread.join(10)
+            db.close()
+        spent = time.perf_counter() - t
+        print(
+            f"  review: {posts} verdicts posted over HTTP in {spent:.1f} s ({posts / spent:.0f}/s): "
+            + ", ".join(f"{v} {k}" for k, v in sorted(said.items()))
+            + f"; {flipped} flipped on purpose (annotators flip {', '.join(f'{100 * p:g} %' for p in flips)})"
+        )
+        run = work / f"oracle-{uuid.uuid4().hex[:6]}"
+        t = time.perf_counter()
+        evaluate(bench, "reference:oracle", run)
+        spent = time.perf_counter() - t
+        print(f"  yanami eval --model reference:oracle (the dataset's own pictures, exact judge): {spent:.1f} s")
+        t = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "yanami", "agreement", str(run), "--judge", "exact", "--human", url],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        spent = time.perf_counter() - t
+        if done.returncode:
+            print(f"  yanami agreement failed ({done.returncode}): {done.stderr.strip()}")
+            return
+        print(f"  yanami agreement RUN --judge exact --human DB ({spent:.1f} s, whole command):")
+        for line in done.stdout.rstrip().splitlines():
+            print(f"    {line}")
+        # context: the humans' label and the judge against what the picture shows
+        labels = read_human_verdicts(url).labels()
+        from yanami.bench import read_rows
+
+        verdicts = read_rows(run).verdicts
+        judged = {(item, c.id): c.passed for item, v in verdicts.items() for c in v.checks or []}
+        human_right = sum(truth[k] == v for k, v in labels.items()) / len(labels)
+        judge_right = sum(truth[k] == judged[k] for k in labels) / len(labels)
+        print(
+            f"  against what the pictures show, on the {len(labels)} labelled checks: the humans' label "
+            f"{100 * human_right:.1f} %, the exact judge {100 * judge_right:.1f} %"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["render", "saves", "export"])
+    parser.add_argument("--only", choices=["render", "saves", "export", "human"])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each save run lasts")
     parser.add_argument("--clients", type=int, default=30)
     parser.add_argument("--requests", type=int, default=100, help="requests per page in the render run")
     parser.add_argument("--dialogues", type=int, default=400, help="dialogues in the export run")
-    parser.add_argument("--backend", choices=["sqlite", "postgresql"], action="append", help="default: both")
+    parser.add_argument("--per-scenario", type=int, default=3, help="dialogues per scenario in the human run")
+    parser.add_argument("--damage", type=float, default=0.35, help="share of damaged reference pictures (human)")
+    parser.add_argument("--flip", default="0.05,0.10,0.20", help="each annotator's flip probability (human)")
+    parser.add_argument(
+        "--backend", choices=["sqlite", "postgresql"], action="append", help="default: both (human: sqlite)"
+    )
     parser.add_argument("--work", type=Path, help="keep the built datasets here (default: a temporary folder)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
@@ -402,6 +596,10 @@ def main() -> None:
             bench_saves(work, args.seconds, args.clients, args.backend or ["sqlite", "postgresql"])
         if args.only in (None, "export"):
             bench_export(work, args.dialogues)
+        if args.only in (None, "human"):
+            flips = [float(x) for x in args.flip.split(",")]
+            for backend in args.backend or ["sqlite"]:
+                bench_human(work, args.per_scenario, args.damage, flips, backend)
 
 
 if __name__ == "__main__":

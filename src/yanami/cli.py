@@ -1113,18 +1113,35 @@ def agreement(
     run: Annotated[Path, typer.Argument(help="A run directory.", metavar="RUN")],
     judge: Annotated[list[str], typer.Option(help="A judge name (give two to compare judges).", metavar="NAME")],
     human: Annotated[
-        Path | None, typer.Option(help="CSV of human ratings: item,score[,check,passed].", metavar="CSV")
+        str | None,
+        typer.Option(
+            help="Human ratings: a CSV (item,score[,check,passed]), or a review database (a SQLite file or "
+            "postgresql:// URL of `yanami review`), whose check verdicts are compared on the turns whose picture "
+            "is the dataset's own.",
+            metavar="CSV|REVIEW_DB",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Judge reliability: Pearson (95 % bootstrap interval), Spearman and Cohen's kappa against humans or a judge."""
-    from yanami.scoring import agreement_lines, run_agreement
+    from yanami.scoring import (
+        agreement_lines,
+        human_agreement_lines,
+        is_ratings_csv,
+        run_agreement,
+        run_human_agreement,
+    )
 
-    results = run_agreement(run, judge, human)
+    if human is not None and not is_ratings_csv(human):
+        results = run_human_agreement(run, judge, human)
+        lines = human_agreement_lines(results)
+    else:
+        results = run_agreement(run, judge, Path(human) if human is not None else None)
+        lines = agreement_lines(results)
     if as_json:
         out.print_json(json.dumps(results))
         return
-    for line in agreement_lines(results):
+    for line in lines:
         out.print(line, markup=False)
 
 
@@ -1138,6 +1155,15 @@ def calibrate(
         Path | None, typer.Option("--out", help="Write the report as JSON here.", metavar="FILE")
     ] = None,
     cache: Annotated[Path | None, typer.Option(help="Response cache file.", metavar="FILE")] = None,
+    human: Annotated[
+        str | None,
+        typer.Option(
+            help="A review database of BENCH (SQLite file or postgresql:// URL): also report the judge's agreement "
+            "with the annotators' check verdicts, judging the dataset's own pictures of the first N reviewed "
+            "dialogues.",
+            metavar="REVIEW_DB",
+        ),
+    ] = None,
 ) -> None:
     """Calibrate a judge on world data: its verdicts against the exact judge's, on corrupted and injected candidates."""
     from yanami._files import is_stdout, write_output
@@ -1145,14 +1171,22 @@ def calibrate(
     from yanami.judges import calibrate as run_calibration
     from yanami.judges import calibration_lines, load_judge
     from yanami.models import ResponseCache
+    from yanami.scoring import calibrate_with_humans, human_agreement_lines, read_review
     from yanami.store import Dataset
 
     dataset = Dataset(bench)
+    if human is not None:
+        read_review(human)  # a bad --human is one line before any judging
     dialogues = select_dialogues(dataset.read_all(), limit)
     responses = ResponseCache(cache) if cache else None
     the_judge = load_judge(judge, dataset, responses)
     with progress("calibrating", None) as advance:
         result = run_calibration(the_judge, dialogues, concurrency=concurrency, on_progress=advance).summary()
+    if human is not None:
+        with progress("judging the reviewed pictures", None) as advance:
+            result["human"] = calibrate_with_humans(
+                the_judge, dataset, human, limit=limit, concurrency=concurrency, on_progress=advance
+            )
     if responses:
         responses.close()
     if out_file is not None:
@@ -1160,6 +1194,9 @@ def calibrate(
     show = err if is_stdout(out_file) else out  # with --out -, standard output carries the JSON alone
     for line in calibration_lines(result):
         show.print(line, markup=False)
+    if "human" in result:
+        for line in human_agreement_lines({f"{the_judge.name} vs human": result["human"]}):
+            show.print(line, markup=False)
 
 
 @app.command()

@@ -1,7 +1,8 @@
 """The human-review web app (the paper's stage d): three annotators verify each dialogue.
 
 Importing this package loads only the command line (`review_app`); the web stack, the database
-layer and the agreement statistics (the ``review`` extra) load when a command or name needs them.
+layer, the agreement statistics and the reading of human verdicts for `yanami agreement` (the
+``review`` extra) load when a command or name needs them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from yanami.review._app import create_app
     from yanami.review._db import Conflict, Decision, ReviewDB, ReviewError, Role, Verdict
     from yanami.review._export import Exported, export_approved
+    from yanami.review._human import HumanCheck, HumanVerdicts, read_human_verdicts
 
 _LAZY = {
     "agreement": "yanami.review._agreement",
@@ -27,6 +29,9 @@ _LAZY = {
     "Verdict": "yanami.review._db",
     "Exported": "yanami.review._export",
     "export_approved": "yanami.review._export",
+    "HumanCheck": "yanami.review._human",
+    "HumanVerdicts": "yanami.review._human",
+    "read_human_verdicts": "yanami.review._human",
 }
 
 
@@ -42,6 +47,8 @@ __all__ = [
     "Conflict",
     "Decision",
     "Exported",
+    "HumanCheck",
+    "HumanVerdicts",
     "ReviewDB",
     "ReviewError",
     "Role",
@@ -49,5 +56,6 @@ __all__ = [
     "agreement",
     "create_app",
     "export_approved",
+    "read_human_verdicts",
     "review_app",
 ]
