@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip("sqlalchemy", reason="the review extra is not installed")
 
-from yanami.review import ReviewDB, Role
+from yanami.review import ReviewDB, Role, Verdict
+from yanami.review._db import User
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 
@@ -86,7 +87,10 @@ def review(db_url: str, review_dataset: Path) -> Iterator[Review]:
 class Server:
     """The review app on a real uvicorn, on a free port of 127.0.0.1, in a thread."""
 
-    def __init__(self, db: ReviewDB) -> None:
+    def __init__(self, db: ReviewDB, delay_s: float = 0.0) -> None:
+        """``delay_s``: a slow server, each request answered that much later."""
+        import asyncio
+
         import uvicorn
 
         from yanami.review import create_app
@@ -94,7 +98,15 @@ class Server:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        config = uvicorn.Config(create_app(db), log_level="error", access_log=False)
+        app = create_app(db)
+        if delay_s:
+
+            @app.middleware("http")
+            async def slow(request, call_next):  # type: ignore[no-untyped-def]
+                await asyncio.sleep(delay_s)
+                return await call_next(request)
+
+        config = uvicorn.Config(app, log_level="error", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
@@ -149,14 +161,19 @@ class Client:
     cookie: str | None = None
     csrf: str | None = None
     set_cookies: list[str] = field(default_factory=list)
+    signin_cookie: str | None = None
+    """The sign-in page's cookie (login CSRF), kept for the POST that signs in."""
 
     def request(
         self, method: str, path: str, form: dict[str, str] | None = None, headers: dict[str, str] | None = None
     ) -> Reply:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         hdrs = dict(headers or {})
-        if self.cookie:
-            hdrs["Cookie"] = f"yanami_review={self.cookie}"
+        cookies = [f"yanami_review={self.cookie}"] if self.cookie else []
+        if self.signin_cookie and path.startswith("/signin"):
+            cookies.append(f"yanami_signin={self.signin_cookie}")
+        if cookies:
+            hdrs["Cookie"] = "; ".join(cookies)
         body = None
         if form is not None:
             body = urlencode(form).encode()
@@ -176,10 +193,20 @@ class Client:
             form = {"csrf": self.csrf, **form}
         return self.request("POST", path, form, **kw)
 
+    def signin_form(self, token: str = "") -> str:
+        """Open the sign-in page as a browser does: keep its cookie, return its form token."""
+        import re
+
+        page = self.get(f"/signin?token={token}")
+        got = [c for c in self.set_cookies if c.startswith("yanami_signin=")]
+        self.signin_cookie = got[-1].split(";", 1)[0].split("=", 1)[1]
+        return re.search(r'name="signin_csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+
     def sign_in(self, token: str) -> Reply:
         import re
 
-        reply = self.request("POST", "/signin", {"token": token})
+        form_token = self.signin_form(token)
+        reply = self.request("POST", "/signin", {"token": token, "signin_csrf": form_token})
         if reply.status == 303:
             cookie = next(c for c in self.set_cookies if c.startswith("yanami_review="))
             self.cookie = cookie.split(";", 1)[0].split("=", 1)[1]
@@ -191,3 +218,12 @@ class Client:
 @pytest.fixture
 def client(server: Server) -> Client:
     return Client(server.port)
+
+
+def judge_rest(db: ReviewDB, user: User, dialogue_id: str, verdict: Verdict = Verdict.PASS) -> None:
+    """Give every check of the dialogue the user has not judged yet ``verdict`` (a decision needs them all)."""
+    mine = db.verdicts(dialogue_id).get(user.name, {"checks": {}})["checks"]
+    for t in db.dialogue(dialogue_id)[0]["turns"]:
+        for c in t["checks"]:
+            if c["id"] not in mine:
+                db.set_verdict(user, dialogue_id, c["id"], verdict, "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import re
 
-from tests.review.conftest import Client, Review, Server
+from tests.review.conftest import Client, Review, Server, judge_rest
 
 TEXT = "turns.0.user.parts.0.text"
 
@@ -16,6 +16,10 @@ def _first_ids(review: Review) -> tuple[str, str]:
     did = next(r["id"] for r in review.db.table() if r["assigned"] == ["ann1", "ann2"])
     data, _ = review.db.dialogue(did)
     return did, next(c["id"] for t in data["turns"] for c in t["checks"])
+
+
+def _user(review: Review, name: str):  # type: ignore[no-untyped-def]
+    return next(u for u in review.db.users() if u.name == name)
 
 
 def _signed_in(server: Server, review: Review, name: str) -> Client:
@@ -43,11 +47,35 @@ def test_a_sign_in_link_works_once_and_sets_a_strict_http_only_cookie(server: Se
     form = c.get(f"/signin?token={sqlite_review.tokens['ann1']}")
     assert form.status == 200 and sqlite_review.tokens["ann1"] in form.text  # GET spends nothing
     assert c.sign_in(sqlite_review.tokens["ann1"]).status == 303
-    cookie = c.set_cookies[-1]
+    cookie = next(k for k in reversed(c.set_cookies) if k.startswith("yanami_review="))
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    assert all("HttpOnly" in k and "SameSite=strict" in k for k in c.set_cookies)
     assert c.get("/").status == 200
     replay = Client(server.port).sign_in(sqlite_review.tokens["ann1"])
     assert replay.status == 401 and "not valid or was already used" in replay.text
+
+
+def test_sign_in_refuses_another_site_and_a_missing_token_and_ends_the_earlier_session(
+    server: Server, sqlite_review: Review
+) -> None:
+    token = sqlite_review.tokens["ann2"]
+    c = Client(server.port)
+    form_token = c.signin_form(token)
+    # login CSRF: a page on another port posts the attacker's link into the victim's browser
+    for headers in ({"Origin": "http://127.0.0.1:9"}, {"Sec-Fetch-Site": "cross-site"}):
+        forged = c.request("POST", "/signin", {"token": token, "signin_csrf": form_token}, headers=headers)
+        assert forged.status == 403 and "another site" in forged.text
+    assert c.request("POST", "/signin", {"token": token}).status == 403  # no form token
+    other = Client(server.port)
+    other.signin_form("another-link")  # a sign-in cookie of its own: the token of another does not fit it
+    assert other.request("POST", "/signin", {"token": token, "signin_csrf": form_token}).status == 403
+    assert c.sign_in(token).status == 303  # nothing above spent the link
+    first = c.cookie
+    assert c.get("/").status == 200
+    again = Client(server.port)
+    assert again.sign_in(sqlite_review.db.relink("ann2")).status == 303
+    assert again.get("/").status == 200
+    assert c.get("/").status == 401 and first != again.cookie  # signing in again ends the earlier session
 
 
 def test_changes_need_the_csrf_token_and_the_same_origin(server: Server, sqlite_review: Review) -> None:
@@ -120,13 +148,28 @@ def test_reviewers_are_blind_to_each_other_until_they_decide(server: Server, sql
     did, check = _first_ids(sqlite_review)
     a, b = _signed_in(server, sqlite_review, "ann1"), _signed_in(server, sqlite_review, "ann2")
     a.post(f"/d/{did}/check", {"check_id": check, "verdict": "fix", "comment": "ANN1-SECRET-NOTE"})
-    a.post(f"/d/{did}/decision", {"decision": "reject", "comment": "ANN1-REASON"})
+    judge_rest(sqlite_review.db, _user(sqlite_review, "ann1"), did)
+    assert a.post(f"/d/{did}/decision", {"decision": "reject", "comment": "ANN1-REASON"}).status == 303
     before = b.get(f"/d/{did}").text
     assert "ANN1-SECRET-NOTE" not in before and "ANN1-REASON" not in before and "ann1:" not in before
     assert "shown once you have submitted your decision" in before
+    # a throwaway decision to peek is refused while checks are unjudged, and final once made
+    early = b.post(f"/d/{did}/decision", {"decision": "approve"})
+    assert early.status == 422 and "not judged yet" in early.text
+    b.post(f"/d/{did}/check", {"check_id": check, "verdict": "pass"})
+    judge_rest(sqlite_review.db, _user(sqlite_review, "ann2"), did)
     assert b.post(f"/d/{did}/decision", {"decision": "approve"}).status == 303
     after = b.get(f"/d/{did}").text
     assert "ANN1-SECRET-NOTE" in after and "ann1: reject — ANN1-REASON" in after
+    # having seen ann1's verdicts, ann2 can change nothing: the admin adjudicates
+    for path, form in (
+        (f"/d/{did}/decision", {"decision": "reject"}),
+        (f"/d/{did}/check", {"check_id": check, "verdict": "fix", "comment": "as ann1 says"}),
+    ):
+        refused = b.post(path, form)
+        assert refused.status == 409 and "is final" in refused.text
+    mine = sqlite_review.db.verdicts(did)["ann2"]
+    assert mine["decision"] == "approve" and mine["checks"][check] == ("pass", "")
 
 
 def test_a_stale_save_gets_409_with_both_versions(server: Server, sqlite_review: Review) -> None:
@@ -181,31 +224,24 @@ def test_script_laden_text_is_escaped_everywhere(server: Server, sqlite_review: 
 
 
 def test_the_admin_sees_disagreements_worst_first_and_adjudicates(server: Server, sqlite_review: Review) -> None:
-    rows = sqlite_review.db.table()
-    ids = [r["id"] for r in rows]
+    db = sqlite_review.db
+    ids = [r["id"] for r in db.table()]
     a, b = _signed_in(server, sqlite_review, "ann1"), _signed_in(server, sqlite_review, "ann2")
-    check = next(c["id"] for t in sqlite_review.db.dialogue(ids[1])[0]["turns"] for c in t["checks"])
-    a.post(f"/d/{ids[0]}/decision", {"decision": "approve"})
-    b.post(f"/d/{ids[0]}/decision", {"decision": "approve"})
-    a.post(
-        f"/d/{ids[0]}/check",
-        {
-            "check_id": next(c["id"] for t in sqlite_review.db.dialogue(ids[0])[0]["turns"] for c in t["checks"]),
-            "verdict": "pass",
-        },
-    )
-    b.post(
-        f"/d/{ids[0]}/check",
-        {
-            "check_id": next(c["id"] for t in sqlite_review.db.dialogue(ids[0])[0]["turns"] for c in t["checks"]),
-            "verdict": "fail",
-        },
-    )
-    a.post(f"/d/{ids[1]}/check", {"check_id": check, "verdict": "pass"})
-    b.post(f"/d/{ids[1]}/check", {"check_id": check, "verdict": "fail"})
-    a.post(f"/d/{ids[1]}/decision", {"decision": "approve"})
-    b.post(f"/d/{ids[1]}/decision", {"decision": "reject"})
-    a.post(f"/d/{ids[1]}/decision", {"decision": "refine", "comment": "on second thought"})
+    first = [next(c["id"] for t in db.dialogue(d)[0]["turns"] for c in t["checks"]) for d in ids[:2]]
+    # ids[0]: both approve, they split on one check; ids[1]: they split on the decision
+    a.post(f"/d/{ids[0]}/check", {"check_id": first[0], "verdict": "pass"})
+    b.post(f"/d/{ids[0]}/check", {"check_id": first[0], "verdict": "fail"})
+    a.post(f"/d/{ids[1]}/check", {"check_id": first[1], "verdict": "fail"})
+    a.post(f"/d/{ids[1]}/check", {"check_id": first[1], "verdict": "pass"})  # changed before deciding
+    b.post(f"/d/{ids[1]}/check", {"check_id": first[1], "verdict": "fail"})
+    for client, name, did, decision in (
+        (a, "ann1", ids[0], "approve"),
+        (b, "ann2", ids[0], "approve"),
+        (a, "ann1", ids[1], "approve"),
+        (b, "ann2", ids[1], "reject"),
+    ):
+        judge_rest(db, _user(sqlite_review, name), did)
+        assert client.post(f"/d/{did}/decision", {"decision": decision, "comment": f"{name} on {did}"}).status == 303
     boss = _signed_in(server, sqlite_review, "boss")
     page = boss.get("/admin").text
     disputed = page.split('id="disputed"')[1].split("</table>")[0]
@@ -214,10 +250,20 @@ def test_the_admin_sees_disagreements_worst_first_and_adjudicates(server: Server
     side = boss.get(f"/admin/d/{ids[1]}").text
     assert "ann1" in side and "ann2" in side and "reject" in side
     given = side.split('id="verdict-history"')[1].split("</table>")[0]
-    assert "<del>approve</del>" in given and "on second thought" in given and given.count('class="current"') == 4
+    assert "<del>fail</del>" in given and "ann2 on " + ids[1] in given
     assert a.post(f"/admin/d/{ids[1]}/adjudicate", {"decision": "approve"}).status == 403
     assert boss.post(f"/admin/d/{ids[1]}/adjudicate", {"decision": "approve", "comment": "ok"}).status == 303
-    assert next(r for r in sqlite_review.db.table() if r["id"] == ids[1])["final"] == "approve"
+    assert next(r for r in db.table() if r["id"] == ids[1])["final"] == "approve"
+    after = boss.get("/admin").text.split('id="disputed"')[1].split("</table>")[0]
+    row = re.search(rf'href="/admin/d/{ids[1]}".*?</tr>', after, re.S)
+    assert row is not None and "1 split check(s)" in row.group(0)  # the decision is settled, the check waits
+    assert boss.post(f"/admin/d/{ids[1]}/check", {"check_id": first[1], "verdict": "fail"}).status == 303
+    after = boss.get("/admin").text.split('id="disputed"')[1].split("</table>")[0]
+    assert ids[1] not in after and ids[0] in after  # the adjudicated item leaves the list
+    assert boss.post(f"/admin/d/{ids[0]}/check", {"check_id": first[0], "verdict": "pass"}).status == 303
+    assert a.post(f"/admin/d/{ids[0]}/check", {"check_id": first[0], "verdict": "pass"}).status == 403
+    assert boss.post(f"/admin/d/{ids[0]}/check", {"check_id": first[0], "verdict": "fix"}).status == 422
+    assert ids[0] not in boss.get("/admin").text.split('id="disputed"')[1].split("</table>")[0]
 
 
 def test_options_letters_and_revert_over_http(server: Server, sqlite_review: Review) -> None:
@@ -243,7 +289,12 @@ def test_options_letters_and_revert_over_http(server: Server, sqlite_review: Rev
     assert b.post(f"/d/{did}/revert", {"base_version": "1", "to_version": "0"}).status == 303
     assert sqlite_review.db.dialogue(did) == (data, 2)
     stale = a.post(f"/d/{did}/revert", {"base_version": "1", "to_version": "0"})
-    assert stale.status == 409 and "ann2 changed this text first" in html.unescape(stale.text)
+    assert stale.status == 409 and "ann2 changed this dialogue first" in html.unescape(stale.text)
+    assert "a revert to version 0" in stale.text
+    # the page's button asks for the same revert on the current version: it works (no 422)
+    form = dict(re.findall(r'name="(base_version|to_version)" value="([^"]*)"', stale.text))
+    assert form == {"base_version": "2", "to_version": "0"}
+    assert a.post(f"/d/{did}/revert", form).status == 303  # already version 0's content: nothing new
     assert a.post(f"/d/{did}/revert", {"base_version": "2", "to_version": "x"}).status == 422
     assert "revert to version 0" in a.get(f"/d/{did}/history").text
     assert a.post(f"/d/{did}/revert", {"base_version": "2", "to_version": "0"}, csrf=False).status == 403

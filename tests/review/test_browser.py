@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.review.conftest import Review, Server
+from tests.review.conftest import Review, Server, judge_rest
 
 pytest.importorskip("playwright.sync_api", reason="playwright not installed")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -89,10 +89,16 @@ def test_two_annotators_and_an_admin_review_collide_adjudicate_and_export(
         ann2.screenshot(path=str(shots["conflict"]), full_page=True)
         ann2.click("text=keep theirs and go back")
 
-        # decisions: ann1 approves by key, ann2 rejects; then each sees the other's
+        # decisions need every check judged: the rest are judged here, then ann1 approves by key
         expect(ann2.locator(".blind")).to_be_visible()
+        expect(ann1.locator("body[data-pending='0']")).to_have_count(1)
+        users = {u.name: u for u in db.users()}
+        for name in ("ann1", "ann2"):
+            judge_rest(db, users[name], did)
+        ann1.reload()
         ann1.keyboard.press("a")
         expect(ann1.locator("#my-decision")).to_have_text("approve")
+        ann2.reload()
         ann2.click("#decision button[value=reject]")
         expect(ann2.locator("#others")).to_contain_text("ann1: approve")
 
@@ -103,8 +109,15 @@ def test_two_annotators_and_an_admin_review_collide_adjudicate_and_export(
         boss.screenshot(path=str(shots["admin"]), full_page=True)
         boss.click(f"#disputed >> text={did}")
         expect(boss.locator("#sidebyside")).to_contain_text("reject")
+        expect(boss.locator("tr.split")).to_have_count(1)  # ann1's fix against ann2's pass, highlighted
+        expect(boss.locator("tr.split img.thumb")).not_to_have_count(0)  # with the turn's picture
         boss.click("form.adjudicate button[value=approve]")
-        expect(boss.locator("#disputed")).to_contain_text("approve")
+        expect(boss.locator("#disputed")).to_contain_text(did)  # the split check still waits
+        boss.click(f"#disputed >> text={did}")
+        boss.click("tr.split form.adjudicate-check button[value=pass]")
+        boss.goto(f"{server.url}/admin")
+        expect(boss.locator("#disputed")).not_to_contain_text(did)
+        expect(boss.locator("#settled")).to_contain_text(did)
         browser.close()
     # the one error a browser logs is the 409 it was meant to get
     assert [e for e in errors if "409 (Conflict)" not in e] == [], errors
@@ -123,3 +136,39 @@ def test_two_annotators_and_an_admin_review_collide_adjudicate_and_export(
         assert shot.read_bytes().startswith(b"\x89PNG")
         if os.environ.get("YANAMI_DOCS_SCREENSHOTS") == "1":
             shutil.copyfile(shot, DOCS / shot.name)
+
+
+def test_forty_keys_on_a_slow_server_are_forty_verdicts_in_order(sqlite_review: Review) -> None:
+    """Each verdict is saved without a reload, in order: keys pressed faster than the server answers
+    are neither lost nor applied to the wrong check."""
+    from playwright.sync_api import expect, sync_playwright
+
+    db = sqlite_review.db
+    did = max(db.table(), key=lambda r: sum(len(t["checks"]) for t in db.dialogue(r["id"])[0]["turns"]))["id"]
+    ann1 = next(u for u in db.users() if u.name == "ann1")
+    if ann1.name not in next(r for r in db.table() if r["id"] == did)["assigned"]:
+        pytest.skip("the largest dialogue is not ann1's")  # the fixture assigns every dialogue to both
+    checks = [c["id"] for t in db.dialogue(did)[0]["turns"] for c in t["checks"]]
+    assert len(checks) >= 40
+    keys = ["f" if k % 3 == 2 else "p" for k in range(40)]
+    with Server(db, delay_s=0.5) as slow, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_context().new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{slow.url}/signin?token={sqlite_review.tokens['ann1']}")
+        page.click("#signin")
+        page.goto(f"{slow.url}/d/{did}")
+        expect(page.locator("li.check.focus")).to_have_count(1)
+        for key in keys:
+            page.keyboard.press(key)
+            page.wait_for_timeout(100)
+        expect(page.locator("li.check.judged")).to_have_count(40)  # shown at once, before the server answers
+        expect(page.locator("body[data-pending='0']")).to_have_count(1, timeout=60_000)
+        browser.close()
+    assert errors == []
+    mine = db.verdicts(did)["ann1"]["checks"]
+    expected = {cid: ("fail" if key == "f" else "pass") for cid, key in zip(checks, keys, strict=False)}
+    assert {cid: v for cid, (v, _) in mine.items()} == expected
+    given = [h for h in db.verdict_history(did) if h["user"] == "ann1"]
+    assert [h["check"] for h in given] == checks[:40]  # one request per key, in the order pressed

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.review.conftest import judge_rest
 from yanami.review import Decision, ReviewDB
 
 
@@ -30,6 +31,7 @@ def test_the_commands_from_init_to_export(cli: Callable[..., Any], review_datase
     users = {u.name: u for u in store.users()}
     did = store.table()[0]["id"]
     for name, decision in (("a", Decision.APPROVE), ("b", Decision.APPROVE), ("c", Decision.REJECT)):
+        judge_rest(store, users[name], did)
         store.decide(users[name], did, decision, "")
     r = cli("review", "status", "--db", db)
     assert (

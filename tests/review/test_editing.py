@@ -67,7 +67,8 @@ def test_changing_the_letter_moves_the_answer_text_with_it(review: Review) -> No
         ("answer_letters", "B or C", "'B or C' is not option letters"),
         ("answer_letters", "", "a question with choices needs answer letters"),
         ("answer", "OTHER", "is option {other}'s text but the correct option(s) are {right}"),
-        ("choices", "one", "is not one of the options A"),  # the correct option removed
+        ("choices", "one", "at least two options"),
+        ("choices", "one\ntwo", "is not one of the options AB"),  # the correct option removed
         ("choices", "same\nsame\nthird\nfourth", "option B repeats option A"),
         ("choices", "\n".join("abcdefgh"), "at most 7 items"),
         ("choices.0", "", "option A is empty"),

@@ -102,6 +102,17 @@ def test_a_postgresql_database_dropped_while_serving_is_503_and_the_server_stays
             _unavailable(c, f"/d/{did}", f'database "{name}" does not exist')
             _unavailable(c, "/", f'database "{name}" does not exist')  # again: the server is still up
             assert c.get("/static/review.js").status == 200
+            with psycopg.connect(admin, autocommit=True) as conn:  # re-created, empty
+                conn.execute(f'CREATE DATABASE "{name}"')
+            _unavailable(c, f"/d/{did}", 'relation "instance" does not exist')
+            late = c.post(
+                f"/d/{did}/edit", {"path": TEXT, "value": "into the new one", "base_version": "0"}, headers=JSON
+            )
+            assert late.status == 503
+            other = make_review(f"postgresql://postgres@{PG_HOST}:{PG_PORT}/{name}", review_dataset)
+            _unavailable(c, f"/d/{did}", "replaced by another database while in use")  # a whole other review
+            assert other.db.edits() == []
+            other.db.close()
         review.db.close()
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -122,3 +133,62 @@ def test_a_replayed_save_is_applied_once_and_a_replay_after_sign_out_is_refused(
         "error": "sign in first: open the sign-in link an admin gave you"
     }
     assert [e.after for e in sqlite_review.db.edits(did)] == ["once"] and sqlite_review.db.verdicts(did) == {}
+
+
+def test_a_sqlite_file_changed_in_place_is_503_and_nothing_is_written_into_it(
+    tmp_path: Path, review_dataset: Path
+) -> None:
+    path = tmp_path / "review.sqlite"
+    review = make_review(str(path), review_dataset)
+    spare = make_review(str(tmp_path / "other.sqlite"), review_dataset)
+    spare.db.close()
+    with Server(review.db) as server:
+        c, did = _ann1(server, review)
+        assert c.post(f"/d/{did}/edit", {"path": TEXT, "value": "saved before", "base_version": "0"}).status == 303
+        with sqlite3.connect(path) as side:  # everything into the main file, as a copy would find it
+            side.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        kept = path.read_bytes()
+        inode = path.stat().st_ino
+        for change, message in (
+            (lambda: path.write_bytes((tmp_path / "other.sqlite").read_bytes()), "replaced by another database"),
+            # what SQLite says depends on what its cache and WAL still hold; the change is noticed either way
+            (lambda: path.write_bytes(b"not a database at all " * 500), "review.sqlite: "),
+            (lambda: path.open("r+b").truncate(0), "review.sqlite: "),
+        ):
+            change()
+            assert path.stat().st_ino == inode  # changed in place: the same file
+            after = path.read_bytes()
+            _unavailable(c, f"/d/{did}", message)
+            late = c.post(f"/d/{did}/edit", {"path": TEXT, "value": "written late", "base_version": "1"}, headers=JSON)
+            assert late.status == 503 and "Traceback" not in late.text
+            assert path.read_bytes() == after  # nothing was written into the changed file
+        path.write_bytes(kept)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    review.db.close()
+    again = ReviewDB(str(path))
+    assert [e.after for e in again.edits(did)] == ["saved before"]
+    again.close()
+
+
+def test_nul_and_unstorable_text_is_422_on_both_databases(db_url: str, review_dataset: Path) -> None:
+    review = make_review(db_url, review_dataset)
+    with Server(review.db) as server:
+        c, did = _ann1(server, review)
+        check = next(cc["id"] for t in review.db.dialogue(did)[0]["turns"] for cc in t["checks"])
+        for path, form in (
+            (f"/d/{did}/edit", {"path": TEXT, "value": "a\x00b", "base_version": "0"}),
+            (f"/d/{did}/check", {"check_id": check, "verdict": "fix", "comment": "nul \x00 here"}),
+            (f"/d/{did}/check", {"check_id": "c\x00", "verdict": "pass"}),
+            (f"/d/{did}/decision", {"decision": "approve", "comment": "\x00"}),
+        ):
+            reply = c.post(path, form, headers=JSON)
+            assert reply.status == 422 and "NUL character" in json.loads(reply.body)["error"], (path, reply.text)
+        for path in (f"/d/{did}%00", "/d/%00/history", "/image/%00", f"/d/{did}%00/edit"):
+            reply = c.get(path, headers=JSON)
+            assert reply.status == 404 and "no such page" in reply.text, (path, reply.text)
+        reply = c.post(f"/d/{did}%00/edit", {"path": TEXT, "value": "x", "base_version": "0"}, headers=JSON)
+        assert reply.status == 404
+        assert c.get(f"/d/{did}").status == 200  # still serving
+    assert review.db.dialogue(did)[1] == 0 and review.db.verdicts(did) == {}
+    review.db.close()

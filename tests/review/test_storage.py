@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.review.conftest import Review
+from tests.review.conftest import Review, judge_rest
 from yanami.errors import UserError
 from yanami.review import Conflict, Decision, ReviewDB, ReviewError, Role, Verdict, export_approved
 from yanami.review._db import SCHEMA_VERSION, T, current_schema_version, schema_version
@@ -81,8 +81,13 @@ def test_a_stale_edit_is_a_conflict_and_never_overwrites(review: Review) -> None
     [
         ("meta.generator", "x", 422, "not an editable text"),
         ("turns.99.user.parts.0.text", "x", 422, "no such field"),
-        ("questions.0.text", "", 422, "at least 1 character"),
+        ("questions.0.text", "", 422, "empty; write the text"),
         (TEXT, "x" * 20_001, 413, "20001 characters, at most 20000"),
+        (TEXT, "  \n ", 422, "empty; write the text"),
+        (TEXT, "a\x00b", 422, "a NUL character"),
+        (TEXT, "lone \ud800 surrogate", 422, "not valid Unicode"),
+        ("questions.0.choices", "only one", 422, "at least two options"),
+        ("questions.0.choices", "the red cube\nThe  red cube ", 422, "option B repeats option A"),
     ],
 )
 def test_a_bad_edit_is_refused_and_changes_nothing(
@@ -144,7 +149,12 @@ def test_majority_adjudication_and_export(review: Review, tmp_path: Path) -> Non
     with pytest.raises(ReviewError, match="a fix needs a comment"):
         db.set_verdict(a, ids[0], first_check, Verdict.FIX, " ")
     db.edit(a, ids[0], 0, TEXT, "Edited by review <b>.")
+    with pytest.raises(ReviewError, match="not judged yet") as unjudged:
+        db.decide(a, ids[0], Decision.APPROVE, "")  # a decision needs every check judged
+    assert unjudged.value.status == 422 and db.table()[0]["decisions"] == {}
     for did in ids[:3]:
+        judge_rest(db, a, did)
+        judge_rest(db, b, did)
         db.decide(a, did, Decision.APPROVE, "")
     db.decide(b, ids[0], Decision.APPROVE, "")  # 2 of 2: approved
     db.decide(b, ids[1], Decision.REJECT, "")  # split: undecided until adjudicated
@@ -162,7 +172,7 @@ def test_majority_adjudication_and_export(review: Review, tmp_path: Path) -> Non
     assert exported[ids[0]].turns[0].user.text() == "Edited by review <b>."
     record = exported[ids[0]].meta.params["review"]
     assert record["decisions"] == {"ann1": "approve", "ann2": "approve"}
-    assert record["checks"] == {"ann1": {first_check: "pass"}, "ann2": {first_check: "fail"}}
+    assert record["checks"]["ann1"][first_check] == "pass" and record["checks"]["ann2"][first_check] == "fail"
     assert [e["after"] for e in record["edits"]] == ["Edited by review <b>."]
     assert exported[ids[1]].meta.params["review"]["adjudicated"] == "approve"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -201,36 +211,84 @@ def test_a_locked_database_is_one_line_and_loses_nothing(review_dataset: Path, t
         assert conn.execute(sa.select(sa.func.count()).select_from(T["edits"])).scalar_one() == 1
 
 
-def test_changed_verdicts_and_decisions_are_kept_in_order_the_latest_counts(review: Review, tmp_path: Path) -> None:
+def test_verdicts_change_until_the_decision_which_is_final_and_every_one_is_kept(
+    review: Review, tmp_path: Path
+) -> None:
     db = review.db
     users = {u.name: u for u in db.users()}
     did = db.table()[0]["id"]
-    check = next(c["id"] for t in db.dialogue(did)[0]["turns"] for c in t["checks"])
+    check, other = [c["id"] for t in db.dialogue(did)[0]["turns"] for c in t["checks"]][:2]
     db.set_verdict(users["ann1"], did, check, Verdict.PASS, "")
     db.set_verdict(users["ann1"], did, check, Verdict.PASS, "")  # the same again: nothing new
     db.set_verdict(users["ann1"], did, check, Verdict.FIX, "the cube is blue")
+    with pytest.raises(ReviewError, match="a skip needs a comment"):
+        db.set_verdict(users["ann1"], did, other, Verdict.SKIP, "")
+    db.set_verdict(users["ann1"], did, other, Verdict.SKIP, "the picture is too dark to tell")
+    judge_rest(db, users["ann1"], did)
     db.decide(users["ann1"], did, Decision.REJECT, "")
-    db.decide(users["ann1"], did, Decision.APPROVE, "fixed")
+    db.decide(users["ann1"], did, Decision.REJECT, "")  # the same again: nothing new
+    # blind review holds: once decided, the others' verdicts are shown, so nothing changes any more
+    for change in (
+        lambda: db.decide(users["ann1"], did, Decision.APPROVE, "fixed"),
+        lambda: db.set_verdict(users["ann1"], did, check, Verdict.PASS, ""),
+    ):
+        with pytest.raises(ReviewError, match="is final") as final:
+            change()
+        assert final.value.status == 409
+    judge_rest(db, users["ann2"], did)
     db.decide(users["ann2"], did, Decision.APPROVE, "")
     given = [(h["user"], h["check"], h["value"], h["comment"], h["current"]) for h in db.verdict_history(did)]
-    assert given == [
+    assert given[:3] == [
         ("ann1", check, "pass", "", False),
         ("ann1", check, "fix", "the cube is blue", True),
-        ("ann1", None, "reject", "", False),
-        ("ann1", None, "approve", "fixed", True),
-        ("ann2", None, "approve", "", True),
+        ("ann1", other, "skip", "the picture is too dark to tell", True),
     ]
+    decisions = [g for g in given if g[1] is None]
+    assert decisions == [("ann1", None, "reject", "", True), ("ann2", None, "approve", "", True)]
     assert all(h["at"] for h in db.verdict_history(did))
     row = next(r for r in db.table() if r["id"] == did)
-    assert row["decisions"] == {"ann1": "approve", "ann2": "approve"} and row["final"] == "approve"
-    assert row["checks"]["ann1"] == {check: "fix"}
+    assert row["decisions"] == {"ann1": "reject", "ann2": "approve"} and row["final"] is None
+    assert row["checks"]["ann1"][check] == "fix" and row["checks"]["ann1"][other] == "skip"
+    db.adjudicate(users["boss"], did, Decision.APPROVE, "the fix is an edit away")
     export_approved(db, tmp_path / "out")
     [exported] = list(Dataset(tmp_path / "out"))
     record = exported.meta.params["review"]["verdict_history"]
-    assert [(h["user"], h["value"], h["current"]) for h in record][2:4] == [
-        ("ann1", "reject", False),
-        ("ann1", "approve", True),
-    ]
+    assert [(h["user"], h["value"]) for h in record if h["check"] is None] == [("ann1", "reject"), ("ann2", "approve")]
+
+
+def test_a_check_most_annotators_failed_waits_for_the_admin_and_the_export_follows_them(
+    review: Review, tmp_path: Path
+) -> None:
+    db = review.db
+    users = {u.name: u for u in db.users()}
+    did = db.table()[0]["id"]
+    data = db.dialogue(did)[0]
+    failed, split = [c["id"] for t in data["turns"] for c in t["checks"]][:2]
+    db.set_verdict(users["ann1"], did, failed, Verdict.FAIL, "")
+    db.set_verdict(users["ann2"], did, failed, Verdict.FAIL, "")
+    db.set_verdict(users["ann1"], did, split, Verdict.FAIL, "")  # one of two: not a majority
+    for name in ("ann1", "ann2"):
+        judge_rest(db, users[name], did)
+        db.decide(users[name], did, Decision.APPROVE, "")
+    row = next(r for r in db.table() if r["id"] == did)
+    assert row["final"] == "approve" and row["failed_checks"] == [failed] and row["open_checks"] == [failed]
+    held = export_approved(db, tmp_path / "held")
+    assert (held.dialogues, held.held) == (0, 1)  # never shipped as ground truth while it waits
+    with pytest.raises(ReviewError, match="pass or fail"):
+        db.adjudicate_check(users["boss"], did, failed, Verdict.FIX, "")
+    db.adjudicate_check(users["boss"], did, failed, Verdict.FAIL, "the sphere is not there")
+    done = export_approved(db, tmp_path / "out")
+    assert (done.dialogues, done.held, done.dropped_checks) == (1, 0, 1)
+    [exported] = list(Dataset(tmp_path / "out"))
+    ids = [c.id for t in exported.turns for c in t.checks]
+    assert failed not in ids and split in ids and len(ids) == sum(len(t["checks"]) for t in data["turns"]) - 1
+    assert all(failed not in q.aligned_checks for q in exported.questions)
+    assert exported.meta.params["review"]["dropped_checks"] == [failed]
+    assert validate_dataset(tmp_path / "out") == []
+    db.adjudicate_check(users["boss"], did, failed, Verdict.PASS, "it is there after all")  # the latest counts
+    again = export_approved(db, tmp_path / "again")
+    assert again.dropped_checks == 0
+    assert failed in [c.id for t in next(iter(Dataset(tmp_path / "again"))).turns for c in t.checks]
 
 
 def test_a_version_1_database_is_brought_up_to_date_with_its_data(review: Review) -> None:
@@ -239,13 +297,14 @@ def test_a_version_1_database_is_brought_up_to_date_with_its_data(review: Review
     did = db.table()[0]["id"]
     db.edit(ann1, did, 0, TEXT, "made under version 1")
     with db.begin() as conn:  # what a database written by the first release holds
-        for name in ("verdict_history", "removed_users", "snapshots"):
+        for name in ("verdict_history", "removed_users", "snapshots", "instance", "check_adjudications"):
             T[name].drop(conn)
         conn.execute(schema_version.delete().where(schema_version.c.version > 1))
     db.close()
     again = ReviewDB(review.db.url.replace("postgresql+psycopg://", "postgresql://"))
-    assert current_schema_version(again) == SCHEMA_VERSION == 3
+    assert current_schema_version(again) == SCHEMA_VERSION == 4
     assert again.revert(ann1, did, 1, 0) == 2 and again.edits(did)[0].after == "made under version 1"
+    judge_rest(again, ann1, did)
     again.decide(ann1, did, Decision.APPROVE, "")
-    assert [h["value"] for h in again.verdict_history(did)] == ["approve"]
+    assert [h["value"] for h in again.verdict_history(did) if h["check"] is None] == ["approve"]
     again.close()

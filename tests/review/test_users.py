@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.review.conftest import Client, Review, Server
+from tests.review.conftest import Client, Review, Server, judge_rest
 from yanami.errors import UserError
 from yanami.review import Decision, ReviewDB, ReviewError, Verdict
 
@@ -37,6 +37,7 @@ def test_removing_a_user_ends_their_sessions_and_keeps_their_verdicts(review: Re
     check = next(c["id"] for t in db.dialogue(ids[0])[0]["turns"] for c in t["checks"])
     cookie, _ = db.redeem(review.tokens["ann1"])
     db.set_verdict(ann1, ids[0], check, Verdict.FAIL, "")
+    judge_rest(db, ann1, ids[0])
     db.decide(ann1, ids[0], Decision.REJECT, "wrong colour")
     db.edit(ann1, ids[0], 0, "turns.0.user.parts.0.text", "ann1 was here")
     mine = sum(1 for r in db.table() if "ann1" in r["assigned"])
@@ -49,7 +50,7 @@ def test_removing_a_user_ends_their_sessions_and_keeps_their_verdicts(review: Re
     assert [u.name for u in db.users()] == ["ann2", "boss"]
     assert [u.name for u in db.users(removed=True)] == ["ann1"]
     row = next(r for r in db.table() if r["id"] == ids[0])
-    assert row["decisions"]["ann1"] == "reject" and row["checks"]["ann1"] == {check: "fail"}
+    assert row["decisions"]["ann1"] == "reject" and row["checks"]["ann1"][check] == "fail"
     assert db.verdicts(ids[0])["ann1"]["comment"] == "wrong colour" and db.edits(ids[0])[0].user == "ann1"
     assert all(r["assigned"] == ["ann2"] for r in db.table() if r["id"] != ids[0])
     for call in (lambda: db.remove_user("ann1"), lambda: db.relink("ann1")):

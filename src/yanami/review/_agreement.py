@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from yanami.review._db import Decision, Verdict
+from yanami.review._db import VOTES, Decision, Verdict
 
 
 def fleiss(decisions: Sequence[Sequence[str]]) -> float | None:
@@ -96,7 +96,8 @@ def _items(row: dict[str, Any], key: str) -> list[dict[str, str]]:
     checks: dict[str, dict[str, str]] = {}
     for rater, verdicts in row["checks"].items():
         for cid, v in verdicts.items():
-            checks.setdefault(cid, {})[rater] = v
+            if v in VOTES:  # a skip is no vote
+                checks.setdefault(cid, {})[rater] = v
     return list(checks.values())
 
 
@@ -121,7 +122,8 @@ def _units(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         per_check: dict[str, dict[str, str]] = {}
         for rater, verdicts in row["checks"].items():
             for cid, v in verdicts.items():
-                per_check.setdefault(cid, {})[rater] = v
+                if v in VOTES:
+                    per_check.setdefault(cid, {})[rater] = v
         units += per_check.values()
     return units
 

@@ -11,8 +11,11 @@ an annotator only gets images of their own dialogues.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import hmac
 import json
+import re
+import secrets
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,16 +37,18 @@ from yanami.review._db import (
     Session,
     Unavailable,
     Verdict,
-    disagreement,
+    check_text,
 )
 
 COOKIE = "yanami_review"
+SIGNIN_COOKIE = "yanami_signin"
+"""A random value set by the sign-in page; its form carries an HMAC of it (login CSRF)."""
 MAX_BODY = 1_000_000
 """The largest request body accepted, in bytes (a text field is further limited to `MAX_TEXT`)."""
 STATIC = Path(__file__).parent / "static"
 _HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'; "
+        "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; "
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -61,6 +66,7 @@ def _env() -> Environment:
     )
     env.globals["DECISION_LABELS"] = {d.value: label for d, label in DECISION_LABELS.items()}
     env.filters["fmt"] = fmt
+    env.filters["field_words"] = field_words
     return env
 
 
@@ -81,6 +87,27 @@ def _diff(before: str, after: str) -> list[tuple[str, str]]:
 
 def _letter(i: int) -> str:
     return "ABCDEFG"[i]
+
+
+def field_words(path: str) -> str:
+    """An editable field's path in words: ``turns.0.user.parts.0.text`` is "turn 1, the user's text"."""
+    m = re.fullmatch(r"turns\.(\d+)\.(user|assistant)\.parts\.(\d+)\.text", path)
+    if m:
+        part = f" (part {int(m[3]) + 1})" if m[3] != "0" else ""
+        return f"turn {int(m[1]) + 1}, the {m[2]}'s text{part}"
+    m = re.fullmatch(r"turns\.(\d+)\.checks\.(\d+)\.text", path)
+    if m:
+        return f"turn {int(m[1]) + 1}, check {int(m[2]) + 1}"
+    m = re.fullmatch(r"questions\.(\d+)\.(text|answer|answer_letters|choices)(?:\.(\d+))?", path)
+    if m:
+        what = {"text": "the question", "answer": "the answer", "answer_letters": "the correct letter(s)"}.get(
+            m[2], f"option {_letter(int(m[3]))}" if m[3] is not None else "the options"
+        )
+        return f"question {int(m[1]) + 1}, {what}"
+    m = re.fullmatch(r"revert:(\d+)", path)
+    if m:
+        return f"a revert to version {m[1]}"
+    return path
 
 
 def _view(data: dict[str, Any]) -> dict[str, Any]:
@@ -122,10 +149,30 @@ def _view(data: dict[str, Any]) -> dict[str, Any]:
     return {"turns": turns, "questions": questions}
 
 
+def to_adjudicate(row: dict[str, Any]) -> dict[str, Any]:
+    """What of a dialogue (a `ReviewDB.table` row) waits for the admin: its decisions split (1) or
+    not (0) while no adjudication settles them, the checks its annotators split on and the checks
+    most of them failed, each until the admin gives the check a verdict; ``any``: whether anything does."""
+    decided = row["decisions"]
+    decisions = int(len(decided) >= 2 and len(set(decided.values())) > 1 and row["adjudicated"] is None)
+    votes: dict[str, set[str]] = {}
+    for verdicts in row["checks"].values():
+        for cid, v in verdicts.items():
+            if v != Verdict.SKIP.value:
+                votes.setdefault(cid, set()).add(v)
+    checks = sorted(c for c, vs in votes.items() if len(vs) > 1 and c not in row["check_adjudicated"])
+    failed = list(row["open_checks"])
+    return {"decisions": decisions, "checks": checks, "failed": failed, "any": bool(decisions or checks or failed)}
+
+
 def create_app(db: ReviewDB) -> FastAPI:
     """The review app over an open database."""
     env = _env()
     app = FastAPI(title="yanami review", docs_url=None, redoc_url=None, openapi_url=None)
+    secret = secrets.token_bytes(32)
+
+    def signin_token(value: str) -> str:
+        return hmac.new(secret, value.encode(), hashlib.sha256).hexdigest()
 
     def page(
         request: Request, name: str, status: int = 200, session: Session | None = None, **ctx: Any
@@ -141,8 +188,11 @@ def create_app(db: ReviewDB) -> FastAPI:
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
         length = request.headers.get("content-length")
+        path = request.scope.get("path", "")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
             response: Response = error(request, 413, f"request body over {MAX_BODY} bytes")
+        elif any(ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in path):  # NUL and friends: no page has them
+            response = error(request, 404, f"{path.encode('unicode_escape').decode()[:200]}: no such page")
         else:
             try:
                 response = await call_next(request)
@@ -171,12 +221,18 @@ def create_app(db: ReviewDB) -> FastAPI:
             raise ReviewError("sign in first: open the sign-in link an admin gave you", 401)
         return session
 
-    async def changed(request: Request) -> tuple[Session, FormData]:
-        """The session and form of a POST that may change something: CSRF and origin checked."""
-        session = session_of(request)
+    def same_origin(request: Request) -> None:
+        """403 for a request another site's page sent (its ``Origin``, or the browser's ``Sec-Fetch-Site``)."""
         origin = request.headers.get("origin")
         if origin not in (None, "null") and urlsplit(origin).netloc != request.headers.get("host"):
             raise ReviewError(f"request from another site ({origin}) refused", 403)
+        if request.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+            raise ReviewError("request from another site refused", 403)
+
+    async def changed(request: Request) -> tuple[Session, FormData]:
+        """The session and form of a POST that may change something: CSRF and origin checked."""
+        session = session_of(request)
+        same_origin(request)
         form = await request.form()
         token = form.get("csrf")
         if not isinstance(token, str) or not hmac.compare_digest(token, session.csrf):
@@ -189,7 +245,7 @@ def create_app(db: ReviewDB) -> FastAPI:
             return ""
         if not isinstance(value, str) or (required and value == ""):
             raise ReviewError(f"form field {name!r}: missing", 422)
-        return value.replace("\r\n", "\n")
+        return check_text(value.replace("\r\n", "\n"), f"form field {name!r}")
 
     def may_review(session: Session, dialogue_id: str) -> None:
         db.dialogue(dialogue_id)  # 404 first for an id that does not exist
@@ -208,11 +264,20 @@ def create_app(db: ReviewDB) -> FastAPI:
 
     @app.get("/signin", response_class=HTMLResponse)
     async def signin_form(request: Request, token: str = "") -> Response:
-        return page(request, "signin.html", token=token)
+        value = request.cookies.get(SIGNIN_COOKIE) or secrets.token_urlsafe(32)
+        response = page(request, "signin.html", token=token, form_token=signin_token(value))
+        response.set_cookie(
+            SIGNIN_COOKIE, value, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/signin"
+        )
+        return response
 
     @app.post("/signin")
     async def signin(request: Request) -> Response:
+        same_origin(request)
         form = await request.form()
+        given, value = form.get("signin_csrf"), request.cookies.get(SIGNIN_COOKIE, "")
+        if not isinstance(given, str) or not value or not hmac.compare_digest(given, signin_token(value)):
+            raise ReviewError("sign in from the sign-in page: open your sign-in link again", 403)
         cookie, _ = db.redeem(text(form, "token"))
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
@@ -223,6 +288,7 @@ def create_app(db: ReviewDB) -> FastAPI:
             secure=request.url.scheme == "https",
             path="/",
         )
+        response.delete_cookie(SIGNIN_COOKIE, path="/signin", httponly=True, samesite="strict")
         return response
 
     @app.post("/signout")
@@ -278,9 +344,11 @@ def create_app(db: ReviewDB) -> FastAPI:
         may_review(session, dialogue_id)
         verdict = text(form, "verdict")
         if verdict not in {v.value for v in Verdict}:
-            raise ReviewError(f"verdict {verdict[:40]!r}: use pass, fail or fix", 422)
+            raise ReviewError(f"verdict {verdict[:40]!r}: use pass, fail, fix or skip", 422)
         check_id = text(form, "check_id")
         db.set_verdict(session.user, dialogue_id, check_id, Verdict(verdict), text(form, "comment", required=False))
+        if "application/json" in request.headers.get("accept", ""):  # the page's script: no reload
+            return JSONResponse({"check": check_id, "verdict": verdict})
         return RedirectResponse(f"/d/{dialogue_id}#check-{check_id}", status_code=303)
 
     @app.post("/d/{dialogue_id}/decision")
@@ -389,16 +457,16 @@ def create_app(db: ReviewDB) -> FastAPI:
             }
             for name in annotators
         }
-        disputed = sorted(
-            (r for r in rows if len(r["decisions"]) >= 2 and disagreement(r) > 0),
-            key=lambda r: (-disagreement(r), r["id"]),
-        )
+        open_items = [(r, what) for r in rows if (what := to_adjudicate(r))["any"]]
+        open_items.sort(key=lambda rw: (-rw[1]["decisions"], -len(rw[1]["failed"]), -len(rw[1]["checks"]), rw[0]["id"]))
+        settled = [r for r in rows if (r["adjudicated"] or r["check_adjudicated"]) and not to_adjudicate(r)["any"]]
         return page(
             request,
             "admin.html",
             session=session,
             progress=progress,
-            disputed=[(r, disagreement(r)) for r in disputed],
+            disputed=open_items,
+            settled=settled,
             agreement=agreement(rows),
             rows=rows,
         )
@@ -410,7 +478,22 @@ def create_app(db: ReviewDB) -> FastAPI:
         data, _ = db.dialogue(dialogue_id)
         row = next(r for r in db.table() if r["id"] == dialogue_id)
         verdicts = db.verdicts(dialogue_id)
-        checks = [c for t in data["turns"] for c in t["checks"]]
+        checks = []
+        for t in data["turns"]:
+            pictures = [p["sha256"] for p in t["assistant"]["parts"] if p["type"] == "image"]
+            for c in t["checks"]:
+                given = [v["checks"][c["id"]][0] for v in verdicts.values() if c["id"] in v["checks"]]
+                votes = {g for g in given if g != Verdict.SKIP.value}
+                checks.append(
+                    {
+                        **c,
+                        "turn": t["index"] + 1,
+                        "pictures": pictures,
+                        "split": len(votes) > 1,
+                        "failed": c["id"] in row["failed_checks"],
+                        "adjudicated": row["check_adjudicated"].get(c["id"]),
+                    }
+                )
         return page(
             request,
             "adjudicate.html",
@@ -431,5 +514,15 @@ def create_app(db: ReviewDB) -> FastAPI:
             raise ReviewError(f"decision {value[:40]!r}: use approve, refine or reject", 422)
         db.adjudicate(session.user, dialogue_id, Decision(value), text(form, "comment", required=False))
         return RedirectResponse("/admin", status_code=303)
+
+    @app.post("/admin/d/{dialogue_id}/check")
+    async def adjudicate_check(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        admin(session)
+        value, check_id = text(form, "verdict"), text(form, "check_id")
+        if value not in (Verdict.PASS.value, Verdict.FAIL.value):
+            raise ReviewError(f"verdict {value[:40]!r}: adjudicate a check with pass or fail", 422)
+        db.adjudicate_check(session.user, dialogue_id, check_id, Verdict(value), text(form, "comment", required=False))
+        return RedirectResponse(f"/admin/d/{dialogue_id}#check-{check_id}", status_code=303)
 
     return app

@@ -220,6 +220,11 @@ def export(
         f"{done.path}: {done.dialogues} approved of {done.reviewed} reviewed dialogues "
         f"({done.undecided} undecided left out)"
     )
+    if done.held or done.dropped_checks:
+        typer.echo(
+            f"{done.held} approved dialogue(s) held back: a check most annotators failed awaits adjudication "
+            f"(/admin); {done.dropped_checks} check(s) the admin failed left out"
+        )
     if done.near_duplicates:
         typer.echo(
             f"warning: {done.near_duplicates} near-duplicate image(s) of {exclude} (run yanami leakage)", err=True

@@ -50,6 +50,12 @@ class Verdict(StrEnum):
     FAIL = "fail"
     FIX = "fix"
     """The check is wrong as written; the comment says how (or an edit corrects it)."""
+    SKIP = "skip"
+    """The annotator cannot judge the check; the comment says why. Not a vote on it."""
+
+
+VOTES = (Verdict.PASS.value, Verdict.FAIL.value, Verdict.FIX.value)
+"""The verdicts that count in agreement and majorities (a skip is no vote)."""
 
 
 class Decision(StrEnum):
@@ -251,7 +257,22 @@ _V3 = [
     ),
 ]
 """Version 3: every verdict and decision an annotator gave, in order (the latest counts)."""
-T = {t.name: t for t in [*_V1, *_V2, *_V3]}
+_V4 = [
+    sa.Table("instance", meta, sa.Column("id", sa.String(64), primary_key=True)),
+    sa.Table(
+        "check_adjudications",
+        meta,
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("check_id", sa.String(128), primary_key=True),
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+        sa.Column("verdict", sa.String(8), nullable=False),
+        sa.Column("comment", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+]
+"""Version 4: the database's identity (a random id: a database swapped or re-created under a
+running server is noticed) and the admin's verdict on single checks (what the export follows)."""
+T = {t.name: t for t in [*_V1, *_V2, *_V3, *_V4]}
 
 
 def _v1(conn: Connection) -> None:
@@ -266,7 +287,12 @@ def _v3(conn: Connection) -> None:
     meta.create_all(conn, tables=_V3)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+def _v4(conn: Connection) -> None:
+    meta.create_all(conn, tables=_V4)
+    conn.execute(T["instance"].insert(), {"id": secrets.token_hex(16)})
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 """Applied in order; migration k (from 1) brings a database to schema version k. Append, never edit:
 a later migration alters the tables with its own statements, not by changing the ones above."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -279,6 +305,10 @@ def database_url(db: str) -> str:
     if "://" in db:
         return db
     return f"sqlite:///{Path(db).expanduser()}"
+
+
+def _reason(exc: sa.exc.DBAPIError) -> str:
+    return str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else "unavailable"
 
 
 def _now() -> str:
@@ -367,13 +397,24 @@ def _set_field(data: Any, path: str, value: str) -> None:
 
 
 def _question_problem(q: dict[str, Any]) -> str | None:
-    """What makes an edited multiple-choice question inconsistent beyond the dataset's own rules."""
+    """What makes an edited question's options unusable beyond the dataset's own rules."""
     choices = q.get("choices", [])
+    if len(choices) == 1:
+        return "a question needs at least two options (or none: an open question)"
+    seen: dict[str, int] = {}
     for i, c in enumerate(choices):
         if not c.strip():
             return f"option {LETTERS[i]} is empty"
-        if c in choices[:i]:
-            return f"option {LETTERS[i]} repeats option {LETTERS[choices.index(c)]}"
+        same = " ".join(c.split()).casefold()  # options that differ only in spaces or case read as one
+        if same in seen:
+            return f"option {LETTERS[i]} repeats option {LETTERS[seen[same]]}"
+        seen[same] = i
+    return None
+
+
+def _answer_problem(q: dict[str, Any]) -> str | None:
+    """An answer that is the text of an option not marked correct."""
+    choices = q.get("choices", [])
     if q["answer"] in choices:
         letter = LETTERS[choices.index(q["answer"])]
         if letter not in q.get("answer_letters", []):
@@ -389,6 +430,13 @@ def _checked_dialogue(dialogue_id: str, data: Any, path: str) -> None:
     from yanami.schema import Dialogue
     from yanami.store import dialogue_problems
 
+    if path.endswith(".text") and not field_at(data, path).strip():
+        raise ReviewError(f"field {path!r}: empty; write the text (or revert to an earlier version)", 422)
+    question = re.match(r"questions\.(\d+)\.", path)
+    q = data["questions"][int(question[1])] if question else None
+    problem = _question_problem(q) if q is not None else None  # the options first: what to change
+    if problem:
+        raise ReviewError(f"field {path!r}: {problem}", 422)
     try:
         problems = dialogue_problems(Dialogue.model_validate(data))
     except ValidationError as exc:
@@ -397,11 +445,9 @@ def _checked_dialogue(dialogue_id: str, data: Any, path: str) -> None:
     if problems:
         loc, msg = problems[0]
         raise ReviewError(f"dialogue {dialogue_id}: {'.'.join(map(str, loc))}: {msg}", 422)
-    question = re.match(r"questions\.(\d+)\.", path)
-    if question:
-        problem = _question_problem(data["questions"][int(question[1])])
-        if problem:
-            raise ReviewError(f"field {path!r}: {problem}", 422)
+    problem = _answer_problem(q) if q is not None else None
+    if problem:
+        raise ReviewError(f"field {path!r}: {problem}", 422)
 
 
 def _edited_fields(data: Any) -> dict[str, str]:
@@ -425,9 +471,16 @@ def _dumps(data: Any) -> str:
 
 
 def check_text(text: str, what: str) -> str:
-    """``text`` if it is short enough to store; a 413 ReviewError naming ``what`` otherwise."""
+    """``text`` if both databases can store it: at most `MAX_TEXT` characters (413 otherwise), no
+    NUL character and no lone surrogate (422 otherwise: PostgreSQL refuses them, UTF-8 cannot hold them)."""
     if len(text) > MAX_TEXT:
         raise ReviewError(f"{what}: {len(text)} characters, at most {MAX_TEXT}", 413)
+    if "\x00" in text:
+        raise ReviewError(f"{what}: contains a NUL character, which cannot be stored", 422)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ReviewError(f"{what}: not valid Unicode text", 422) from None
     return text
 
 
@@ -445,6 +498,8 @@ class ReviewDB:
         except sa.exc.ArgumentError:
             raise UserError(f"--db {db}: not a database URL or file path") from None
         self.shown = url.render_as_string(hide_password=True)
+        self._instance: str | None = None
+        """The database's identity (`_V4`), read when opened and checked by every transaction."""
         self._file: tuple[Path, int] | None = None
         """A SQLite database's file and inode: a file deleted or replaced while open is 'gone'."""
         if url.get_backend_name() == "sqlite":
@@ -469,6 +524,7 @@ class ReviewDB:
                 raise UserError(f"--db {self.shown}: no driver for it ({exc})") from None
         with self.begin() as conn:
             _migrate(conn, self.shown)
+            self._instance = str(conn.execute(sa.select(T["instance"].c.id)).scalar_one())
         if url.get_backend_name() == "sqlite" and url.database:
             self._file = (Path(url.database), Path(url.database).stat().st_ino)
 
@@ -489,10 +545,18 @@ class ReviewDB:
                 raise Unavailable(f"database {self.shown}: the file was replaced by another one")
         try:
             with self.engine.begin() as conn:
+                if self._instance is not None:
+                    identity = conn.execute(sa.select(T["instance"].c.id)).scalar_one_or_none()
+                    if identity != self._instance:
+                        raise Unavailable(f"database {self.shown}: replaced by another database while in use")
                 yield conn
-        except sa.exc.OperationalError as exc:
-            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else "unavailable"
-            raise Unavailable(f"database {self.shown}: {reason}") from None
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError) as exc:
+            # a database dropped and re-created, a table gone: the database is not the one opened
+            raise Unavailable(f"database {self.shown}: {_reason(exc)}") from None
+        except sa.exc.DatabaseError as exc:
+            if type(exc) is not sa.exc.DatabaseError:  # integrity and data errors are the caller's
+                raise
+            raise Unavailable(f"database {self.shown}: {_reason(exc)}") from None  # a file overwritten in place
 
     # dataset ----------------------------------------------------------------------------
 
@@ -620,6 +684,8 @@ class ReviewDB:
             if spent.rowcount != 1:
                 raise ReviewError("this sign-in link was already used; ask an admin for a new one", 401)
             cookie, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+            # signing in again ends the earlier sessions: one live session per user
+            conn.execute(T["sessions"].delete().where(T["sessions"].c.user_id == row.id))
             conn.execute(
                 T["sessions"].insert(),
                 {"token_sha256": _sha(cookie), "user_id": row.id, "csrf": csrf, "expires": time.time() + SESSION_S},
@@ -745,11 +811,15 @@ class ReviewDB:
         return self.dataset_path() / row.path, row.format
 
     def set_verdict(self, user: User, dialogue_id: str, check_id: str, verdict: Verdict, comment: str) -> None:
+        """Record a verdict (the same one again changes nothing). Refused (409) once the annotator
+        has decided the dialogue: the others' verdicts are shown from then on, so a change goes
+        through the admin's adjudication."""
         data, _ = self.dialogue(dialogue_id)
         if check_id not in {c["id"] for t in data["turns"] for c in t["checks"]}:
             raise ReviewError(f"dialogue {dialogue_id}: no check {check_id!r}", 422)
-        if verdict is Verdict.FIX and not comment.strip():
-            raise ReviewError(f"check {check_id}: a fix needs a comment saying what is wrong", 422)
+        if verdict in (Verdict.FIX, Verdict.SKIP) and not comment.strip():
+            why = "what is wrong" if verdict is Verdict.FIX else "why it cannot be judged"
+            raise ReviewError(f"check {check_id}: a {verdict.value} needs a comment saying {why}", 422)
         check_text(comment, "comment")
         cv = T["check_verdicts"]
         key = sa.and_(cv.c.user_id == user.id, cv.c.dialogue_id == dialogue_id, cv.c.check_id == check_id)
@@ -757,23 +827,50 @@ class ReviewDB:
             was = conn.execute(sa.select(cv.c.verdict, cv.c.comment).where(key)).first()
             if was is not None and (was.verdict, was.comment) == (verdict.value, comment):
                 return
+            self._still_open(conn, user, dialogue_id)
             at = _now()
             conn.execute(cv.delete().where(key))
             row = {"user_id": user.id, "dialogue_id": dialogue_id, "check_id": check_id, "comment": comment, "at": at}
             conn.execute(cv.insert(), {**row, "verdict": verdict.value})
             conn.execute(T["verdict_history"].insert(), {**row, "value": verdict.value})
 
-    def decide(self, user: User, dialogue_id: str, decision: Decision, comment: str) -> None:
-        self.dialogue(dialogue_id)
-        check_text(comment, "comment")
+    def _still_open(self, conn: Connection, user: User, dialogue_id: str) -> None:
+        """ReviewError 409 if the user has decided the dialogue (their verdicts are final then)."""
         dec = T["decisions"]
+        decided = conn.execute(
+            sa.select(dec.c.decision).where(dec.c.user_id == user.id, dec.c.dialogue_id == dialogue_id)
+        ).first()
+        if decided is not None:
+            raise ReviewError(
+                f"dialogue {dialogue_id}: your decision ({decided.decision}) is final, and the other annotators' "
+                "verdicts are shown to you now; flag the dialogue with a reason for the admin to adjudicate",
+                409,
+            )
+
+    def decide(self, user: User, dialogue_id: str, decision: Decision, comment: str) -> None:
+        """Record the annotator's decision: once, after every check has a verdict (a skip counts)."""
+        data, _ = self.dialogue(dialogue_id)
+        check_text(comment, "comment")
+        dec, cv = T["decisions"], T["check_verdicts"]
         key = sa.and_(dec.c.user_id == user.id, dec.c.dialogue_id == dialogue_id)
         with self.begin() as conn:
             was = conn.execute(sa.select(dec.c.decision, dec.c.comment).where(key)).first()
             if was is not None and (was.decision, was.comment) == (decision.value, comment):
                 return
+            self._still_open(conn, user, dialogue_id)
+            judged = set(
+                conn.execute(
+                    sa.select(cv.c.check_id).where(cv.c.user_id == user.id, cv.c.dialogue_id == dialogue_id)
+                ).scalars()
+            )
+            missing = [c["id"] for t in data["turns"] for c in t["checks"] if c["id"] not in judged]
+            if missing:
+                raise ReviewError(
+                    f"dialogue {dialogue_id}: {len(missing)} check(s) not judged yet (first: {missing[0]}); "
+                    "give each a verdict, or skip it with a reason, before deciding",
+                    422,
+                )
             at = _now()
-            conn.execute(dec.delete().where(key))
             row = {"user_id": user.id, "dialogue_id": dialogue_id, "comment": comment, "at": at}
             conn.execute(dec.insert(), {**row, "decision": decision.value})
             conn.execute(T["verdict_history"].insert(), {**row, "check_id": None, "value": decision.value})
@@ -1007,10 +1104,32 @@ class ReviewDB:
                 rows[cvr.dialogue_id]["checks"].setdefault(cvr.name, {})[cvr.check_id] = cvr.verdict
             for ad in conn.execute(sa.select(adj.c.dialogue_id, adj.c.decision)):
                 rows[ad.dialogue_id]["adjudicated"] = ad.decision
+            for row in rows.values():
+                row["check_adjudicated"] = {}
+            ca = T["check_adjudications"]
+            for c in conn.execute(sa.select(ca.c.dialogue_id, ca.c.check_id, ca.c.verdict)):
+                rows[c.dialogue_id]["check_adjudicated"][c.check_id] = c.verdict
         for row in rows.values():
             row["assigned"].sort()
             row["final"] = row["adjudicated"] or majority(row["decisions"], len(row["assigned"]))
+            row["failed_checks"] = failed_checks(row)
+            row["open_checks"] = [c for c in row["failed_checks"] if c not in row["check_adjudicated"]]
+            row["dropped_checks"] = sorted(c for c, v in row["check_adjudicated"].items() if v == Verdict.FAIL.value)
         return list(rows.values())
+
+    def adjudicate_check(self, admin: User, dialogue_id: str, check_id: str, verdict: Verdict, comment: str) -> None:
+        """The admin's verdict on one check (pass keeps it in the export, fail drops it); the latest counts."""
+        data, _ = self.dialogue(dialogue_id)
+        if check_id not in {c["id"] for t in data["turns"] for c in t["checks"]}:
+            raise ReviewError(f"dialogue {dialogue_id}: no check {check_id!r}", 422)
+        if verdict not in (Verdict.PASS, Verdict.FAIL):
+            raise ReviewError(f"check {check_id}: adjudicate with pass or fail", 422)
+        check_text(comment, "comment")
+        ca = T["check_adjudications"]
+        with self.begin() as conn:
+            conn.execute(ca.delete().where(ca.c.dialogue_id == dialogue_id, ca.c.check_id == check_id))
+            row = {"dialogue_id": dialogue_id, "check_id": check_id, "user_id": admin.id, "verdict": verdict.value}
+            conn.execute(ca.insert(), {**row, "comment": comment, "at": _now()})
 
 
 def majority(decisions: dict[str, str], assigned: int) -> str | None:
@@ -1022,6 +1141,17 @@ def majority(decisions: dict[str, str], assigned: int) -> str | None:
     return best[0] if best is not None and best[1] * 2 > max(assigned, len(decisions)) else None
 
 
+def failed_checks(row: dict[str, Any]) -> list[str]:
+    """The checks that more than half of a dialogue's assigned annotators failed (`table` rows):
+    never exported as ground truth until the admin adjudicates them."""
+    fails: dict[str, int] = {}
+    for verdicts in row["checks"].values():
+        for cid, v in verdicts.items():
+            fails[cid] = fails.get(cid, 0) + (v == Verdict.FAIL.value)
+    voters = max(len(row["assigned"]), len(row["checks"]))
+    return sorted(c for c, n in fails.items() if n * 2 > voters)
+
+
 def disagreement(row: dict[str, Any]) -> int:
     """How much a dialogue's annotators disagree: distinct decisions beyond one, weighted above
     the checks on which their verdicts differ (0: they agree, or fewer than two have judged)."""
@@ -1029,7 +1159,8 @@ def disagreement(row: dict[str, Any]) -> int:
     per_check: dict[str, set[str]] = {}
     for verdicts in row["checks"].values():
         for cid, v in verdicts.items():
-            per_check.setdefault(cid, set()).add(v)
+            if v in VOTES:
+                per_check.setdefault(cid, set()).add(v)
     checks = sum(1 for vs in per_check.values() if len(vs) > 1)
     return 1000 * max(0, len(decisions) - 1) + checks
 

@@ -26,6 +26,11 @@ class Exported:
     """Dialogues with neither a majority nor an adjudication (left out)."""
     near_duplicates: int
     """Near-duplicate images the leakage check found against ``--exclude`` (reported, not refused)."""
+    held: int = 0
+    """Approved dialogues left out because a check most of their annotators failed awaits the
+    admin's adjudication (such a check is never exported as ground truth)."""
+    dropped_checks: int = 0
+    """Checks the admin adjudicated as failed, left out of the exported dialogues."""
 
 
 def _record(row: dict[str, Any], edits: list[dict[str, Any]], given: list[dict[str, Any]]) -> dict[str, Any]:
@@ -35,6 +40,8 @@ def _record(row: dict[str, Any], edits: list[dict[str, Any]], given: list[dict[s
         "adjudicated": row["adjudicated"],
         "final": row["final"],
         "checks": {name: dict(sorted(v.items())) for name, v in sorted(row["checks"].items())},
+        "check_adjudicated": dict(sorted(row["check_adjudicated"].items())),
+        "dropped_checks": row["dropped_checks"],
         "edits": edits,
         "verdict_history": given,
     }
@@ -52,7 +59,8 @@ def export_approved(
     if (source.root / MANIFEST).read_text(encoding="utf-8") != manifest_text:
         raise UserError(f"{source.root / MANIFEST}: the dataset changed since `yanami review init`; export refused")
     rows = db.table()
-    approved = [r for r in rows if r["final"] == Decision.APPROVE.value]
+    approved = [r for r in rows if r["final"] == Decision.APPROVE.value and not r["open_checks"]]
+    held = sum(1 for r in rows if r["final"] == Decision.APPROVE.value and r["open_checks"])
     edits: dict[str, list[dict[str, Any]]] = {}
     for e in db.edits():
         edits.setdefault(e.dialogue, []).append(
@@ -64,6 +72,7 @@ def export_approved(
     dialogues = []
     for row in approved:
         data, _ = db.dialogue(row["id"])
+        _drop_checks(data, set(row["dropped_checks"]))
         params = dict(data["meta"].get("params") or {})
         params["review"] = _record(row, edits.get(row["id"], []), given.get(row["id"], []))
         data["meta"] = {**data["meta"], "params": params}
@@ -87,6 +96,8 @@ def export_approved(
         "approved": len(approved),
         "adjudicated": sum(1 for r in rows if r["adjudicated"]),
         "undecided": sum(1 for r in rows if r["final"] is None),
+        "held_for_check_adjudication": held,
+        "dropped_checks": sum(len(r["dropped_checks"]) for r in approved),
         "edits": sum(len(v) for v in edits.values()),
         "agreement": agreement(rows),
     }
@@ -106,4 +117,14 @@ def export_approved(
             for part in d.images():
                 writer.add_encoded(part, source.image_bytes(part))
             writer.add_dialogue(d)
-    return Exported(Path(out), len(dialogues), len(rows), review["undecided"], near)
+    return Exported(Path(out), len(dialogues), len(rows), review["undecided"], near, held, review["dropped_checks"])
+
+
+def _drop_checks(data: dict[str, Any], dropped: set[str]) -> None:
+    """Remove the checks the admin failed from a dialogue's turns and from its questions' aligned checks."""
+    if not dropped:
+        return
+    for t in data["turns"]:
+        t["checks"] = [c for c in t["checks"] if c["id"] not in dropped]
+    for q in data.get("questions", []):
+        q["aligned_checks"] = [c for c in q.get("aligned_checks", []) if c not in dropped]
