@@ -211,6 +211,8 @@ class Client:
             cookie = next(c for c in self.set_cookies if c.startswith("yanami_review="))
             self.cookie = cookie.split(";", 1)[0].split("=", 1)[1]
             page = self.get("/")
+            if page.status == 303:  # an admin's home is /admin
+                page = self.get(page.headers["location"])
             self.csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
         return reply
 

@@ -21,7 +21,7 @@ def test_the_commands_from_init_to_export(cli: Callable[..., Any], review_datase
     links = []
     for name in ("a", "b", "c"):
         r = cli("review", "users", "add", name, "--db", db, "--url", "http://127.0.0.1:9000/")
-        assert r.code == 0 and r.out.startswith("http://127.0.0.1:9000/signin?token=")
+        assert r.code == 0 and r.out.startswith(f"{name}: http://127.0.0.1:9000/signin?token=")
         links.append(r.out.strip())
     assert cli("review", "users", "add", "boss", "--role", "admin", "--db", db).code == 0
     assert len(set(links)) == 3

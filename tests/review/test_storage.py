@@ -297,12 +297,15 @@ def test_a_version_1_database_is_brought_up_to_date_with_its_data(review: Review
     did = db.table()[0]["id"]
     db.edit(ann1, did, 0, TEXT, "made under version 1")
     with db.begin() as conn:  # what a database written by the first release holds
-        for name in ("verdict_history", "removed_users", "snapshots", "instance", "check_adjudications"):
+        for name in (
+            "verdict_history", "removed_users", "snapshots", "instance", "check_adjudications", "flags", "guidelines",
+            "item_times",
+        ):  # fmt: skip
             T[name].drop(conn)
         conn.execute(schema_version.delete().where(schema_version.c.version > 1))
     db.close()
     again = ReviewDB(review.db.url.replace("postgresql+psycopg://", "postgresql://"))
-    assert current_schema_version(again) == SCHEMA_VERSION == 4
+    assert current_schema_version(again) == SCHEMA_VERSION == 5
     assert again.revert(ann1, did, 1, 0) == 2 and again.edits(did)[0].after == "made under version 1"
     judge_rest(again, ann1, did)
     again.decide(ann1, did, Decision.APPROVE, "")

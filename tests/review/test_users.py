@@ -75,7 +75,7 @@ def test_users_link_and_remove_commands(cli: Callable[..., Any], review_dataset:
     assert cli("review", "init", review_dataset, "--db", db).code == 0
     first = cli("review", "users", "add", "a", "--db", db).out.strip()
     r = cli("review", "users", "link", "a", "--db", db, "--url", "http://example.test:81/")
-    assert r.code == 0 and r.out.startswith("http://example.test:81/signin?token=")
+    assert r.code == 0 and r.out.startswith("a: http://example.test:81/signin?token=")
     store = ReviewDB(db)
     with pytest.raises(ReviewError):
         store.redeem(first.split("token=")[1])

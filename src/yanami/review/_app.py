@@ -38,6 +38,9 @@ from yanami.review._db import (
     Unavailable,
     Verdict,
     check_text,
+    median_seconds,
+    seconds_text,
+    to_adjudicate,
 )
 
 COOKIE = "yanami_review"
@@ -67,6 +70,7 @@ def _env() -> Environment:
     env.globals["DECISION_LABELS"] = {d.value: label for d, label in DECISION_LABELS.items()}
     env.filters["fmt"] = fmt
     env.filters["field_words"] = field_words
+    env.filters["seconds"] = seconds_text
     return env
 
 
@@ -149,20 +153,34 @@ def _view(data: dict[str, Any]) -> dict[str, Any]:
     return {"turns": turns, "questions": questions}
 
 
-def to_adjudicate(row: dict[str, Any]) -> dict[str, Any]:
-    """What of a dialogue (a `ReviewDB.table` row) waits for the admin: its decisions split (1) or
-    not (0) while no adjudication settles them, the checks its annotators split on and the checks
-    most of them failed, each until the admin gives the check a verdict; ``any``: whether anything does."""
-    decided = row["decisions"]
-    decisions = int(len(decided) >= 2 and len(set(decided.values())) > 1 and row["adjudicated"] is None)
-    votes: dict[str, set[str]] = {}
-    for verdicts in row["checks"].values():
-        for cid, v in verdicts.items():
-            if v != Verdict.SKIP.value:
-                votes.setdefault(cid, set()).add(v)
-    checks = sorted(c for c, vs in votes.items() if len(vs) > 1 and c not in row["check_adjudicated"])
-    failed = list(row["open_checks"])
-    return {"decisions": decisions, "checks": checks, "failed": failed, "any": bool(decisions or checks or failed)}
+STATUSES = ("", "open", "decided", "flagged")
+"""The annotator's queue filters ("" shows everything)."""
+ADMIN_STATUSES = ("", "undecided", "approve", "refine", "reject", "waiting", "flagged")
+"""The admin's filters of every dialogue: its final decision, what waits for the admin, the flagged."""
+
+
+def _matches(item: dict[str, Any], status: str) -> bool:
+    return (
+        not status
+        or (status == "open" and not item["decision"])
+        or (status == "decided" and bool(item["decision"]))
+        or (status == "flagged" and bool(item["flag"]))
+    )
+
+
+def _admin_matches(row: dict[str, Any], status: str) -> bool:
+    if status in ("", "flagged"):
+        return not status or bool(row["flags"])
+    if status == "waiting":
+        return bool(to_adjudicate(row)["any"])
+    return (row["final"] or "undecided") == status
+
+
+def markdown(text: str) -> str:
+    """The guidelines as HTML: CommonMark with raw HTML escaped, unsafe link schemes refused."""
+    from markdown_it import MarkdownIt
+
+    return str(MarkdownIt("commonmark", {"html": False}).render(text))
 
 
 def create_app(db: ReviewDB) -> FastAPI:
@@ -302,14 +320,55 @@ def create_app(db: ReviewDB) -> FastAPI:
     # annotator ----------------------------------------------------------------------------
 
     @app.get("/", response_class=HTMLResponse)
-    async def queue(request: Request) -> Response:
+    async def queue(request: Request, scenario: str = "", status: str = "") -> Response:
         session = session_of(request)
         items = db.queue(session.user)
+        if session.user.role is Role.ADMIN and not items:  # an admin's home is the admin page
+            return RedirectResponse("/admin", status_code=303)
+        if status not in STATUSES:
+            raise ReviewError(f"status {status[:40]!r}: use one of {', '.join(s or 'all' for s in STATUSES)}", 422)
+        scenarios = sorted({i["group"] for i in items})
+        shown = [i for i in items if (not scenario or i["group"] == scenario) and _matches(i, status)]
         groups: dict[str, list[dict[str, Any]]] = {}
-        for item in items:
+        for item in shown:
             groups.setdefault(item["group"], []).append(item)
         done = sum(1 for i in items if i["decision"])
-        return page(request, "queue.html", session=session, groups=groups, done=done, total=len(items))
+        return page(
+            request,
+            "queue.html",
+            session=session,
+            groups=groups,
+            done=done,
+            total=len(items),
+            shown=len(shown),
+            scenarios=scenarios,
+            scenario=scenario,
+            status_filter=status,
+            statuses=STATUSES,
+        )
+
+    @app.post("/d/{dialogue_id}/flag")
+    async def flag(request: Request, dialogue_id: str) -> Response:
+        session, form = await changed(request)
+        may_review(session, dialogue_id)
+        if form.get("unflag"):
+            db.unflag(session.user, dialogue_id)
+        else:
+            db.flag(session.user, dialogue_id, text(form, "reason", required=False))
+        return RedirectResponse(f"/d/{dialogue_id}#flag", status_code=303)
+
+    @app.get("/guidelines", response_class=HTMLResponse)
+    async def guidelines(request: Request) -> Response:
+        session = session_of(request)
+        text_, version = db.guidelines()
+        return page(request, "guidelines.html", session=session, html=markdown(text_), source=text_, version=version)
+
+    @app.post("/admin/guidelines")
+    async def write_guidelines(request: Request) -> Response:
+        session, form = await changed(request)
+        admin(session)
+        db.set_guidelines(text(form, "text", required=False), session.user)
+        return RedirectResponse("/guidelines", status_code=303)
 
     @app.get("/d/{dialogue_id}", response_class=HTMLResponse)
     async def dialogue(request: Request, dialogue_id: str) -> Response:
@@ -322,9 +381,14 @@ def create_app(db: ReviewDB) -> FastAPI:
         others_visible = session.user.role is Role.ADMIN or mine["decision"] is not None
         others = {n: v for n, v in verdicts.items() if n != session.user.name} if others_visible else {}
         assigned = db.is_assigned(session.user, dialogue_id)
+        if assigned:
+            db.opened(session.user, dialogue_id)
+        flags = db.flags().get(dialogue_id, {})
         return page(
             request,
             "dialogue.html",
+            my_flag=flags.get(session.user.name),
+            flags=flags if others_visible else {},
             session=session,
             d=data,
             version=version,
@@ -454,16 +518,28 @@ def create_app(db: ReviewDB) -> FastAPI:
             name: {
                 "assigned": sum(1 for r in rows if name in r["assigned"]),
                 "decided": sum(1 for r in rows if name in r["decisions"]),
+                "median_s": median_seconds(rows, name),
             }
             for name in annotators
         }
         open_items = [(r, what) for r in rows if (what := to_adjudicate(r))["any"]]
         open_items.sort(key=lambda rw: (-rw[1]["decisions"], -len(rw[1]["failed"]), -len(rw[1]["checks"]), rw[0]["id"]))
         settled = [r for r in rows if (r["adjudicated"] or r["check_adjudicated"]) and not to_adjudicate(r)["any"]]
+        scenario, status = request.query_params.get("scenario", ""), request.query_params.get("status", "")
+        if status not in ADMIN_STATUSES:
+            raise ReviewError(
+                f"status {status[:40]!r}: use one of {', '.join(s or 'all' for s in ADMIN_STATUSES)}", 422
+            )
+        listed = [r for r in rows if (not scenario or r["group"] == scenario) and _admin_matches(r, status)]
         return page(
             request,
             "admin.html",
             session=session,
+            listed=listed,
+            scenarios=sorted({r["group"] for r in rows}),
+            scenario=scenario,
+            status_filter=status,
+            statuses=ADMIN_STATUSES,
             progress=progress,
             disputed=open_items,
             settled=settled,

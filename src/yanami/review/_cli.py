@@ -80,7 +80,7 @@ def users_add(
     from yanami.review._db import Role
 
     token = _open(db).add_user(name, Role(role.value))
-    typer.echo(f"{url.rstrip('/')}/signin?token={token}")
+    typer.echo(f"{name}: {url.rstrip('/')}/signin?token={token}")
 
 
 @users_app.command("link")
@@ -93,7 +93,7 @@ def users_link(
 ) -> None:
     """Print a new one-time sign-in link for a user (their unspent old link stops working)."""
     token = _open(db).relink(name)
-    typer.echo(f"{url.rstrip('/')}/signin?token={token}")
+    typer.echo(f"{name}: {url.rstrip('/')}/signin?token={token}")
 
 
 @users_app.command("remove")
@@ -156,7 +156,7 @@ def serve(
 @review_app.command()
 def status(db: Db = "review.sqlite") -> None:
     """Progress per annotator and the state of every dialogue."""
-    from yanami.review._db import Role, disagreement
+    from yanami.review._db import Role, disagreement, median_seconds, seconds_text, to_adjudicate
 
     store = _open(db)
     rows = store.table()
@@ -164,14 +164,41 @@ def status(db: Db = "review.sqlite") -> None:
         if user.role is Role.ANNOTATOR:
             assigned = sum(1 for r in rows if user.name in r["assigned"])
             decided = sum(1 for r in rows if user.name in r["decisions"])
-            typer.echo(f"{user.name}: {decided}/{assigned} decided")
+            median = median_seconds(rows, user.name)
+            timing = f", median {seconds_text(median)} per dialogue" if median is not None else ""
+            typer.echo(f"{user.name}: {decided}/{assigned} decided{timing}")
     finals: dict[str, int] = {}
     for r in rows:
         key = r["final"] or "undecided"
         finals[key] = finals.get(key, 0) + 1
     summary = ", ".join(f"{k} {v}" for k, v in sorted(finals.items()))
     disputed = sum(1 for r in rows if len(r["decisions"]) >= 2 and disagreement(r) > 0)
-    typer.echo(f"{len(rows)} dialogues: {summary}; {disputed} with disagreements")
+    waiting = sum(1 for r in rows if to_adjudicate(r)["any"])
+    flagged = sum(1 for r in rows if r["flags"])
+    typer.echo(
+        f"{len(rows)} dialogues: {summary}; {disputed} with disagreements; "
+        f"{waiting} waiting for the admin; {flagged} flagged"
+    )
+
+
+@review_app.command()
+def guidelines(
+    source: Annotated[
+        Path | None, typer.Argument(help="A Markdown file: its text becomes the new version.", metavar="FILE")
+    ] = None,
+    db: Db = "review.sqlite",
+) -> None:
+    """Set the annotators' guidelines from a Markdown file (or print the current ones)."""
+    store = _open(db)
+    if source is None:
+        text, version = store.guidelines()
+        typer.echo(text if version else "no guidelines yet (yanami review guidelines FILE.md sets them)")
+        return
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{source}: cannot be read as UTF-8 text ({exc.__class__.__name__})") from None
+    typer.echo(f"guidelines version {store.set_guidelines(text)} ({len(text)} characters)")
 
 
 @review_app.command("agreement")

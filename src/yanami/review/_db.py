@@ -272,7 +272,36 @@ _V4 = [
 ]
 """Version 4: the database's identity (a random id: a database swapped or re-created under a
 running server is noticed) and the admin's verdict on single checks (what the export follows)."""
-T = {t.name: t for t in [*_V1, *_V2, *_V3, *_V4]}
+_V5 = [
+    sa.Table(
+        "flags",
+        meta,
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+    sa.Table(
+        "guidelines",
+        meta,
+        sa.Column("version", sa.Integer, primary_key=True),
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=True),
+        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("at", sa.String(32), nullable=False),
+    ),
+    sa.Table(
+        "item_times",
+        meta,
+        sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+        sa.Column("dialogue_id", sa.String(128), sa.ForeignKey("dialogues.id"), primary_key=True),
+        sa.Column("opened", sa.Float, nullable=False),
+        sa.Column("decided", sa.Float, nullable=True),
+    ),
+]
+"""Version 5: an annotator's flag on a dialogue (with a reason, for the admin), the lead's
+guidelines (every version kept) and when an annotator first opened and then decided a dialogue
+(the time per item)."""
+T = {t.name: t for t in [*_V1, *_V2, *_V3, *_V4, *_V5]}
 
 
 def _v1(conn: Connection) -> None:
@@ -292,7 +321,11 @@ def _v4(conn: Connection) -> None:
     conn.execute(T["instance"].insert(), {"id": secrets.token_hex(16)})
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(conn: Connection) -> None:
+    meta.create_all(conn, tables=_V5)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 """Applied in order; migration k (from 1) brings a database to schema version k. Append, never edit:
 a later migration alters the tables with its own statements, not by changing the ones above."""
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -773,11 +806,19 @@ class ReviewDB:
                     .group_by(cv.c.dialogue_id)
                 ).all()
             )
+        flagged = self.flags()
         out = []
         for r in rows:
             checks = sum(len(t["checks"]) for t in json.loads(r.current)["turns"])
             out.append(
-                {"id": r.id, "group": r.grp, "checks": checks, "judged": judged.get(r.id, 0), "decision": r.decision}
+                {
+                    "id": r.id,
+                    "group": r.grp,
+                    "checks": checks,
+                    "judged": judged.get(r.id, 0),
+                    "decision": r.decision,
+                    "flag": flagged.get(r.id, {}).get(user.name),
+                }
             )
         return out
 
@@ -874,6 +915,11 @@ class ReviewDB:
             row = {"user_id": user.id, "dialogue_id": dialogue_id, "comment": comment, "at": at}
             conn.execute(dec.insert(), {**row, "decision": decision.value})
             conn.execute(T["verdict_history"].insert(), {**row, "check_id": None, "value": decision.value})
+            it = T["item_times"]
+            key_t = sa.and_(it.c.user_id == user.id, it.c.dialogue_id == dialogue_id)
+            if conn.execute(sa.update(it).where(key_t).values(decided=time.time())).rowcount == 0:
+                conn.execute(it.insert(), {"user_id": user.id, "dialogue_id": dialogue_id, "opened": time.time(),
+                                           "decided": time.time()})  # fmt: skip
 
     def verdict_history(self, dialogue_id: str | None = None) -> list[dict[str, Any]]:
         """Every verdict and decision given (on one dialogue, or all), oldest first: dialogue, user,
@@ -1069,6 +1115,80 @@ class ReviewDB:
             rows = conn.execute(q).all()
         return [Edit(r.dialogue_id, r.version, r.name, r.at, r.path, r.before, r.after) for r in rows]
 
+    # flags, guidelines, time per item ---------------------------------------------------
+
+    def opened(self, user: User, dialogue_id: str) -> None:
+        """Note when an annotator first opened a dialogue (the start of its time per item)."""
+        it = T["item_times"]
+        with self.begin() as conn:
+            seen = conn.execute(
+                sa.select(it.c.opened).where(it.c.user_id == user.id, it.c.dialogue_id == dialogue_id)
+            ).first()
+            if seen is None:
+                conn.execute(it.insert(), {"user_id": user.id, "dialogue_id": dialogue_id, "opened": time.time()})
+
+    def item_seconds(self) -> dict[str, dict[str, float]]:
+        """Per dialogue, per annotator who decided it: seconds from first opening it to the decision."""
+        it, u = T["item_times"], T["users"]
+        out: dict[str, dict[str, float]] = {}
+        with self.begin() as conn:
+            for r in conn.execute(
+                sa.select(it.c.dialogue_id, it.c.opened, it.c.decided, u.c.name)
+                .join(u, u.c.id == it.c.user_id)
+                .where(it.c.decided.is_not(None))
+            ):
+                out.setdefault(r.dialogue_id, {})[r.name] = round(max(0.0, r.decided - r.opened), 1)
+        return out
+
+    def flag(self, user: User, dialogue_id: str, reason: str) -> None:
+        """Flag a dialogue for the admin with a reason (again: the new reason replaces the old)."""
+        self.dialogue(dialogue_id)
+        if not reason.strip():
+            raise ReviewError(f"dialogue {dialogue_id}: a flag needs a reason", 422)
+        check_text(reason, "reason")
+        f = T["flags"]
+        with self.begin() as conn:
+            conn.execute(f.delete().where(f.c.user_id == user.id, f.c.dialogue_id == dialogue_id))
+            conn.execute(f.insert(), {"user_id": user.id, "dialogue_id": dialogue_id, "reason": reason, "at": _now()})
+
+    def unflag(self, user: User, dialogue_id: str, who: str | None = None) -> None:
+        """Take a flag back (an admin may clear anyone's: ``who``)."""
+        f, u = T["flags"], T["users"]
+        with self.begin() as conn:
+            q = f.delete().where(f.c.dialogue_id == dialogue_id)
+            if who is None:
+                q = q.where(f.c.user_id == user.id)
+            else:
+                q = q.where(f.c.user_id.in_(sa.select(u.c.id).where(u.c.name == who)))
+            conn.execute(q)
+
+    def flags(self) -> dict[str, dict[str, str]]:
+        """Per flagged dialogue: who flagged it and why."""
+        f, u = T["flags"], T["users"]
+        out: dict[str, dict[str, str]] = {}
+        with self.begin() as conn:
+            for r in conn.execute(sa.select(f.c.dialogue_id, f.c.reason, u.c.name).join(u, u.c.id == f.c.user_id)):
+                out.setdefault(r.dialogue_id, {})[r.name] = r.reason
+        return out
+
+    def guidelines(self) -> tuple[str, int]:
+        """The lead's guidelines (Markdown) and their version (0: none written yet)."""
+        g = T["guidelines"]
+        with self.begin() as conn:
+            row = conn.execute(sa.select(g.c.text, g.c.version).order_by(g.c.version.desc()).limit(1)).first()
+        return (str(row.text), int(row.version)) if row is not None else ("", 0)
+
+    def set_guidelines(self, text: str, admin: User | None = None) -> int:
+        """Write a new version of the guidelines; returns its number."""
+        check_text(text, "guidelines")
+        g = T["guidelines"]
+        with self.begin() as conn:
+            last = conn.execute(sa.select(sa.func.max(g.c.version))).scalar_one() or 0
+            conn.execute(
+                g.insert(), {"version": last + 1, "user_id": admin.id if admin else None, "text": text, "at": _now()}
+            )
+        return int(last + 1)
+
     # admin ------------------------------------------------------------------------------
 
     def adjudicate(self, admin: User, dialogue_id: str, decision: Decision, comment: str) -> None:
@@ -1109,7 +1229,10 @@ class ReviewDB:
             ca = T["check_adjudications"]
             for c in conn.execute(sa.select(ca.c.dialogue_id, ca.c.check_id, ca.c.verdict)):
                 rows[c.dialogue_id]["check_adjudicated"][c.check_id] = c.verdict
+        flags, seconds = self.flags(), self.item_seconds()
         for row in rows.values():
+            row["flags"] = flags.get(row["id"], {})
+            row["seconds"] = seconds.get(row["id"], {})
             row["assigned"].sort()
             row["final"] = row["adjudicated"] or majority(row["decisions"], len(row["assigned"]))
             row["failed_checks"] = failed_checks(row)
@@ -1139,6 +1262,38 @@ def majority(decisions: dict[str, str], assigned: int) -> str | None:
         counts[v] = counts.get(v, 0) + 1
     best = max(counts.items(), key=lambda kv: kv[1], default=None)
     return best[0] if best is not None and best[1] * 2 > max(assigned, len(decisions)) else None
+
+
+def median_seconds(rows: list[dict[str, Any]], name: str) -> float | None:
+    """An annotator's median time per decided dialogue (first opened to decision), or None."""
+    import statistics
+
+    times = [r["seconds"][name] for r in rows if name in r["seconds"]]
+    return float(statistics.median(times)) if times else None
+
+
+def seconds_text(seconds: float | None) -> str:
+    """A time per item for people: ``95 s``, ``4 min 10 s``."""
+    if seconds is None:
+        return "—"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def to_adjudicate(row: dict[str, Any]) -> dict[str, Any]:
+    """What of a dialogue (a `ReviewDB.table` row) waits for the admin: its decisions split (1) or
+    not (0) while no adjudication settles them, the checks its annotators split on and the checks
+    most of them failed, each until the admin gives the check a verdict; ``any``: whether anything does."""
+    decided = row["decisions"]
+    decisions = int(len(decided) >= 2 and len(set(decided.values())) > 1 and row["adjudicated"] is None)
+    votes: dict[str, set[str]] = {}
+    for verdicts in row["checks"].values():
+        for cid, v in verdicts.items():
+            if v != Verdict.SKIP.value:
+                votes.setdefault(cid, set()).add(v)
+    checks = sorted(c for c, vs in votes.items() if len(vs) > 1 and c not in row["check_adjudicated"])
+    failed = list(row["open_checks"])
+    return {"decisions": decisions, "checks": checks, "failed": failed, "any": bool(decisions or checks or failed)}
 
 
 def failed_checks(row: dict[str, Any]) -> list[str]:

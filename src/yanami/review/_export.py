@@ -41,6 +41,8 @@ def _record(row: dict[str, Any], edits: list[dict[str, Any]], given: list[dict[s
         "final": row["final"],
         "checks": {name: dict(sorted(v.items())) for name, v in sorted(row["checks"].items())},
         "check_adjudicated": dict(sorted(row["check_adjudicated"].items())),
+        "flags": dict(sorted(row["flags"].items())),
+        "seconds": dict(sorted(row["seconds"].items())),
         "dropped_checks": row["dropped_checks"],
         "edits": edits,
         "verdict_history": given,
