@@ -378,12 +378,23 @@ def bench_export(work: Path, n: int) -> None:
     t = time.perf_counter()
     db, _ = new_review(str(work / f"export-{uuid.uuid4().hex[:6]}.sqlite"), source, 3, 3)
     users = [u for u in db.users() if u.role is Role.ANNOTATOR]
+    from yanami.review._db import T
+
     for row in db.table():
         data, version = db.dialogue(row["id"])
-        check = next(c["id"] for turn in data["turns"] for c in turn["checks"])
+        checks = [c["id"] for turn in data["turns"] for c in turn["checks"]]
         db.edit(users[0], row["id"], version, TEXT, data["turns"][0]["user"]["parts"][0]["text"] + " (reviewed)")
         for u in users:
-            db.set_verdict(u, row["id"], check, Verdict.PASS, "")
+            db.set_verdict(u, row["id"], checks[0], Verdict.PASS, "")
+            with db.begin() as conn:  # the rest at once: a decision needs every check judged
+                conn.execute(
+                    T["check_verdicts"].insert(),
+                    [
+                        {"user_id": u.id, "dialogue_id": row["id"], "check_id": c, "verdict": "pass", "comment": "",
+                         "at": "2026-01-01T00:00:00+00:00"}
+                        for c in checks[1:]
+                    ],
+                )  # fmt: skip
             db.decide(u, row["id"], Decision.APPROVE, "")
     print(f"  reviewed through the storage API in {time.perf_counter() - t:.1f} s")
     out = work / "export-out"

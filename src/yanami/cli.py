@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -1288,6 +1289,14 @@ def train_vs_control(
     batch: Annotated[int, typer.Option(min=1, help="Examples per step.", metavar="N")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the training set and the models.", metavar="N")] = 0,
     workers: Annotated[int, typer.Option(min=1, help="Processes that build and read pictures.", metavar="N")] = 1,
+    tag: Annotated[
+        str,
+        typer.Option(
+            help="Score DIR's checkpoints on a further --bench: runs-TAG/, report-TAG.html, experiment-TAG.json.",
+            metavar="TAG",
+        ),
+    ] = "",
+    self_history: Annotated[bool, typer.Option(help="Also evaluate under Self-History.")] = True,
 ) -> None:
     """Train the stateful model and the single-turn control on the same data and compare them.
 
@@ -1299,14 +1308,17 @@ def train_vs_control(
 
     require_torch()
 
+    if tag and (bench is None or not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", tag)):
+        raise UserError("--tag: letters, digits, - and _ (at most 40), with the --bench it scores")
     setting = Setting(per_scenario, train_dialogues, steps, batch, seed, workers)
     with _stages() as update:
-        figures = run_experiment(out_dir, setting, bench, update)
+        figures = run_experiment(out_dir, setting, bench, update, tag=tag, self_history=self_history)
     header, rows = experiment_table(figures)
     out.print(" | ".join(header), markup=False)
     for row in rows:
         out.print(" | ".join(row), markup=False)
-    out.print(f"{out_dir / 'report.html'}: the table and the learning curves", markup=False)
+    report = out_dir / (f"report-{tag}.html" if tag else "report.html")
+    out.print(f"{report}: the table and the learning curves", markup=False)
 
 
 app.add_typer(experiment_app, name="experiment")
