@@ -1,6 +1,6 @@
 """The review app (issue 25): page render time, concurrent saves, export.
 
-    python benchmarks/bench_review.py [--only render|saves|export|human] [--seconds 60] [--clients 30]
+    python benchmarks/bench_review.py [--only render|saves|export|attacks|human] [--seconds 60] [--clients 30]
 
   render  server time to render a 12-turn dialogue page with 6 images (a world dialogue of the
           editing scenario, its turns repeated as text-only turns up to 12), measured by a timing
@@ -18,6 +18,8 @@
   export  `export_approved` of 400 reviewed dialogues (built by build_world with 2 workers,
           each decided approve by 3 annotators, one check verdict each and one edit each);
           baseline: copying the source dataset's directory. Target: <= 10 s.
+  attacks every attack of issue 35 replayed against the app on a real uvicorn, on SQLite and on
+          PostgreSQL: what each request got, against what it must get now.
   human   humans measure the judge: a world bench of --per-scenario dialogues per scenario (seed 7)
           whose reference picture at a share --damage of the target turns (seeded draw) has the
           object a check names recoloured, as a faulty image generator would draw it; it is
@@ -72,9 +74,12 @@ class Client:
         self.cookies: dict[str, str] = {}
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
-    def request(self, method: str, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
+    def request(
+        self, method: str, path: str, form: dict[str, str] | None = None, extra: dict[str, str] | None = None
+    ) -> tuple[int, str]:
         jar = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         headers = {"Cookie": jar} if jar else {}
+        headers.update(extra or {})
         body = None
         if form is not None:
             body = urlencode(form).encode()
@@ -105,7 +110,9 @@ class Client:
             form[name] = value
         status, _ = self.request("POST", "/signin", form)
         assert status == 303, status
-        _, page = self.request("GET", "/")
+        status, page = self.request("GET", "/")
+        if status == 303:  # an admin's home is /admin
+            _, page = self.request("GET", "/admin")
         self.csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
 
 
@@ -583,9 +590,170 @@ def bench_human(work: Path, per_scenario: int, damage: float, flips: list[float]
         )
 
 
+# -- (e) the attacks of issue 35, replayed --------------------------------------------------
+
+
+@contextlib.contextmanager
+def served(db: ReviewDB) -> Iterator[int]:
+    import uvicorn
+
+    from yanami.review import create_app
+
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(db), host="127.0.0.1", port=free_port(), log_level="critical", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(server.config.port)
+    try:
+        yield server.config.port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def bench_attacks(work: Path, backends: list[str]) -> None:
+    from yanami.review._db import T
+
+    source = dataset(work, 8)
+    results: list[tuple[str, str, str, bool]] = []
+
+    def expect(backend: str, attack: str, got: object, want: object) -> None:
+        results.append((backend, attack, str(got), got == want))
+
+    for backend in backends:
+        with contextlib.ExitStack() as stack:
+            if backend == "postgresql":
+                try:
+                    url = stack.enter_context(postgres_database())
+                except Exception as exc:  # no server here: say so, go on
+                    print(f"  postgresql: not reachable ({exc.__class__.__name__}); skipped")
+                    continue
+            else:
+                url = str(work / f"attacks-{uuid.uuid4().hex[:6]}.sqlite")
+            db, tokens = new_review(url, source, 3, 3)
+            port = stack.enter_context(served(db))
+            users = {u.name: u for u in db.users()}
+            did = db.table()[0]["id"]
+            checks = [c["id"] for t in db.dialogue(did)[0]["turns"] for c in t["checks"]]
+            a, b = Client(port), Client(port)
+            a.sign_in(tokens["ann00"])
+            b.sign_in(tokens["ann01"])
+            # blind can be bypassed: a throwaway decision, read the others, change it
+            got, _ = a.request("POST", f"/d/{did}/decision", {"csrf": a.csrf, "decision": "reject"})
+            expect(backend, "throwaway decision with checks unjudged (was 303)", got, 422)
+            db.set_verdict(users["ann01"], did, checks[0], Verdict.FAIL, "")
+            with db.begin() as conn:
+                conn.execute(
+                    T["check_verdicts"].insert(),
+                    [{"user_id": users["ann00"].id, "dialogue_id": did, "check_id": c, "verdict": "pass",
+                      "comment": "", "at": "2026-01-01T00:00:00+00:00"} for c in checks],
+                )  # fmt: skip
+            got, _ = a.request("POST", f"/d/{did}/decision", {"csrf": a.csrf, "decision": "reject"})
+            expect(backend, "a decision once every check is judged", got, 303)
+            got, page = a.request("GET", f"/d/{did}")
+            expect(backend, "the others' verdicts are shown after it", "ann01: fail" in page, True)
+            got, _ = a.request("POST", f"/d/{did}/decision", {"csrf": a.csrf, "decision": "approve"})
+            expect(backend, "the decision changed after reading the others (was 303)", got, 409)
+            form = {"csrf": a.csrf, "check_id": checks[0], "verdict": "fail"}
+            got, _ = a.request("POST", f"/d/{did}/check", form)
+            expect(backend, "a verdict changed after reading the others", got, 409)
+            # login CSRF from a page on another local port
+            c = Client(port)
+            _, page = c.request("GET", f"/signin?token={tokens['ann02']}")
+            token = re.search(r'name="signin_csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+            got, _ = c.request("POST", "/signin", {"token": tokens["ann02"], "signin_csrf": token},
+                               {"Origin": "http://127.0.0.1:9999"})  # fmt: skip
+            expect(backend, "POST /signin from another port's page (was 303)", got, 403)
+            got, _ = Client(port).request("POST", "/signin", {"token": tokens["ann02"]})
+            expect(backend, "POST /signin without the sign-in page's token (was 303)", got, 403)
+            # NUL bytes
+            for what, path, fields in (
+                ("n edit", f"/d/{did}/edit", {"path": TEXT, "value": "a\x00b", "base_version": "0"}),
+                (" verdict comment", f"/d/{did}/check", {"check_id": checks[1], "verdict": "fix", "comment": "\x00"}),
+                (" decision comment", f"/d/{did}/decision", {"decision": "approve", "comment": "\x00"}),
+            ):
+                got, _ = b.request("POST", path, {"csrf": b.csrf, **fields})
+                expect(backend, f"NUL in a{what} (was 500 on PostgreSQL)", got, 422)
+            got, _ = b.request("GET", f"/d/{did}%00")
+            expect(backend, "NUL in a path (was 500 on PostgreSQL)", got, 404)
+            # signing in again leaves the earlier session valid
+            old = dict(b.cookies)
+            again = Client(port)
+            again.sign_in(db.relink("ann01"))
+            stale = Client(port)
+            stale.cookies = old
+            got, _ = stale.request("GET", "/")
+            expect(backend, "the earlier session after signing in again (was 200)", got, 401)
+            b = again
+            # the 409 page of a stale revert
+            db.edit(users["ann01"], did, 0, TEXT, "one")
+            db.edit(users["ann02"], did, 1, TEXT, "two")
+            got, page = b.request("POST", f"/d/{did}/revert", {"csrf": b.csrf, "base_version": "1", "to_version": "0"})
+            button = dict(re.findall(r'name="(base_version|to_version)" value="([^"]*)"', page))
+            expect(backend, "a stale revert", got, 409)
+            got, _ = b.request("POST", f"/d/{did}/revert", {"csrf": b.csrf, **button})
+            expect(backend, "the 409 page's button (was 422)", got, 303)
+            _, version = db.dialogue(did)
+            k = next(i for i, q in enumerate(db.dialogue(did)[0]["questions"]) if q.get("choices"))
+            choices = db.dialogue(did)[0]["questions"][k]["choices"]
+            for what, path, value in (
+                ("an option list of one", f"questions.{k}.choices", "only one"),
+                ("options that differ by a trailing space", f"questions.{k}.choices.1", choices[0] + " "),
+                ("an empty turn text", TEXT, "   "),
+            ):
+                fields = {"csrf": b.csrf, "path": path, "value": value, "base_version": str(version)}
+                got, _ = b.request("POST", f"/d/{did}/edit", fields)
+                expect(backend, f"{what} (was 303)", got, 422)
+            # a check most annotators failed, exported as ground truth
+            other = db.table()[1]["id"]
+            failed = next(c["id"] for t in db.dialogue(other)[0]["turns"] for c in t["checks"])
+            for name in ("ann00", "ann01", "ann02"):
+                db.set_verdict(users[name], other, failed, Verdict.FAIL if name != "ann02" else Verdict.PASS, "")
+                with db.begin() as conn:
+                    conn.execute(
+                        T["check_verdicts"].insert(),
+                        [{"user_id": users[name].id, "dialogue_id": other, "check_id": cc, "verdict": "pass",
+                          "comment": "", "at": "2026-01-01T00:00:00+00:00"}
+                         for cc in [c["id"] for t in db.dialogue(other)[0]["turns"] for c in t["checks"]]
+                         if cc != failed],
+                    )  # fmt: skip
+                db.decide(users[name], other, Decision.APPROVE, "")
+            done = export_approved(db, work / f"attacks-out-{uuid.uuid4().hex[:6]}")
+            expect(backend, "an approved dialogue with a check 2 of 3 failed: exported (was 1)", done.dialogues, 0)
+            # the admin's home
+            boss = Client(port)
+            boss.sign_in(tokens["boss"])
+            got, _ = boss.request("GET", "/")
+            expect(backend, "the admin's home (was an empty queue, 200)", got, 303)
+            # the database changed under the server
+            if backend == "postgresql":
+                import psycopg
+
+                name = url.rsplit("/", 1)[1]
+                with psycopg.connect(f"{PG}/test", autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+                    conn.execute(f'CREATE DATABASE "{name}"')
+                what = "the database dropped and re-created empty (was 500)"
+            else:
+                with open(url, "r+b") as f:
+                    f.truncate(0)
+                what = "the SQLite file truncated in place (was 500, then a 303 written into it)"
+            got, _ = boss.request("GET", "/admin")
+            expect(backend, what, got, 503)
+            got, _ = boss.request("POST", "/admin/guidelines", {"csrf": boss.csrf, "text": "written late"})
+            expect(backend, "  and a write after it", got, 503)
+            db.close()
+    width = max(len(r[1]) for r in results)
+    print(f"attacks: {len(results)} requests replayed")
+    for backend, attack, got, ok in results:
+        print(f"  {backend:<10} {attack:<{width}}  {got:<6} {'ok' if ok else 'WRONG'}")
+    print(f"  {sum(r[3] for r in results)} of {len(results)} as they must be now")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["render", "saves", "export", "human"])
+    parser.add_argument("--only", choices=["render", "saves", "export", "attacks", "human"])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long each save run lasts")
     parser.add_argument("--clients", type=int, default=30)
     parser.add_argument("--requests", type=int, default=100, help="requests per page in the render run")
@@ -607,6 +775,8 @@ def main() -> None:
             bench_saves(work, args.seconds, args.clients, args.backend or ["sqlite", "postgresql"])
         if args.only in (None, "export"):
             bench_export(work, args.dialogues)
+        if args.only in (None, "attacks"):
+            bench_attacks(work, args.backend or ["sqlite", "postgresql"])
         if args.only in (None, "human"):
             flips = [float(x) for x in args.flip.split(",")]
             for backend in args.backend or ["sqlite"]:

@@ -340,6 +340,16 @@ def database_url(db: str) -> str:
     return f"sqlite:///{Path(db).expanduser()}"
 
 
+def _header(path: Path) -> bytes:
+    """A SQLite file's magic string and ``user_version`` (bytes 0-16 and 60-64), or what is there instead."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(100)
+    except OSError:
+        return b""
+    return head[:16] + head[60:64]
+
+
 def _reason(exc: sa.exc.DBAPIError) -> str:
     return str(exc.orig).strip().splitlines()[0] if exc.orig is not None and str(exc.orig).strip() else "unavailable"
 
@@ -533,6 +543,8 @@ class ReviewDB:
         self.shown = url.render_as_string(hide_password=True)
         self._instance: str | None = None
         """The database's identity (`_V4`), read when opened and checked by every transaction."""
+        self._header = b""
+        """A SQLite file's magic and identity as its first page holds them (`_stamp`)."""
         self._file: tuple[Path, int] | None = None
         """A SQLite database's file and inode: a file deleted or replaced while open is 'gone'."""
         if url.get_backend_name() == "sqlite":
@@ -560,6 +572,21 @@ class ReviewDB:
             self._instance = str(conn.execute(sa.select(T["instance"].c.id)).scalar_one())
         if url.get_backend_name() == "sqlite" and url.database:
             self._file = (Path(url.database), Path(url.database).stat().st_ino)
+            self._header = self._stamp()
+
+    def _stamp(self) -> bytes:
+        """Write the database's identity into the SQLite file's header (``user_version``, once)
+        and move the log into the file, so that the header on disk says which database it is:
+        `begin` compares it before every transaction, and a file truncated or overwritten in
+        place (whose pages SQLite could otherwise still serve from its write-ahead log) is noticed."""
+        identity = int((self._instance or "1")[:7], 16) or 1
+        with self.engine.connect() as conn:
+            if conn.exec_driver_sql("PRAGMA user_version").scalar_one() != identity:
+                conn.exec_driver_sql(f"PRAGMA user_version = {identity}")
+                conn.commit()
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert self._file is not None
+        return _header(self._file[0])
 
     def close(self) -> None:
         self.engine.dispose()
@@ -576,6 +603,10 @@ class ReviewDB:
                 raise Unavailable(f"database {self.shown}: the file is gone") from None
             if now != inode:
                 raise Unavailable(f"database {self.shown}: the file was replaced by another one")
+            if _header(path) != self._header:  # truncated or overwritten in place, the same inode
+                raise Unavailable(
+                    f"database {self.shown}: the file was changed in place; it is not the database opened"
+                )
         try:
             with self.engine.begin() as conn:
                 if self._instance is not None:
