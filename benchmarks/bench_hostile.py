@@ -6,11 +6,12 @@ process's peak RSS and the last line it wrote to stderr.
     python benchmarks/bench_hostile.py --only tar --timeout 120
 
 A case holds when the command exits with one of the codes the case expects (non-zero for bad input,
-0 where the input is valid or the bad part is recorded and skipped), prints no traceback, and ends
-within the time limit. The summary line counts cases, tracebacks, hangs and unexpected exits, and
-gives the largest peak RSS; the baseline is `yanami --version` in the same run (the interpreter and
-the CLI's imports). The small versions of these cases are tests; this is the whole kit, the big
-inputs included (a gzip tar of 40 x 60 MB members, a zstd Parquet of 200 MB cells).
+0 where the input is valid or the bad part is recorded and skipped), prints no traceback (and, where
+it exits 2, a bad input, exactly one line on stderr), and ends within the time limit. The summary
+line counts cases, tracebacks, hangs and unexpected exits, and gives the largest peak RSS; the
+baseline is `yanami --version` in the same run (the interpreter and the CLI's imports). The small
+versions of these cases are tests; this is the whole kit, the big inputs included (a gzip tar of
+40 x 60 MB members, a zstd Parquet of 200 MB cells).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Outcome:
     rss_mb: float
     traceback: bool
     last: str
+    lines: int
+    """Non-blank lines on stderr: an error (exit 2) is one."""
 
 
 def run(args: list[str], timeout: float, cwd: Path) -> Outcome:
@@ -76,6 +79,7 @@ def run(args: list[str], timeout: float, cwd: Path) -> Outcome:
         usage.ru_maxrss / 1024,
         "Traceback (most recent call last)" in text,
         lines[-1][:150] if lines else "",
+        len(lines),
     )
 
 
@@ -124,6 +128,26 @@ def weave(root: Path, records: list[dict] | None = None) -> Path:
         ],
     }
     (root / "test.json").write_text(json.dumps(records if records is not None else [record]))
+    return root
+
+
+def edit_text(path: Path, old: str, new: str) -> None:
+    """Replace the first ``old`` in a text file (JSON, as written: escapes such as ``\\u0000`` stay escapes)."""
+    text = path.read_text()
+    if old not in text:
+        raise ValueError(f"{old!r} is not in {path}")
+    path.write_text(text.replace(old, new, 1))
+
+
+def many_weave(root: Path, n: int = 80, bad: str = "[1]") -> Path:
+    """A WEAVE source of ``n`` records (worker processes read their files), record 70 listing ``bad``
+    (raw JSON) as its second image."""
+    weave(root)
+    record = json.loads((root / "test.json").read_text())[0]
+    text = ",".join(json.dumps({**record, "idx": k}) for k in range(n))
+    (root / "test.json").write_text("[" + text + "]")
+    edit_text(root / "test.json", '"idx": 70, "images": ["imgs/a.png", "imgs/b.png"',
+              '"idx": 70, "images": ["imgs/a.png", "imgs/b.png", ' + bad)  # fmt: skip
     return root
 
 
@@ -308,6 +332,86 @@ def cases(servers: dict[str, str]) -> list[Case]:
         (src / "test.json").write_bytes(b'[{"domain": "\xff\xfe"}]')
         return ["import", "weave", str(src), "--out", str(w / "out")]
 
+    # a path no file can have (JSON's escapes \u0000 and \ud800) or a number int() refuses, where the
+    # importer reads a path or an image number: one line naming the file and the field, exit 2
+    for label, escaped in (("a NUL byte", "\\u0000"), ("a lone surrogate", "\\ud800")):
+
+        @case(f"import weave: {label} in an image path", (2,))
+        def _(w: Path, escaped: str = escaped) -> list[str]:
+            src = weave(w / "src")
+            edit_text(src / "test.json", '"imgs/b.png"', f'"imgs/b{escaped}.png"')
+            return ["import", "weave", str(src), "--out", str(w / "out")]
+
+        @case(f"import weave: {label} in a listed path no chat shows", (2,))
+        def _(w: Path, escaped: str = escaped) -> list[str]:
+            src = weave(w / "src")
+            edit_text(src / "test.json", '"imgs/b.png"', f'"imgs/b.png", "imgs/c{escaped}.png"')
+            return ["import", "weave", str(src), "--out", str(w / "out")]
+
+        @case(f"import weave: {label} in a path of record 70 of 80 (worker processes)", (2,))
+        def _(w: Path, escaped: str = escaped) -> list[str]:
+            return ["import", "weave", str(many_weave(w / "src", bad=f'"imgs/{escaped}.png"')), "--out", str(w / "o")]
+
+        @case(f"import imug: {label} in an image path", (2,))
+        def _(w: Path, escaped: str = escaped) -> list[str]:
+            src = imug(w / "src")
+            edit_text(src / "data" / "benchmark.jsonl", '"cubes_1.png"', f'"cubes{escaped}_1.png"')
+            return ["import", "imug", str(src), "--out", str(w / "out")]
+
+        @case(f"prepare: {label} in a groups.jsonl path", (2,))
+        def _(w: Path, escaped: str = escaped) -> list[str]:
+            pool = w / "pool"
+            pool.mkdir()
+            (pool / "a.png").write_bytes(png())
+            (pool / "groups.jsonl").write_text(f'{{"group": "g", "images": ["a.png", "sub{escaped}/b.png"]}}\n')
+            return ["prepare", str(pool), "--out", str(w / "out"), "--filter", "stand-ins"]
+
+    @case("import weave: an image path that is a list, record 70 of 80 (worker processes)", (2,))
+    def _(w: Path) -> list[str]:
+        return ["import", "weave", str(many_weave(w / "src", bad='["imgs/a.png"]')), "--out", str(w / "out")]
+
+    @case("import imug: an image path that is an object, line 70 of 80 (worker processes)", (2,))
+    def _(w: Path) -> list[str]:
+        src = imug(w / "src")
+        path = src / "data" / "benchmark.jsonl"
+        first, second = path.read_text().splitlines()
+        botany = json.loads(second)
+        lines = [first] + [json.dumps({**botany, "sample_id": str(100 + k)}) for k in range(80)]
+        lines[70] = lines[70].replace('{"image": "sprout.jpg"', '{"image": {"path": "sprout.jpg"}', 1)
+        path.write_text("\n".join(lines) + "\n")
+        return ["import", "imug", str(src), "--out", str(w / "out")]
+
+    for label, old, new in (
+        ("an image number of 5,000 digits", "Edit Image #1:", "Edit Image #" + "1" * 5000 + ":"),
+        ("a reply's image number of 5,000 digits", '"content": "Image #2"', '"content": "Image #' + "2" * 5000 + '"'),
+        ("a key-point key of 5,000 digits", '{"Text": "It is red."}', '{"Image #' + "3" * 5000 + '": "It is red."}'),
+        ("a key-point GT key of 5,000 digits", '{"Text": "It is red."}', '{"GT #' + "4" * 5000 + '": "It is red."}'),
+        ("a JSON number of 5,000 digits in images", '"images": [', '"images": [' + "5" * 5000 + ", "),
+    ):
+
+        @case(f"import weave: {label}", (2,))
+        def _(w: Path, old: str = old, new: str = new) -> list[str]:
+            src = weave(w / "src")
+            edit_text(src / "test.json", old, new)
+            return ["import", "weave", str(src), "--out", str(w / "out")]
+
+    @case("prepare: a WebDataset sample whose .json names a group with a lone surrogate", (0,))
+    def _(w: Path) -> list[str]:
+        with tarfile.open(w / "pool.tar", "w") as tar:
+            for name, data in (("s1.png", png()), ("s1.json", b'{"group": "g\\ud800", "scenario": "\\udfff"}')):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return ["prepare", str(w / "pool.tar"), "--out", str(w / "out"), "--filter", "stand-ins"]
+
+    @case("prepare: a groups.jsonl group named with a lone surrogate", (0,))
+    def _(w: Path) -> list[str]:
+        pool = w / "pool"
+        pool.mkdir()
+        (pool / "a.png").write_bytes(png())
+        (pool / "groups.jsonl").write_text('{"group": "g\\ud800", "images": ["a.png"]}\n')
+        return ["prepare", str(pool), "--out", str(w / "out"), "--filter", "stand-ins"]
+
     @case("import imug: data/images linked to another folder", (2,))
     def _(w: Path) -> list[str]:
         src = imug(w / "src")
@@ -437,12 +541,13 @@ def main() -> None:
             work = Path(tmp) / f"case{k:02d}"
             work.mkdir()
             o = run(c.make(work), args.timeout, work)
-            ok = o.code in c.expect and not o.traceback
+            ok = o.code in c.expect and not o.traceback and (o.code != 2 or o.lines == 1)
             rows.append((c, o, ok))
             code = "hang" if o.code is None else str(o.code)
             print(
                 f"{'ok  ' if ok else 'FAIL'} {c.name}: exit {code} (expected {'/'.join(map(str, c.expect))}), "
                 f"{o.seconds:.1f} s, peak RSS {o.rss_mb:.0f} MB{', TRACEBACK' if o.traceback else ''}"
+                f"{f', {o.lines} lines on stderr' if o.code == 2 and o.lines != 1 else ''}"
                 f"\n       {o.last}",
                 flush=True,
             )

@@ -8,7 +8,9 @@ standard output where a command allows it (`is_stdout`).
 
 Every file yanami reads from a user's source goes through `open_regular` (or `read_regular`):
 only a regular file is read, so a FIFO, a device or a socket planted in a source is an error of
-that file, never a command that hangs.
+that file, never a command that hangs. A path a source names in its text (a JSON field) is checked
+with `path_problem` before it is used: a NUL byte or a lone surrogate names no file, and would make
+the call that opens it raise ValueError or UnicodeEncodeError instead of OSError.
 """
 
 from __future__ import annotations
@@ -22,6 +24,20 @@ import threading
 from pathlib import Path
 
 from yanami.errors import UserError
+
+
+def path_problem(name: str) -> str | None:
+    """Why the text ``name`` (a path a source names, as read from its JSON) can name no file, in a
+    few words; None when it can. A NUL byte ends a path where the system reads it; a lone surrogate
+    (JSON's escape ``\\ud800``, half of a character) is not text a file name can be written in."""
+    nul = name.find("\0")
+    if nul >= 0:
+        return f"a NUL byte at position {nul}"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate {name[exc.start]!r} at position {exc.start} (not text)"
+    return None
 
 
 def open_regular(path: str | Path, flags: int = os.O_RDONLY) -> int:

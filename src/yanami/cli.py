@@ -371,7 +371,7 @@ def import_(
     with progress("importing", None) as advance:
         made = import_source(kind, src, out_dir, overwrite=overwrite, link=not copy, on_record=advance)
     for line in made.warnings:
-        err.print(f"warning: {line}", markup=False)
+        err.print(f"warning: {printable(line)}", markup=False)  # (an unshown picture's path is the source's text)
     out.print(made.line, markup=False)
 
 

@@ -68,6 +68,13 @@ BAD = [
      "benchmark.jsonl:2: tasks[0].output.answer: names no option letter A-G"),
     ("bad input", lambda s: s[1]["tasks"][0]["input"].__setitem__(0, {"audio": "x.wav"}),
      "benchmark.jsonl:2: tasks[0].input[0]: an input is"),
+    # hostile text where a path is read: one line, never ValueError or UnicodeEncodeError
+    ("a NUL byte in a path", lambda s: s[1]["tasks"][0]["input"][0].__setitem__("image", "sprout\0.jpg"),
+     "benchmark.jsonl:2: tasks[0].input[0].image: 'sprout\\x00.jpg' is not a path: it holds a NUL byte at position 6"),
+    ("a lone surrogate in a path", lambda s: s[0]["tasks"][0]["input"][1].__setitem__("image", "\ud800/cubes_1.png"),
+     "benchmark.jsonl:1: tasks[0].input[1].image: '\\ud800/cubes_1.png' is not a path: it holds a lone surrogate"),
+    ("an image that is no text", lambda s: s[1]["tasks"][0]["input"][0].__setitem__("image", ["sprout.jpg"]),
+     "benchmark.jsonl:2: tasks[0].input[0].image: expected str, got a list"),
 ]  # fmt: skip
 
 
@@ -218,6 +225,27 @@ def test_a_hostile_line_is_one_line(tmp_path: Path, cli: Callable[..., Any], lin
     r = cli("import", "imug", src, "--out", tmp_path / "ds")
     assert r.code == 2 and f"benchmark.jsonl:{len(imug_samples()) + 1}: not an IMUG-Bench line: {expected}" in r.err
     assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(
+    "path", ["sprout\0.jpg", "\udcff.jpg", {"file": "sprout.jpg"}], ids=["NUL", "surrogate", "an object"]
+)
+def test_a_path_that_is_no_path_is_one_line_with_worker_processes(tmp_path: Path, path: Any) -> None:
+    """With worker processes (reading the files of the lines ahead), an image path that names no file
+    or is not text is still its line's one-line error, and nothing is written."""
+    from yanami.benchmarks._import import PARALLEL_FROM
+    from yanami.benchmarks.imug.importer import import_imug
+    from yanami.errors import UserError
+
+    grid, botany = imug_samples()
+    samples = [grid, *({**botany, "sample_id": 100 + k} for k in range(PARALLEL_FROM + 8))]
+    bad = json.loads(json.dumps(botany))
+    bad["sample_id"], bad["tasks"][0]["input"] = 99, [*bad["tasks"][0]["input"], {"image": path}]
+    samples[PARALLEL_FROM] = bad
+    src = write_imug(tmp_path / "imug", samples)
+    with pytest.raises(UserError, match=rf"benchmark.jsonl:{PARALLEL_FROM + 1}: tasks\[0\]\.input\[2\]\.image: "):
+        import_imug(src, tmp_path / "ds", workers=2)
     assert not (tmp_path / "ds").exists()
 
 

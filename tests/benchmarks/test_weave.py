@@ -92,6 +92,26 @@ BAD = [
     ("bad key", lambda r: r[1]["chats"][1].__setitem__("key_point", {"GT 1": "x"}),
      "record 1 (idx 8): chats[1].key_point.GT 1: a key that names GT or Image names it as GT #k or Image #k"),
     ("corrupt image", None, "record 0 (idx 7): images[0]: imgs/street.png: "),
+    # hostile text where a path or a number is read: one line, never ValueError or UnicodeEncodeError
+    ("a NUL byte in a path", lambda r: r[0]["images"].__setitem__(0, "imgs/st\0reet.png"),
+     "record 0 (idx 7): images[0]: 'imgs/st\\x00reet.png' is not a path: it holds a NUL byte at position 7"),
+    ("a lone surrogate in a path", lambda r: r[1]["images"].__setitem__(0, "imgs/\ud800.png"),
+     "record 1 (idx 8): images[0]: 'imgs/\\ud800.png' is not a path: it holds a lone surrogate '\\ud800'"),
+    ("a NUL byte in a path no chat shows", lambda r: r[1]["images"].append("imgs/\0.png"),
+     "record 1 (idx 8): images[1]: 'imgs/\\x00.png' is not a path: it holds a NUL byte"),
+    ("a lone surrogate in a path no chat shows", lambda r: r[1]["images"].append("imgs/\udfff"),
+     "record 1 (idx 8): images[1]: 'imgs/\\udfff' is not a path: it holds a lone surrogate"),
+    ("an image number of 5,000 digits", lambda r: r[1]["chats"][0].__setitem__("content", "Draw Image #" + "7" * 5000),
+     "record 1 (idx 8): chats[0].content: Image #777777777777... is a number of 5,000 digits, beyond every record's"),
+    ("a reply's image number of 5,000 digits",
+     lambda r: r[1]["chats"][1].__setitem__("content", "Image #" + "1" * 5000),
+     "record 1 (idx 8): chats[1].content: Image #111111111111... is a number of 5,000 digits"),
+    ("a key's Image number of 5,000 digits",
+     lambda r: r[1]["chats"][1].__setitem__("key_point", {"Image #" + "2" * 5000: "x"}),
+     f"record 1 (idx 8): chats[1].key_point.Image #{'2' * 33}...: Image #{'2' * 12}... is a number of 5,000 digits"),
+    ("a key's GT number of 5,000 digits",
+     lambda r: r[1]["chats"][1].__setitem__("key_point", {"GT #" + "3" * 5000: "x"}),
+     f"record 1 (idx 8): chats[1].key_point.GT #{'3' * 36}...: GT #{'3' * 12}... is a number of 5,000 digits"),
 ]  # fmt: skip
 
 
@@ -109,6 +129,36 @@ def test_bad_records_are_one_line_and_nothing_is_written(
     assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
     assert not (tmp_path / "ds").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["weave"]
+
+
+def test_a_json_number_of_5000_digits_is_one_line(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """A number of more digits than Python converts (4,300), as an image number or anywhere else in
+    test.json, is refused by the parser: one line naming the file, nothing written."""
+    src = write_weave(tmp_path / "weave")
+    for where in ('"idx": 7', '"role": "user"'):
+        text = (src / "test.json").read_text().replace(where, where + ', "n": ' + "9" * 5000, 1)
+        (src / "test.json").write_text(text)
+        r = cli("import", "weave", src, "--out", tmp_path / "ds")
+        assert r.code == 2 and f"{src / 'test.json'}: not a WEAVE file: not readable JSON (Exceeds the limit" in r.err
+        assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+        assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("path", ["imgs/\0.png", "imgs/\ud800.png", ["imgs/cat.png"], {"path": "imgs/cat.png"}],
+                         ids=["NUL", "lone surrogate", "a list", "an object"])  # fmt: skip
+def test_a_path_that_is_no_path_is_one_line_with_worker_processes(tmp_path: Path, path: Any) -> None:
+    """With worker processes (reading the files of the records ahead), a record's path that names no
+    file (a NUL byte, a lone surrogate) or is not text at all is still its record's one-line error."""
+    from yanami.benchmarks._import import PARALLEL_FROM
+    from yanami.errors import UserError
+
+    story = weave_records()[1]
+    records = [{**story, "idx": k} for k in range(PARALLEL_FROM + 8)]
+    records[PARALLEL_FROM] = {**story, "idx": 99, "images": ["imgs/cat.png", path]}
+    src = write_weave(tmp_path / "weave", records)
+    with pytest.raises(UserError, match=rf"record {PARALLEL_FROM} \(idx 99\): images\[1\]: "):
+        import_weave(src, tmp_path / "ds", workers=2)
+    assert not (tmp_path / "ds").exists()
 
 
 def test_not_json_names_the_line(tmp_path: Path, cli: Callable[..., Any]) -> None:

@@ -255,6 +255,18 @@ def test_groups_file_problems_are_one_line(tmp_path: Path, cli) -> None:
         "\n{nope\n": "groups.jsonl:2: not JSON",
         "[" * 100_000 + "\n": "groups.jsonl:1: JSON nested too deeply",
         '{"group": "g", "n": 1' + "0" * 5000 + "}\n": "groups.jsonl:1: not readable JSON (Exceeds the limit",
+        '{"group": "g", "images": [' + "1" * 5000 + "]}\n": "groups.jsonl:1: not readable JSON (Exceeds the limit",
+        # a path no file can have (JSON's escapes): one line, never ValueError or UnicodeEncodeError
+        '{"group": "g", "images": ["a.png", "b\\u0000.png"]}\n': (
+            "groups.jsonl:1: images: 'b\\x00.png' is not a path: it holds a NUL byte at position 1"
+        ),
+        '{"group": "g", "images": ["sub\\u0000/a.png"]}\n': "groups.jsonl:1: images: 'sub\\x00/a.png' is not a path",
+        '{"group": "g", "images": ["\\ud800.png"]}\n': (
+            "groups.jsonl:1: images: '\\ud800.png' is not a path: it holds a lone surrogate '\\ud800' at position 0"
+        ),
+        '{"group": "g", "images": ["a.png", "\\udcff/a.png"]}\n': (
+            "groups.jsonl:1: images: '\\udcff/a.png' is not a path"
+        ),
     }
     filt = tmp_path / "f.yaml"
     filt.write_text("kind: openai\nbase_url: http://127.0.0.1:9/v1\nchat_model: m\n")
@@ -262,12 +274,35 @@ def test_groups_file_problems_are_one_line(tmp_path: Path, cli) -> None:
         (pool / "groups.jsonl").write_text(text)
         r = cli("prepare", pool, "--out", tmp_path / "o", "--filter", filt)
         assert r.code == 2 and r.err.count("\n") == 1 and expected in r.err, r.err
-        assert "Traceback" not in r.err
+        assert "Traceback" not in r.err and not (tmp_path / "o").exists()
     # a raw line separator inside a string is data: the line is read whole (split on newline alone)
     (pool / "groups.jsonl").write_text('{"group": "g\u2028\x85h", "images": ["gone.png"]}\r\n', encoding="utf-8")
     r = cli("prepare", pool, "--out", tmp_path / "o", "--filter", filt)
     assert r.code == 0 and "1 group(s)" in r.out, r.err
     assert [g["group"] for g in read_jsonl(tmp_path / "o" / "groups.jsonl")] == ["g\u2028\x85h"]
+
+
+def test_a_group_name_with_a_lone_surrogate_is_recorded_escaped(tmp_path: Path, cli) -> None:
+    """A group named in a pool's JSON with a lone surrogate (groups.jsonl, a WebDataset sample's
+    ``.json``) is recorded with it escaped, as a file name that is not UTF-8 is: never a crash."""
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    for k in range(2):
+        (pool / f"a{k}.png").write_bytes(picture(k))
+    (pool / "groups.jsonl").write_text('{"group": "g\\ud800", "images": ["a0.png", "a1.png"]}\n')
+    r = cli("prepare", pool, "--out", tmp_path / "o", "--filter", "stand-ins")
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    assert [g["group"] for g in read_jsonl(tmp_path / "o" / "groups.jsonl")] == ["g\\ud800"]
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("s1.png", picture(1)), ("s1.json", b'{"group": "\\udfff", "scenario": "\\ud800"}')):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "pool.tar").write_bytes(buf.getvalue())
+    (entry,) = read_pool(tmp_path / "pool.tar")
+    assert entry.group == "\\udfff" and entry.data == picture(1)
 
 
 def test_out_must_be_a_preparation_of_the_same_command(tmp_path: Path) -> None:

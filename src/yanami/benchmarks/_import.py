@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from yanami._files import open_regular
+from yanami._files import open_regular, path_problem
 from yanami._workers import quiet_worker, starting_workers
 from yanami.errors import UserError
 from yanami.schema import ID_PATTERN, Dialogue, ImageSource
@@ -76,6 +76,16 @@ def expect(value: Any, kind: type | tuple[type, ...], at: str, field: str) -> An
     raise fail(at, field, f"expected {names}, got {got}")
 
 
+def source_path(value: Any, at: str, field: str) -> str:
+    """``value`` when it is a string that can name a file (`path_problem`), else the one-line error:
+    a NUL byte or a lone surrogate in a path of the source's JSON is an error of its record."""
+    path: str = expect(value, str, at, field)
+    problem = path_problem(path)
+    if problem is not None:
+        raise fail(at, field, f"{path!r} is not a path: it holds {problem}")
+    return path
+
+
 @lru_cache(maxsize=4096)
 def _real_dir(folder: str) -> str:
     return os.path.join(os.path.realpath(folder), "")
@@ -125,8 +135,8 @@ Probed = tuple[str, str, int, int] | str
 def _probe(root: str, prefix: str, max_pixels: int, work: str, link: bool, rel: Any) -> Probed:
     """`SourceImages`'s work on one file (also in a worker process): checked, hashed, and placed
     in the dataset being written (``work``, the writer's folder), its bytes never kept."""
-    if not isinstance(rel, str):
-        return "not a path"
+    if not isinstance(rel, str) or path_problem(rel) is not None:
+        return "not a path"  # (the record's own check words it)
     path = _check(root, prefix, rel)
     if not path:
         return ""  # leaves the folder: the caller words it
@@ -209,7 +219,9 @@ class SourceImages:
         """Take the next record's files from the workers (call once per record, in order)."""
         if self._results is not None and self._batches is not None:
             self._unused += [p for p in self._ready.values() if not isinstance(p, str)]
-            self._ready = dict(zip(next(self._batches), next(self._results), strict=True))
+            pairs = zip(next(self._batches), next(self._results), strict=True)
+            # a record's list may hold what is no path (a number, a list): its own check words it
+            self._ready = {rel: probed for rel, probed in pairs if isinstance(rel, str)}
 
     def discard_unused(self) -> None:
         """Remove the files workers placed for pictures no record used (after the last record)."""
@@ -219,6 +231,7 @@ class SourceImages:
     def part(self, rel: str, source: ImageSource, at: str, field: str) -> dict[str, Any]:
         """The image at ``root/rel`` as a part with ``source``, in a dialogue's JSON form (a file is
         read and hashed once)."""
+        source_path(rel, at, field)
         known = self._parts.get(rel)
         if known is None:
             probed = self._ready.pop(rel, None)

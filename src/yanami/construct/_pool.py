@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, cast
 
 from yanami import _json
-from yanami._files import open_regular, read_regular
+from yanami._files import open_regular, path_problem, read_regular
 from yanami._parquet_pages import HEADER_BYTES as _HEADER_BYTES
 from yanami._parquet_pages import pages_over
 from yanami.errors import UserError
@@ -72,12 +72,17 @@ class PoolEntry:
 
 
 def printable_name(name: str) -> str:
-    r"""``name`` with the bytes a non-UTF-8 file name decoded to as lone surrogates written ``\xNN``."""
+    r"""``name`` with the bytes a non-UTF-8 file name decoded to as lone surrogates written ``\xNN``;
+    any other lone surrogate (a pool's JSON escape ``\ud800`` in a group's name) ``\uNNNN``."""
     try:
         name.encode("utf-8")
         return name
     except UnicodeEncodeError:
+        pass
+    try:
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to: no byte to write back
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def pool_format(pool: Path, fmt: PoolFormat = "auto") -> PoolFormat:
@@ -175,7 +180,26 @@ def _group_of(rel: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.name
 
 
-def _listed(pool: Path, groups_file: Path, max_bytes: int) -> Iterator[PoolEntry]:
+@dataclass(frozen=True)
+class _Listed:
+    """One line of a pool's ``groups.jsonl``, checked: its group, scenario and images (each a path
+    relative to the pool and the file it names inside the pool)."""
+
+    group: str
+    scenario: str | None
+    images: list[tuple[str, Path]]
+
+
+def check_groups(pool: Path) -> None:
+    """Check ``POOL/groups.jsonl`` whole, where the pool has one: a line that is not JSON, not a
+    group, or names a path no file can have (a NUL byte, a lone surrogate) or one outside the pool
+    is a `UserError` naming the line, before any image is read or anything written."""
+    if (pool / GROUPS_FILE).is_file():
+        _groups(pool, pool / GROUPS_FILE)
+
+
+def _groups(pool: Path, groups_file: Path) -> list[_Listed]:
+    rows = []
     for n, line in _json.lines(groups_file.read_text(encoding="utf-8", errors="replace")):
         where = f"{groups_file}:{n}"
         try:
@@ -191,15 +215,27 @@ def _listed(pool: Path, groups_file: Path, max_bytes: int) -> Iterator[PoolEntry
             raise UserError(f"{where}: images: a non-empty list of paths is required")
         if scenario is not None and not isinstance(scenario, str):
             raise UserError(f"{where}: scenario: a string is expected")
+        paths = []
         for rel in images:
+            problem = path_problem(rel)
+            if problem is not None:
+                raise UserError(f"{where}: images: {rel!r} is not a path: it holds {problem}")
             path = _inside(pool, rel)
             if path is None:
                 raise UserError(f"{where}: images: {rel!r} is not a path inside {pool}")
+            paths.append((rel, path))
+        rows.append(_Listed(group, scenario, paths))
+    return rows
+
+
+def _listed(pool: Path, groups_file: Path, max_bytes: int) -> Iterator[PoolEntry]:
+    for row in _groups(pool, groups_file):
+        for rel, path in row.images:
             if not path.is_file():
-                yield PoolEntry(rel, group, None, "no such file", scenario)
+                yield PoolEntry(rel, row.group, None, "no such file", row.scenario)
                 continue
             data, problem = _read_file(path, max_bytes)
-            yield PoolEntry(rel, group, data, problem, scenario)
+            yield PoolEntry(rel, row.group, data, problem, row.scenario)
 
 
 # parquet --------------------------------------------------------------------------------------

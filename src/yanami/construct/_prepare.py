@@ -37,7 +37,14 @@ from pydantic import BaseModel, ConfigDict
 
 from yanami._files import atomic_write
 from yanami._lock import LOCK, DirLock
-from yanami.construct._pool import DEFAULT_MAX_BYTES, PoolEntry, PoolFormat, pool_format, read_pool
+from yanami.construct._pool import (
+    DEFAULT_MAX_BYTES,
+    PoolEntry,
+    PoolFormat,
+    check_groups,
+    pool_format,
+    read_pool,
+)
 from yanami.errors import UserError
 from yanami.judges import ask_json, fence_code
 from yanami.models import (
@@ -369,6 +376,8 @@ def prepare(
     route_map = load_routes(routes) if routes is not None else {}
     if not WORLD_POOL.fullmatch(str(pool)):
         fmt = pool_format(pool, fmt)  # a missing or unreadable kind of pool stops here, before OUT exists
+        if fmt == "folder":
+            check_groups(pool)  # and so does a groups.jsonl with a bad line (a path no file can have, say)
     settings: dict[str, Any] = {
         "pool": str(pool) if WORLD_POOL.fullmatch(str(pool)) else str(pool.resolve()),
         "format": fmt,

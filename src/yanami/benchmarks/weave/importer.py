@@ -32,6 +32,7 @@ from yanami.benchmarks._import import (
     dialogue_id,
     expect,
     fail,
+    source_path,
     text_part,
     write_records,
 )
@@ -42,6 +43,9 @@ from yanami.store import Generator, Manifest
 MENTION = re.compile(r"Image\s*#\s*(\d+)")
 GT_MENTION = re.compile(r"GT\s*#\s*(\d+)")
 SOURCE_FILE = "test.json"
+MAX_DIGITS = 18
+"""An image number of more digits than this (leading zeros aside) is beyond every record's images:
+it is refused as such, never given to int() (which refuses a string of over 4,300 digits)."""
 
 
 def weave_mode(user_text: str, answered: bool) -> str:
@@ -116,8 +120,27 @@ def _unshown(record: Any, n: int) -> dict[str, Any] | None:
     return {"record": n, "idx": record.get("idx"), "images": left} if left else None
 
 
-def _mentions(text: str) -> list[int]:
-    return list(dict.fromkeys(int(k) for k in MENTION.findall(text)))
+def _number(digits: str) -> int | None:
+    """The number ``digits`` (a regex's ``\\d+``) spell; None where it has over `MAX_DIGITS` digits."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= MAX_DIGITS else None
+
+
+def _too_long(name: str, digits: str) -> str:
+    return f"{name} #{digits[:12]}... is a number of {len(digits):,} digits, beyond every record's images"
+
+
+def _mentions(text: str, at: str | None = None, field: str = "") -> list[int]:
+    """The numbers ``k`` of a text's ``Image #k``, each once, in order. A number too long to be one
+    (`MAX_DIGITS`) is the error of ``at``'s ``field``; left out where ``at`` is None."""
+    found = []
+    for digits in MENTION.findall(text):
+        k = _number(digits)
+        if k is not None:
+            found.append(k)
+        elif at is not None:
+            raise fail(at, field, _too_long("Image", digits))
+    return list(dict.fromkeys(found))
 
 
 def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
@@ -131,7 +154,7 @@ def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
         raise fail(at, "domain", f"{domain!r} is not a WEAVE domain ({', '.join(weave.domains())})")
     paths = expect(record.get("images"), list, at, "images")
     for k, p in enumerate(paths):
-        expect(p, str, at, f"images[{k}]")
+        source_path(p, at, f"images[{k}]")  # every one, shown or not: the manifest lists those not shown
     chats = expect(record.get("chats"), list, at, "chats")
     if not chats:
         raise fail(at, "chats", "no chats")
@@ -159,7 +182,7 @@ def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
     for t in range(len(chats) // 2):
         a = chats[2 * t + 1]
         if a["type"] == "image":
-            ks = _mentions(a["content"])
+            ks = _mentions(a["content"], at, f"chats[{2 * t + 1}].content")
             if len(ks) != 1:
                 raise fail(at, f"chats[{2 * t + 1}].content", "an image reply names exactly one Image #k")
             k = in_range(ks[0], f"chats[{2 * t + 1}].content")
@@ -173,7 +196,7 @@ def _dialogue(record: Any, n: int, at: str, images: SourceImages) -> Dialogue:
         u, a = chats[2 * t], chats[2 * t + 1]
         field = f"chats[{2 * t}].content"
         parts: list[dict[str, Any]] = []
-        for k in _mentions(u["content"]):
+        for k in _mentions(u["content"], at, field):
             in_range(k, field)
             if k in placed or outputs.get(k) == t:
                 continue
@@ -232,7 +255,7 @@ def _key_points(
         raise fail(at, field, "an image reply needs its key points (an object of requirements)")
     checks = []
     for j, (key, text) in enumerate(key_point.items(), 1):
-        where = f"{field}.{key}"
+        where = f"{field}.{key if len(key) <= 40 else key[:40] + '...'}"  # (a key of 5,000 digits, say)
         expect(text, str, at, where)
         refs: list[dict[str, Any]] = []
         # As WEAVE's evaluator reads a key: "GT" anywhere makes it the dataset's image GT #k, else
@@ -242,7 +265,10 @@ def _key_points(
         if numbers is not None:
             if not numbers:
                 raise fail(at, where, "a key that names GT or Image names it as GT #k or Image #k")
-            k = in_range(int(numbers[0]), where)
+            k = _number(numbers[0])
+            if k is None:
+                raise fail(at, where, _too_long("GT" if "GT" in name else "Image", numbers[0]))
+            k = in_range(k, where)
             if "GT" not in name and outputs.get(k, t) < t:  # the model's own earlier output
                 refs.append({"turn": outputs[k], "side": "assistant", "image": 0, "of": "model"})
             elif k in placed:  # the dataset's image (for Image #k of a user's picture, the same)
