@@ -542,7 +542,7 @@ class ReviewDB:
             raise UserError(f"--db {db}: not a database URL or file path") from None
         self.shown = url.render_as_string(hide_password=True)
         self._instance: str | None = None
-        """The database's identity (`_V4`), read when opened and checked by every transaction."""
+        """The database's identity (`_V4`), read when opened and checked by every new connection."""
         self._header = b""
         """A SQLite file's magic and identity as its first page holds them (`_stamp`)."""
         self._file: tuple[Path, int] | None = None
@@ -570,9 +570,25 @@ class ReviewDB:
         with self.begin() as conn:
             _migrate(conn, self.shown)
             self._instance = str(conn.execute(sa.select(T["instance"].c.id)).scalar_one())
+        # every connection opened from now on must reach this database: one dropped and re-created,
+        # or another one put at its URL, is refused (an open connection dies with a dropped database)
+        sa.event.listen(self.engine, "connect", self._same_database)
         if url.get_backend_name() == "sqlite" and url.database:
             self._file = (Path(url.database), Path(url.database).stat().st_ino)
             self._header = self._stamp()
+
+    def _same_database(self, dbapi_conn: Any, _: Any) -> None:
+        """A new connection's check (an engine ``connect`` event): the database's identity row."""
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute("SELECT id FROM instance")
+            row = cursor.fetchone()
+        except Exception as exc:  # the driver's own error: a table gone, a file that is no database
+            raise Unavailable(f"database {self.shown}: {str(exc).strip().splitlines()[0]}") from None
+        finally:
+            cursor.close()
+        if row is None or row[0] != self._instance:
+            raise Unavailable(f"database {self.shown}: replaced by another database while in use")
 
     def _stamp(self) -> bytes:
         """Write the database's identity into the SQLite file's header (``user_version``, once)
@@ -609,10 +625,6 @@ class ReviewDB:
                 )
         try:
             with self.engine.begin() as conn:
-                if self._instance is not None:
-                    identity = conn.execute(sa.select(T["instance"].c.id)).scalar_one_or_none()
-                    if identity != self._instance:
-                        raise Unavailable(f"database {self.shown}: replaced by another database while in use")
                 yield conn
         except (sa.exc.OperationalError, sa.exc.ProgrammingError) as exc:
             # a database dropped and re-created, a table gone: the database is not the one opened
