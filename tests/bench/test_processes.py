@@ -5,6 +5,7 @@ The processes are read from /proc (Linux).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,9 +79,23 @@ def test_parse_workers_die_with_a_killed_eval(world_bench, tmp_path) -> None:
 
 def test_ctrl_c_with_parse_workers_is_one_line(world_bench, tmp_path) -> None:
     """A terminal's Ctrl-C reaches the whole process group, the parse workers too: they leave it
-    to the eval, which stops them and says in one line how to resume; no worker's traceback."""
+    to the eval, which stops them and says in one line how to resume; no worker's traceback.
+
+    The bench is small: on a fast machine the eval may finish before the Ctrl-C reaches it. Such
+    a try proves nothing either way, so it is made again on a fresh run directory (three at most)."""
+    for attempt in range(3):
+        returncode, err = _interrupted_eval(world_bench, tmp_path / f"run{attempt}")
+        if returncode != 0:
+            break
+    assert returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "error: interrupted: what finished is kept; the same command resumes"
+
+
+def _interrupted_eval(world_bench, run) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """Start an eval with two parse workers, Ctrl-C its workers alone, then its whole group."""
     cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
-    cmd += ["--out", str(tmp_path / "run"), "--history", "self", "--workers", "2"]
+    cmd += ["--out", str(run), "--history", "self", "--workers", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -90,19 +105,19 @@ def test_ctrl_c_with_parse_workers_is_one_line(world_bench, tmp_path) -> None:
             forkservers = {pid for pid, p in seen.items() if b"forkserver" in p[3] and p[0] == proc.pid}
             workers = [pid for pid, p in seen.items() if p[0] in forkservers]
             time.sleep(0.02)
-        assert len(workers) >= 2, "the eval never started its parse workers"
+        assert len(workers) >= 2 or proc.poll() == 0, "the eval never started its parse workers"
         # at once, while a worker may still import its modules (its initializer not yet run):
         # it holds the signal from its first instruction and leaves it to the eval
         for pid in workers:
-            os.kill(pid, signal.SIGINT)
+            with contextlib.suppress(ProcessLookupError):  # the eval may have ended and taken it along
+                os.kill(pid, signal.SIGINT)
         time.sleep(0.5)
-        assert all(pid in _processes() for pid in workers)
-        os.killpg(proc.pid, signal.SIGINT)
+        if proc.poll() is None:
+            assert all(pid in _processes() for pid in workers)
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    assert err.strip().splitlines()[-1] == "error: interrupted: what finished is kept; the same command resumes"
+    return proc.returncode, err
