@@ -77,14 +77,19 @@ def test_parse_workers_die_with_a_killed_eval(world_bench, tmp_path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_ctrl_c_with_parse_workers_is_one_line(world_bench, tmp_path) -> None:
+def test_ctrl_c_with_parse_workers_is_one_line(tmp_path) -> None:
     """A terminal's Ctrl-C reaches the whole process group, the parse workers too: they leave it
     to the eval, which stops them and says in one line how to resume; no worker's traceback.
 
-    The bench is small: on a fast machine the eval may finish before the Ctrl-C reaches it. Such
-    a try proves nothing either way, so it is made again on a fresh run directory (three at most)."""
+    The eval must still be running when the Ctrl-C comes: on the shared small bench it ends in
+    about 1.5 s, so this test builds a bench four times its size (about 5 s). A try whose eval
+    ended first all the same proves nothing either way and is made again (three at most)."""
+    from yanami.world import build_world
+
+    bench = tmp_path / "bench"
+    build_world(bench, per_scenario=8, seed=11)
     for attempt in range(3):
-        returncode, err = _interrupted_eval(world_bench, tmp_path / f"run{attempt}")
+        returncode, err = _interrupted_eval(bench, tmp_path / f"run{attempt}")
         if returncode != 0:
             break
     assert returncode == 130
