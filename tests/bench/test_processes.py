@@ -77,6 +77,15 @@ def test_parse_workers_die_with_a_killed_eval(world_bench, tmp_path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv = ['yanami', *sys.argv[1:]]; runpy.run_module('yanami', run_name='__main__', alter_sys=True)"
+)
+"""``python -m yanami`` with Ctrl-C as a terminal gives it. A process inherits an ignored SIGINT
+across exec, and the test runner's worker may ignore it (a library it loaded for an earlier test,
+such as Ray, can set that): the eval would then never see the Ctrl-C and end normally."""
+
+
 def test_ctrl_c_with_parse_workers_is_one_line(tmp_path) -> None:
     """A terminal's Ctrl-C reaches the whole process group, the parse workers too: they leave it
     to the eval, which stops them and says in one line how to resume; no worker's traceback.
@@ -99,7 +108,7 @@ def test_ctrl_c_with_parse_workers_is_one_line(tmp_path) -> None:
 
 def _interrupted_eval(world_bench, run) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     """Start an eval with two parse workers, Ctrl-C its workers alone, then its whole group."""
-    cmd = [sys.executable, "-m", "yanami", "eval", str(world_bench), "--model", "reference:stateless"]
+    cmd = [sys.executable, "-c", AS_FROM_A_TERMINAL, "eval", str(world_bench), "--model", "reference:stateless"]
     cmd += ["--out", str(run), "--history", "self", "--workers", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, text=True)
     try:
