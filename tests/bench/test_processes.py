@@ -82,8 +82,9 @@ AS_FROM_A_TERMINAL = (
     "sys.argv = ['yanami', *sys.argv[1:]]; runpy.run_module('yanami', run_name='__main__', alter_sys=True)"
 )
 """``python -m yanami`` with Ctrl-C as a terminal gives it. A process inherits an ignored SIGINT
-across exec, and the test runner's worker may ignore it (a library it loaded for an earlier test,
-such as Ray, can set that): the eval would then never see the Ctrl-C and end normally."""
+across exec, and the test runner's worker may have come to ignore it (in CI's clean runs it had;
+which earlier test's library set that is not known): the eval would then never see the Ctrl-C
+and end normally (exit 0, checked by hand with a parent that ignores SIGINT)."""
 
 
 def test_ctrl_c_with_parse_workers_is_one_line(tmp_path) -> None:
