@@ -55,7 +55,11 @@ def test_guidelines_written_in_markdown_are_shown_safely(
     assert "<h2>Version two</h2>" in ann1.get("/guidelines").text and "version 2" in ann1.get("/guidelines").text
     assert cli("review", "guidelines", "--db", db_path).out.strip() == "## Version two"
     missing = cli("review", "guidelines", tmp_path / "nope.md", "--db", db_path)
-    assert missing.code == 2 and "nope.md: cannot be read" in missing.err
+    assert missing.code == 2 and "nope.md: cannot be read (No such file or directory)" in missing.err
+    binary = tmp_path / "guide.bin"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert "guide.bin: not UTF-8 text" in cli("review", "guidelines", binary, "--db", db_path).err
+    assert cli("review", "guidelines", tmp_path, "--db", db_path).code == 2  # a directory
 
 
 def test_skip_and_flag_need_a_reason_and_the_filters_find_them(server: Server, sqlite_review: Review) -> None:

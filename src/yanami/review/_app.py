@@ -159,6 +159,12 @@ ADMIN_STATUSES = ("", "undecided", "approve", "refine", "reject", "waiting", "fl
 """The admin's filters of every dialogue: its final decision, what waits for the admin, the flagged."""
 
 
+def _known(status: str, allowed: tuple[str, ...]) -> None:
+    """422 for a status filter that is not one of ``allowed`` ("" is all)."""
+    if status not in allowed:
+        raise ReviewError(f"status {status[:40]!r}: use one of {', '.join(s or 'all' for s in allowed)}", 422)
+
+
 def _matches(item: dict[str, Any], status: str) -> bool:
     return (
         not status
@@ -325,8 +331,7 @@ def create_app(db: ReviewDB) -> FastAPI:
         items = db.queue(session.user)
         if session.user.role is Role.ADMIN and not items:  # an admin's home is the admin page
             return RedirectResponse("/admin", status_code=303)
-        if status not in STATUSES:
-            raise ReviewError(f"status {status[:40]!r}: use one of {', '.join(s or 'all' for s in STATUSES)}", 422)
+        _known(status, STATUSES)
         scenarios = sorted({i["group"] for i in items})
         shown = [i for i in items if (not scenario or i["group"] == scenario) and _matches(i, status)]
         groups: dict[str, list[dict[str, Any]]] = {}
@@ -526,10 +531,7 @@ def create_app(db: ReviewDB) -> FastAPI:
         open_items.sort(key=lambda rw: (-rw[1]["decisions"], -len(rw[1]["failed"]), -len(rw[1]["checks"]), rw[0]["id"]))
         settled = [r for r in rows if (r["adjudicated"] or r["check_adjudicated"]) and not to_adjudicate(r)["any"]]
         scenario, status = request.query_params.get("scenario", ""), request.query_params.get("status", "")
-        if status not in ADMIN_STATUSES:
-            raise ReviewError(
-                f"status {status[:40]!r}: use one of {', '.join(s or 'all' for s in ADMIN_STATUSES)}", 422
-            )
+        _known(status, ADMIN_STATUSES)
         listed = [r for r in rows if (not scenario or r["group"] == scenario) and _admin_matches(r, status)]
         return page(
             request,

@@ -196,8 +196,10 @@ def guidelines(
         return
     try:
         text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{source}: cannot be read as UTF-8 text ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise UserError(f"{source}: cannot be read ({exc.strerror or exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{source}: not UTF-8 text (the guidelines are Markdown)") from None
     typer.echo(f"guidelines version {store.set_guidelines(text)} ({len(text)} characters)")
 
 

@@ -164,19 +164,27 @@ def agreement(
     }
 
 
+def judge_rows(run: Path, name: str) -> tuple[dict[str, Prediction], dict[str, Verdict]]:
+    """A run's predictions and the verdicts judge ``name`` gave them; one line if it gave none."""
+    from yanami.bench import read_rows
+    from yanami.scoring._load import run_judges
+
+    predictions, verdicts, _ = read_rows(run, name)
+    if not verdicts:
+        have = ", ".join(sorted(j for j, v in run_judges(run).items() if v)) or "none"
+        raise UserError(f"{run}: no verdicts of judge {name!r}; the run has verdicts of {have} (`yanami judge`)")
+    return predictions, verdicts
+
+
 def run_agreement(run: Path, judges: list[str], human: Path | None = None) -> dict[str, dict[str, object]]:
     """`agreement` between every pair of raters of a run: its judges' verdicts (by judge name)
     and, with ``human``, the ratings in that CSV (`read_human`); ``{"a vs b": figures}``."""
-    from yanami.bench import read_rows
-    from yanami.scoring._load import check_run_dir, run_judges
+    from yanami.scoring._load import check_run_dir
 
     check_run_dir(run)
     raters = {}
     for name in judges:
-        predictions, verdicts, _ = read_rows(run, name)
-        if not verdicts:
-            have = ", ".join(sorted(j for j, v in run_judges(run).items() if v)) or "none"
-            raise UserError(f"{run}: no verdicts of judge {name!r}; the run has verdicts of {have} (`yanami judge`)")
+        predictions, verdicts = judge_rows(run, name)
         raters[name] = (item_scores(predictions, verdicts), check_verdicts(verdicts))
     if human is not None:
         raters["human"] = read_human(human)
@@ -378,8 +386,8 @@ def _run_pictures(
 def run_human_agreement(run: Path, judges: list[str], human: str) -> dict[str, dict[str, Any]]:
     """Each judge of a run against the human check verdicts of a review database of the run's
     bench, on the turns whose picture is the dataset's own: ``{"judge vs human": figures}``."""
-    from yanami.bench import read_manifest, read_rows
-    from yanami.scoring._load import check_run_dir, run_judges
+    from yanami.bench import read_manifest
+    from yanami.scoring._load import check_run_dir
 
     check_run_dir(run)
     manifest = read_manifest(run)
@@ -387,10 +395,7 @@ def run_human_agreement(run: Path, judges: list[str], human: str) -> dict[str, d
     _same_dataset(review, manifest.bench_sha256, f"{run}'s bench")
     results = {}
     for name in judges:
-        predictions, verdicts, _ = read_rows(run, name)
-        if not verdicts:
-            have = ", ".join(sorted(j for j, v in run_judges(run).items() if v)) or "none"
-            raise UserError(f"{run}: no verdicts of judge {name!r}; the run has verdicts of {have} (`yanami judge`)")
+        predictions, verdicts = judge_rows(run, name)
         judged, left = _run_pictures(run, review, predictions, verdicts, name)
         results[f"{name} vs human"] = compare_with_humans(review, judged, left)
     return results
