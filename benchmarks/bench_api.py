@@ -26,9 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench_eval import InstantJudge  # the script's folder is on sys.path
-from yanami.bench import _run
-from yanami.models import InputMessage, InputText, ModelConfig, Request
+from yanami.contract import InputMessage, InputText, Request
+from yanami.models import ModelConfig
 from yanami.models._openai import OpenAIModel
+from yanami.runner import _run
 from yanami.world import build_world
 
 LATENCY = 0.1

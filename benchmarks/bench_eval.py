@@ -67,9 +67,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from yanami.contract import CheckResult, Verdict
+from yanami.contract import CheckResult, ImagePart, Verdict
 from yanami.judges import ExactJudge
-from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import Parse, build_world, parse_cached, render_png
 from yanami.world._scene import Scene, WorldObject
@@ -157,7 +156,7 @@ class InstantJudge:
         if output.kind == "question":
             return Verdict(item=output.item, judge=self.name, judge_version=self.version, status="ok", score=1.0)
         checks = [
-            CheckResult(id=c.id, kind=c.kind.value, capability=None, passed=True) for c in d.turns[output.turn].checks
+            CheckResult(id=c.id, kind=str(c.kind), capability=None, passed=True) for c in d.turns[output.turn].checks
         ]
         return Verdict(
             item=output.item, judge=self.name, judge_version=self.version, status="ok", vq=10.0, checks=checks
@@ -165,7 +164,8 @@ class InstantJudge:
 
 
 def bench_runner(bench: Path) -> None:
-    from yanami.bench import Prediction, Results, _run
+    from yanami.contract import Prediction, Results
+    from yanami.runner import _run
 
     ds = Dataset(bench)
     dialogues = list(ds)
@@ -270,7 +270,7 @@ def _init_robust(bench: str, names: list[str]) -> None:
 
 def bench_robustness(bench: Path, limit: int | None, names: list[str], workers: int) -> None:
     """SC, VQ and object F1 of the bench's ground-truth target images under each transform."""
-    from yanami.bench import select_dialogues
+    from yanami.runner import select_dialogues
 
     ds = Dataset(bench)
     chosen = select_dialogues(list(ds), limit)
@@ -327,7 +327,7 @@ def main() -> None:
         names = ["none", *[n for n in wanted if n != "none"]]
     if args.only == "robustness":
         if args.bench is not None:
-            from yanami.errors import UserError
+            from yanami.contract import UserError
 
             try:
                 Dataset(args.bench)

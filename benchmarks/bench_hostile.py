@@ -153,7 +153,7 @@ def many_weave(root: Path, n: int = 80, bad: str = "[1]") -> Path:
 
 def imug(root: Path, grid: object = None) -> Path:
     sys.path.insert(0, str(ROOT))
-    from tests.benchmarks.samples import IMUG_GRID, write_imug
+    from tests.families.samples import IMUG_GRID, write_imug
 
     write_imug(root)
     if grid is not None:

@@ -90,7 +90,7 @@ def read_and_hash(files: list[Path]) -> float:
 
 
 def bench(family: str, tmp: Path, records: int, copy: bool = False) -> None:
-    from yanami.families import family_of
+    from yanami.contract import family_of
 
     src = tmp / family
     files = (weave_source if family == "weave" else imug_source)(src, records)

@@ -220,7 +220,7 @@ def bench_memory(work: Path, sizes: list[int], cap_gb: float, commands: set[str]
 
 _LONG = """
 import sys, time
-from yanami.bench import _run, evaluate
+from yanami.runner import _run, evaluate
 
 class Instant:
     \"\"\"Answers at once, reading only the last message: the runner's own cost alone.\"\"\"

@@ -453,8 +453,7 @@ def damaged_bench(work: Path, per_scenario: int, damage: float) -> tuple[Path, d
     """The world bench with the reference picture of a share ``damage`` of its target turns
     recoloured; what each picture shows ((item, check) -> the check's predicate on the scene drawn)
     and how many pictures were damaged."""
-    from yanami._seeds import seeded
-    from yanami.schema import ImagePart, ImageSource
+    from yanami.contract import ImagePart, ImageSource, seeded
     from yanami.store import Dataset, DatasetWriter, Generator
     from yanami.world import Scene, WorldObject, evaluate, render_png, turn_state
 
@@ -495,9 +494,9 @@ def damaged_bench(work: Path, per_scenario: int, damage: float) -> tuple[Path, d
 def bench_human(work: Path, per_scenario: int, damage: float, flips: list[float], backend: str) -> None:
     import uvicorn
 
-    from yanami._seeds import seeded
-    from yanami.bench import evaluate
+    from yanami.contract import seeded
     from yanami.review import read_human_verdicts
+    from yanami.runner import evaluate
 
     print(f"human ({backend}): {len(flips)} scripted annotators over HTTP measure the exact judge")
     t = time.perf_counter()
@@ -578,7 +577,7 @@ def bench_human(work: Path, per_scenario: int, damage: float, flips: list[float]
             print(f"    {line}")
         # context: the humans' label and the judge against what the picture shows
         labels = read_human_verdicts(url).labels()
-        from yanami.bench import read_rows
+        from yanami.contract import read_rows
 
         verdicts = read_rows(run).verdicts
         judged = {(item, c.id): c.passed for item, v in verdicts.items() for c in v.checks or []}

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench_api import CONCURRENCY, IDEAL, _config, server  # the script's folder is on sys.path
-from yanami.bench import evaluate
+from yanami.runner import evaluate
 from yanami.world import build_world
 
 DIALOGUES_400K = 402_639
@@ -140,7 +140,7 @@ def projection(costs: dict[str, float]) -> None:
 def bench_writer(per_scenario: int, tmp: Path) -> float:
     """Seconds per dialogue the driver spends writing (compose excluded): the dialogues composed
     first, then written through the same writer and balancer as a build."""
-    from yanami.scenarios import PRESETS
+    from yanami.contract import PRESETS
     from yanami.store import DatasetWriter, Generator
     from yanami.world import plan
     from yanami.world._build import _one

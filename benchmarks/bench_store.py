@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from yanami.schema import Dialogue, ImageSource
-from yanami.store import DatasetWriter, Generator, image_relpath, sha256_hex, validate_dataset
+from yanami.contract import Dialogue, ImageSource, sha256_hex
+from yanami.store import DatasetWriter, Generator, image_relpath, validate_dataset
 from yanami.store._images import read_image_file
 from yanami.synthetic import render_placeholder, synthetic_dialogue
 

@@ -193,8 +193,8 @@ def main() -> int:
     if (args.report is None) == (args.demo is None):
         parser.error("give a REPORT or --demo DIR")
     if args.demo is not None:
+        from yanami.contract import UserError
         from yanami.demo import run_demo
-        from yanami.errors import UserError
 
         try:
             report = run_demo(args.demo, per_scenario=args.per_scenario).report

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
 
 
 def edit_line(ds: Path, lineno: int, change: Callable[[dict[str, Any]], Any]) -> None:

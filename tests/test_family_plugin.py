@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from yanami import families
+from yanami.contract import Check
+from yanami.core import _families as families
 from yanami.models.fake import FakeServer, chat_text
 
 TOY = '''
@@ -22,14 +23,13 @@ import json
 from pathlib import Path
 
 from yanami import __version__
-from yanami.bench import read_rows
-from yanami.contract import Dialogue, FamilyFacts, Verdict
+from yanami.contract import Dialogue, FamilyFacts, Verdict, read_rows
 from yanami.scoring import Scored, Table, render_page
 from yanami.store import DatasetWriter, Generator
 
 FACTS = FamilyFacts(
     "toy", "Toy", "toy-1", {"numbers": ("sums", "products")},
-    check_kinds=(), importer="toyfamily:import_toy", judge="toyfamily:make_judge", scorer="toyfamily:SCORER",
+    check_kinds={"toy_point": 3}, importer="toyfamily:import_toy", judge="toyfamily:make_judge", scorer="toyfamily:SCORER",
 )
 
 
@@ -93,12 +93,28 @@ def toy_family(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     (site / "toyfamily-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfamily\nVersion: 0.1\n")
     (site / "toyfamily-0.1.dist-info" / "entry_points.txt").write_text("[yanami.families]\ntoy = toyfamily:FACTS\n")
     monkeypatch.syspath_prepend(str(site))
-    families.family_of.cache_clear()
-    families._plugins.cache_clear()
+    _forget_plugins()
     yield
     sys.modules.pop("toyfamily", None)
-    families.family_of.cache_clear()
-    families._plugins.cache_clear()
+    _forget_plugins()
+
+
+def _forget_plugins() -> None:
+    for cached in (families.family_of, families._plugins, families.check_kinds):
+        cached.cache_clear()
+
+
+def test_a_family_owns_its_check_kinds_and_their_scales(toy_family: None) -> None:
+    check = Check.model_validate({"id": "c1", "kind": "toy_point", "text": "The sum is shown."})
+    assert check.kind == "toy_point" and check.scale == 3
+    assert Check.model_validate({"id": "c2", "kind": "key_point", "text": "x"}).scale == 10  # WEAVE's, beside it
+    assert families.check_kinds()["toy_point"] == 3
+
+
+def test_a_check_kind_no_installed_family_declares_is_refused() -> None:
+    _forget_plugins()
+    with pytest.raises(ValueError, match="not a check kind any installed family declares"):
+        Check.model_validate({"id": "c1", "kind": "toy_point", "text": "The sum is shown."})
 
 
 def test_a_family_from_outside_the_package_runs_import_eval_score_report(
@@ -135,4 +151,4 @@ def test_a_family_from_outside_the_package_runs_import_eval_score_report(
 
 def test_an_unknown_family_is_one_line(tmp_path: Path, cli: Callable[..., Any]) -> None:
     r = cli("import", "nosuch", tmp_path, "--out", tmp_path / "x")
-    assert r.code == 2 and "'nosuch': not a kind of source (parquet, weave, imug" in r.err
+    assert r.code == 2 and "'nosuch': not a kind of source (parquet, imug, weave" in r.err

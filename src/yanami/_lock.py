@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 
 LOCK = ".lock"
 """The lock file in a locked directory (it holds the process id of the last holder)."""

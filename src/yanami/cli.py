@@ -17,10 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from yanami import __version__
-from yanami.errors import UserError, printable
+from yanami.contract import History, Layout, Preset, Scenario, UserError, describe_presets, parse_scenarios, printable
 from yanami.review import review_app  # light: its commands load the web stack when they run
-from yanami.run_format import History, Layout
-from yanami.scenarios import Preset, Scenario, describe_presets, parse_scenarios
 
 T = TypeVar("T")
 
@@ -189,7 +187,7 @@ def schema(
 ) -> None:
     """Print the JSON Schema of a dialogue line, of the manifest or of an author's plan (construct)."""
     from yanami.construct import plan_schema
-    from yanami.schema import Dialogue
+    from yanami.contract import Dialogue
     from yanami.store import Manifest
 
     schemas = {SchemaOf.dialogue: Dialogue.model_json_schema, SchemaOf.manifest: Manifest.model_json_schema,
@@ -517,7 +515,7 @@ def audit(
     loopback: nothing but the conversation may vary with the item. Exit 1 if any check is
     undecidable, any picture differs or any request field varies with the item.
     """
-    from yanami.bench import blind_audit, blind_text
+    from yanami.runner import blind_audit, blind_text
     from yanami.store import Dataset
     from yanami.world import Parser, audit_bench, audit_text, reparse_bench
 
@@ -922,7 +920,7 @@ def eval_(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
     from yanami.scoring import markdown, scorer_for
 
     with _eval_progress(f"evaluating {_model_label(model)}") as update:
@@ -1006,7 +1004,7 @@ def score(
     Rows that are not comparable (other bench, limit, judge or history; coverage under 100 %)
     are marked, and a warning on standard error says why.
     """
-    from yanami._files import STDOUT, write_output
+    from yanami.contract import STDOUT, write_output
     from yanami.scoring import latex, markdown, scorer_for
 
     scored = scorer_for(runs).score(runs, judge)
@@ -1059,7 +1057,7 @@ def report(
     ] = None,
 ) -> None:
     """Write a report of one or more runs: one self-contained HTML file (or the tables in md / LaTeX)."""
-    from yanami._files import is_stdout, write_output
+    from yanami.contract import is_stdout, write_output
     from yanami.scoring import latex, markdown, scorer_for
 
     scorer = scorer_for(runs)
@@ -1091,7 +1089,7 @@ def judge_(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Judge a run's stored predictions again with another judge, without calling the model."""
-    from yanami.bench import rejudge
+    from yanami.runner import rejudge
 
     with _eval_progress(f"judging {run}") as update:
         s = rejudge(
@@ -1167,11 +1165,11 @@ def calibrate(
     ] = None,
 ) -> None:
     """Calibrate a judge on world data: its verdicts against the exact judge's, on corrupted and injected candidates."""
-    from yanami._files import is_stdout, write_output
-    from yanami.bench import select_dialogues
+    from yanami.contract import is_stdout, write_output
     from yanami.judges import calibrate as run_calibration
     from yanami.judges import calibration_lines, load_judge
     from yanami.models import ResponseCache
+    from yanami.runner import select_dialogues
     from yanami.scoring import calibrate_with_humans, human_agreement_lines, read_review
     from yanami.store import Dataset
 

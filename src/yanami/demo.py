@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yanami import __version__
-from yanami.bench import RUN_VERSION, History, bench_sha256, evaluate, read_manifest
-from yanami.errors import UserError
+from yanami.contract import RUN_VERSION, History, UserError, read_manifest
+from yanami.runner import bench_sha256, evaluate
 from yanami.scoring import Loaded, load_runs, tables, write_report
 from yanami.store import Dataset, validate_dataset
 from yanami.world import Parser, build_world

@@ -18,8 +18,7 @@ from PIL import Image, ImageDraw
 from pydantic import JsonValue
 
 from yanami import __version__
-from yanami._seeds import seeded
-from yanami.schema import (
+from yanami.contract import (
     CHOICE_LETTERS,
     Capability,
     Check,
@@ -38,6 +37,7 @@ from yanami.schema import (
     TextPart,
     Turn,
     TurnHidden,
+    seeded,
 )
 from yanami.world import COLOURS as WORLD_COLOURS
 from yanami.world import SHAPES as WORLD_SHAPES
@@ -94,7 +94,7 @@ def synthetic_dialogue(
     (sha256, width, height) found there, or a fixed dummy reference, which is what the
     parsing benchmark needs.
     """
-    from yanami.store import sha256_hex  # local: store imports nothing from here
+    from yanami.contract import sha256_hex  # local: store imports nothing from here
 
     rng = seeded(seed, index)
     scen = scenario or list(Scenario)[index % len(Scenario)]

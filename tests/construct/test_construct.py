@@ -19,10 +19,9 @@ import pytest
 
 from yanami.construct import construct, prepare, store_path
 from yanami.construct._standins import StandIns, pixel_std, world_pool
-from yanami.errors import UserError
+from yanami.contract import Scenario, UserError
 from yanami.models._config import IMAGES_API_SIZES
 from yanami.models.fake import FakeServer, chat_images, chat_text
-from yanami.schema import Scenario
 from yanami.store import Dataset, validate_dataset
 
 STAND_INS = {"author": "stand-ins", "image_model": "stand-ins", "verifier": "stand-ins"}

@@ -15,7 +15,7 @@ from yanami.construct._standins import (
     world_plan,
     world_pool,
 )
-from yanami.schema import DialogueMeta, ImagePart, ImageSource, Scenario
+from yanami.contract import DialogueMeta, ImagePart, ImageSource, Scenario
 from yanami.world import compose_dialogue, render_png
 from yanami.world._selfhistory import view_of
 

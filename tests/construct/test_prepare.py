@@ -19,7 +19,7 @@ from PIL import Image
 from tests.helpers import snapshot
 from yanami.construct import Group, Label, PoolManifest, prepare, read_pool
 from yanami.construct._standins import StandIns
-from yanami.errors import UserError
+from yanami.contract import UserError
 from yanami.models.fake import FakeServer
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFilter
 
+from yanami.contract import ImagePart
 from yanami.judges import ExactJudge, JudgeError
-from yanami.schema import ImagePart
 from yanami.store import Dataset
 from yanami.world import render_png
 from yanami.world._scene import Scene
@@ -164,7 +164,7 @@ def test_checks_without_predicates_are_one_clear_error_not_a_crash(world_bench, 
     assert "carries no predicate the exact judge can evaluate" in r.err and "--judge FILE" in r.err
     assert not (tmp_path / "run").exists()
     # a judge that meets such a check anyway (a plug-in's dataset changed under a run) says so per item
-    from yanami.models import GT_HISTORY, Output
+    from yanami.contract import GT_HISTORY, Output
 
     d = next(iter(Dataset(plain)))
     t = next(t for t in d.turns if t.checks)

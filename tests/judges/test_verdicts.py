@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
+from yanami.contract import Dialogue, Output, Question
 from yanami.judges import JudgeError
 from yanami.judges._verdicts import _QUESTIONS, question_for
-from yanami.models import Output
-from yanami.schema import Dialogue, Question
 
 
 class _Counted(list[Any]):

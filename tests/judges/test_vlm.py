@@ -8,11 +8,11 @@ import pytest
 from pydantic import BaseModel
 
 from tests.judges.test_choice import READINGS
+from yanami.contract import CHOICE_LETTERS, ImagePart
 from yanami.judges import ExactJudge, JudgeError, VLMJudge, fence_code, parse_reply, prompt
 from yanami.judges._vlm import _DSU, _SC
 from yanami.models import ModelConfig, model_from_config
 from yanami.models.fake import FakeServer, default_text, grading_judge
-from yanami.schema import CHOICE_LETTERS, ImagePart
 from yanami.store import Dataset
 
 
@@ -135,7 +135,7 @@ def test_a_judge_runs_on_any_client_kind(world_bench, world_dialogues) -> None:
 
 
 def test_judges_are_loaded_from_a_registry(tmp_path, world_bench) -> None:
-    from yanami.errors import UserError
+    from yanami.contract import UserError
     from yanami.judges import ExactJudge, load_judge
 
     assert isinstance(load_judge("exact"), ExactJudge)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from yanami.bench._items import build_request, items_of
-from yanami.errors import UserError
+from yanami.contract import InputImage, Layout, UserError
 from yanami.learned._features import OBJECT, PICTURE, SLOT, encode, single_turn
 from yanami.learned._net import Net, NetConfig
 from yanami.learned._train import (
@@ -26,8 +25,7 @@ from yanami.learned._train import (
     train,
     vocabulary_of,
 )
-from yanami.models import InputImage
-from yanami.run_format import Layout
+from yanami.runner._items import build_request, items_of
 from yanami.store import Dataset
 from yanami.world import build_world
 

@@ -11,19 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from yanami.errors import UserError
-from yanami.models import (
-    InputImage,
-    InputMessage,
-    InputText,
-    Malformed,
-    ModelConfig,
-    Refused,
-    Request,
-    ResponseCache,
-    Transient,
-    load_config,
-)
+from yanami.contract import InputImage, InputMessage, InputText, Refused, Request, UserError
+from yanami.models import Malformed, ModelConfig, ResponseCache, Transient, load_config
 from yanami.models._config import IMAGES_API_SIZES, pick_size
 from yanami.models._infer import InferHTTPModel
 from yanami.models._openai import OpenAIModel

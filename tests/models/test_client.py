@@ -13,21 +13,8 @@ from typing import Any
 
 import pytest
 
-from yanami.errors import UserError
-from yanami.models import (
-    Fatal,
-    InputMessage,
-    InputText,
-    Malformed,
-    ModelConfig,
-    Refused,
-    Request,
-    ResponseCache,
-    load_config,
-    load_model,
-    redact,
-    refusal,
-)
+from yanami.contract import InputMessage, InputText, Refused, Request, UserError
+from yanami.models import Fatal, Malformed, ModelConfig, ResponseCache, load_config, load_model, redact, refusal
 from yanami.models._infer import InferHTTPModel
 from yanami.models._openai import OpenAIModel
 from yanami.models.fake import FakeServer, plain_png
@@ -166,7 +153,7 @@ def test_importing_the_contract_loads_nothing_heavy() -> None:
     code = (
         "import sys, json, yanami.models; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('numpy', 'PIL', 'pydantic', 'yaml', 'openai') or m.startswith(('yanami.world', 'yanami.schema')))))"
+        "('numpy', 'PIL', 'pydantic', 'yaml', 'openai') or m.startswith(('yanami.world', 'yanami.core._schema')))))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout)
     assert loaded == []
@@ -174,7 +161,8 @@ def test_importing_the_contract_loads_nothing_heavy() -> None:
 
 def test_the_chat_body_is_the_chat_messages_as_json() -> None:
     """The body spliced from cached image parts parses to exactly the readable message list."""
-    from yanami.models import InputImage, chat_body, chat_messages
+    from yanami.contract import InputImage
+    from yanami.models import chat_body, chat_messages
 
     data = plain_png((8, 8))
     import hashlib
@@ -200,7 +188,8 @@ def test_the_chat_body_is_the_chat_messages_as_json() -> None:
 
 
 def test_structured_output_usage_and_prices() -> None:
-    from yanami.models import InputMessage, InputText, ModelConfig, Request
+    from yanami.contract import InputMessage, InputText, Request
+    from yanami.models import ModelConfig
     from yanami.models._config import Prices
     from yanami.models._openai import OpenAIModel
     from yanami.models.fake import FakeServer

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import scrambled
-from yanami.bench import LAYOUTS, build_request, items_of
-from yanami.schema import ImagePart
+from yanami.contract import LAYOUTS, ImagePart
+from yanami.runner import build_request, items_of
 from yanami.store import Dataset
 
 
@@ -45,8 +45,8 @@ def test_the_runner_hands_adapters_exactly_the_hidden_free_requests(
     world_bench, world_dialogues, tmp_path, monkeypatch
 ):
     """Through the whole runner, an adapter receives the requests built from message parts, nothing else."""
-    from yanami.bench import _run
-    from yanami.models import Request
+    from yanami.contract import Request
+    from yanami.runner import _run
 
     bench = Dataset(world_bench)
     seen: list[Request] = []

@@ -6,7 +6,8 @@ import signal
 import subprocess
 import sys
 
-from yanami.models import InputMessage, InputText, ModelConfig, Request
+from yanami.contract import InputMessage, InputText, Request
+from yanami.models import ModelConfig
 from yanami.models._openai import OpenAIModel
 
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from yanami.errors import UserError
-from yanami.models import InputMessage, InputText, Request
+from yanami.contract import InputMessage, InputText, Request, UserError
 from yanami.models._strategies import StrategyModel, final_answer, parse_strategy
 from yanami.models.fake import plain_png
 

@@ -10,9 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from tests.review.conftest import Review
+from yanami.contract import Dialogue
 from yanami.review import Conflict, ReviewError
 from yanami.review._db import T, User
-from yanami.schema import Dialogue
 from yanami.store import dialogue_problems
 
 TEXT = "turns.0.user.parts.0.text"

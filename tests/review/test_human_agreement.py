@@ -34,8 +34,8 @@ FIX_P, FLIP_P = 0.08, 0.25
 def damaged_copy(src: Path, dst: Path, every: int = 2) -> set[str]:
     """``src`` written to ``dst`` with the reference picture of every ``every``-th target turn replaced
     by the same scene with a checked object recoloured; returns the items (``dialogue/tN``) changed."""
+    from yanami.contract import ImagePart, ImageSource
     from yanami.judges._calibration import candidates
-    from yanami.schema import ImagePart, ImageSource
     from yanami.store import Dataset, DatasetWriter, Generator
 
     ds = Dataset(src)
@@ -71,7 +71,7 @@ def bench(review_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 @pytest.fixture(scope="module")
 def oracle_run(bench: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The dataset's own pictures (`reference:oracle`), judged by the exact judge (read-only)."""
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
 
     run = tmp_path_factory.mktemp("human-run") / "oracle"
     evaluate(bench, "reference:oracle", run)
@@ -300,7 +300,7 @@ def _reviewed(tmp_path: Path, bench: Path, run: Path) -> tuple[str, list[dict[st
 def test_turns_whose_picture_is_not_the_datasets_are_left_out(
     cli: Callable[..., Any], tmp_path: Path, bench: Path, oracle_run: Path
 ) -> None:
-    from yanami.bench import Results, read_rows
+    from yanami.contract import Results, read_rows
 
     url, checks, given = _reviewed(tmp_path, bench, oracle_run)
     run = tmp_path / "run"
@@ -329,7 +329,7 @@ def test_turns_whose_picture_is_not_the_datasets_are_left_out(
 def test_a_run_of_other_pictures_is_refused_in_one_line(
     cli: Callable[..., Any], tmp_path: Path, bench: Path, oracle_run: Path
 ) -> None:
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
 
     url, _, _ = _reviewed(tmp_path, bench, oracle_run)
     blank = tmp_path / "blank"

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.review.conftest import Review, judge_rest
-from yanami.errors import UserError
+from yanami.contract import UserError
 from yanami.review import Conflict, Decision, ReviewDB, ReviewError, Role, Verdict, export_approved
 from yanami.review._db import SCHEMA_VERSION, T, current_schema_version, schema_version
 from yanami.store import Dataset, validate_dataset

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.review.conftest import Client, Review, Server, judge_rest
-from yanami.errors import UserError
+from yanami.contract import UserError
 from yanami.review import Decision, ReviewDB, ReviewError, Verdict
 
 

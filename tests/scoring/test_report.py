@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def runs(world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
 
     root = tmp_path_factory.mktemp("runs")
     out = []
@@ -101,7 +101,7 @@ def odd_runs(runs: list[Path], world_bench: Path, tmp_path_factory: pytest.TempP
     one, one on another bench, and the same model again."""
     import sqlite3
 
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
 
     root = tmp_path_factory.mktemp("odd")
     limited = root / "limited"

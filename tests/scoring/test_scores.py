@@ -300,7 +300,7 @@ def test_the_weights_live_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
     two = _run("m", [_rec("a", images={1: (1.0, 0.0), 2: (0.5, 0.0)})])
     assert progression(two)["first"] == pytest.approx(100.0) and progression(two)["last"] == pytest.approx(50.0)
     assert history_effect(two, _run("m", [_rec("a", images={1: (0.5, 0.0)})], history="self"))["gt"] == 75.0
-    from yanami.bench import Prediction, Verdict
+    from yanami.contract import Prediction, Verdict
 
     p = Prediction(item="d/t1", dialogue="d", scenario="editing", kind="turn", turn=1, status="ok", seed=0)
     v = Verdict(item="d/t1", judge="exact", judge_version="2", status="ok", vq=0.0,
@@ -313,7 +313,7 @@ def test_the_weights_live_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_build_run_leaves_out_an_image_without_atomic_checks_or_vq() -> None:
     from pathlib import Path
 
-    from yanami.bench import Prediction, RunManifest, Verdict
+    from yanami.contract import Prediction, RunManifest, Verdict
     from yanami.scoring._scores import build_run
 
     preds = {

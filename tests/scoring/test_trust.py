@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from yanami.bench import read_manifest, read_rows
-from yanami.models import Refused, Request
-from yanami.schema import ImagePart
+from yanami.contract import ImagePart, Refused, Request, read_manifest, read_rows
 from yanami.scoring import (
     MIN_COVERAGE,
     PRIVILEGED_MARK,
@@ -87,7 +85,7 @@ class Refuser(Copier):
 
 def _evaluate(monkeypatch: pytest.MonkeyPatch, bench: Path, model: object, out: Path, spec: str = "plugin:x") -> Path:
     """A run of ``model``, registered as tests register plug-ins (the runner's `load_model`)."""
-    from yanami.bench import _run
+    from yanami.runner import _run
 
     with monkeypatch.context() as m:
         m.setattr(_run, "load_model", lambda *a: model)
@@ -101,7 +99,7 @@ def _evaluate(monkeypatch: pytest.MonkeyPatch, bench: Path, model: object, out: 
 @pytest.fixture(scope="module")
 def trust_runs(world_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A plug-in that reads the bench, one that does not, and two reference agents."""
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
 
     root = tmp_path_factory.mktemp("trust")
     mp = pytest.MonkeyPatch()
@@ -173,7 +171,8 @@ def test_a_privileged_run_is_marked_in_every_table_and_format(cli, trust_runs, t
 def test_a_run_of_an_older_format_is_read_and_privilege_is_asked_of_the_agent(trust_runs, tmp_path) -> None:
     import shutil
 
-    from yanami.bench import RUN_VERSION, evaluate
+    from yanami.contract import RUN_VERSION
+    from yanami.runner import evaluate
 
     for key, expected in (("reference:oracle", True), ("reference:copy-input", False), ("peeker", False)):
         old = tmp_path / key.replace(":", "-")

@@ -10,7 +10,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
 from yanami.store import dialogue_problems
 from yanami.store._fast import PATTERNED_FIELDS, fast_walk
 from yanami.synthetic import synthetic_dialogue

@@ -12,8 +12,8 @@ from typing import Any
 
 from PIL import Image, ImageFilter
 
-from yanami.schema import Dialogue, ImageSource
-from yanami.store import DatasetWriter, Generator, find_leakage, image_relpath, phash, sha256_hex
+from yanami.contract import Dialogue, ImageSource, sha256_hex
+from yanami.store import DatasetWriter, Generator, find_leakage, image_relpath, phash
 from yanami.synthetic import render_placeholder, synthetic_dialogue, write_synthetic
 
 

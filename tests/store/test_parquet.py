@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import snapshot
-from yanami.errors import UserError
-from yanami.store import Dataset, DatasetWriter, Generator, export_parquet, import_parquet, sha256_hex
+from yanami.contract import UserError, sha256_hex
+from yanami.store import Dataset, DatasetWriter, Generator, export_parquet, import_parquet
 from yanami.synthetic import write_synthetic
 
 

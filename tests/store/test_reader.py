@@ -16,9 +16,8 @@ import pytest
 from PIL import Image, ImageFile
 
 from tests.helpers import edit_line
-from yanami.errors import UserError
-from yanami.schema import ImagePart, ImageSource
-from yanami.store import Dataset, ImageProblem, image_relpath, sha256_hex, validate_dataset
+from yanami.contract import ImagePart, ImageSource, UserError, sha256_hex
+from yanami.store import Dataset, ImageProblem, image_relpath, validate_dataset
 from yanami.synthetic import synthetic_dialogue
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
 from yanami.store import Dataset, dataset_stats, stats_tables
 from yanami.synthetic import synthetic_dialogue
 
@@ -21,7 +21,7 @@ from yanami.synthetic import synthetic_dialogue
 def by_hand(dialogues: list[Dialogue]) -> dict[str, Any]:
     images = [len({p.sha256 for p in d.images()}) for d in dialogues]
     turns = [len(d.turns) for d in dialogues]
-    atomic = sum(1 for d in dialogues for c in d.checks() if c.kind.value == "atomic")
+    atomic = sum(1 for d in dialogues for c in d.checks() if str(c.kind) == "atomic")
     return {"images": images, "turns": turns, "atomic": atomic}
 
 
@@ -126,7 +126,7 @@ def test_lexical_variety_counts_distinct_ngrams_per_thousand_words(built: Path) 
     import itertools
     import re
 
-    from yanami.schema import TextPart
+    from yanami.contract import TextPart
 
     dialogues = list(Dataset(built))
     s = dataset_stats(dialogues)

@@ -16,8 +16,8 @@ import yaml
 from PIL import Image
 
 from tests.helpers import snapshot
-from yanami.schema import Dialogue
-from yanami.store import Dataset, export_bagel, export_llava, export_webdataset, read_webdataset, sha256_hex
+from yanami.contract import Dialogue, sha256_hex
+from yanami.store import Dataset, export_bagel, export_llava, export_webdataset, read_webdataset
 from yanami.store._trainers import conversation, edit_chains, question_text
 
 

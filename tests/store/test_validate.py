@@ -13,7 +13,8 @@ import pytest
 from PIL import Image
 
 from tests.helpers import edit_line, snapshot
-from yanami.store import image_relpath, sha256_hex, validate_dataset
+from yanami.contract import sha256_hex
+from yanami.store import image_relpath, validate_dataset
 
 
 def problems_of(ds: Path) -> list[str]:

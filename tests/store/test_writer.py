@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import snapshot
-from yanami.errors import UserError
-from yanami.schema import ImageSource
+from yanami.contract import ImageSource, UserError
 from yanami.store import Dataset, DatasetWriter, Generator, ImageProblem, validate_dataset
 from yanami.synthetic import render_placeholder, synthetic_dialogue, write_synthetic
 
@@ -114,7 +113,7 @@ def test_a_killed_writer_leaves_the_old_state(tmp_path: Path) -> None:
         f"""
         import sys
         from yanami.store import DatasetWriter, Generator
-        from yanami.schema import ImageSource
+        from yanami.contract import ImageSource
         from yanami.synthetic import synthetic_dialogues
         w = DatasetWriter({str(tmp_path / "ds")!r}, split="bench", generator=Generator(name="t"), overwrite=True)
         for i, (d, images) in enumerate(synthetic_dialogues(10_000, seed=5)):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from yanami.schema import CHOICE_LETTERS, Check, CheckHidden, CheckKind, Scenario, Turn
+from yanami.contract import CHOICE_LETTERS, Check, CheckHidden, CheckKind, Scenario, Turn
 from yanami.store import Dataset, dataset_stats
 from yanami.world import build_world
 from yanami.world._audit import audit, audit_dialogue
@@ -244,8 +244,8 @@ def test_audit_of_a_dataset_without_world_dialogues_is_one_line(cli, built) -> N
 
 def test_the_stateful_agent_makes_its_own_free_choices_and_still_passes_every_check(world_bench, tmp_path) -> None:
     """It draws what the words leave open from its own seed (never the world's pick), and every check holds."""
-    from yanami.bench import evaluate, read_rows
-    from yanami.schema import ImagePart
+    from yanami.contract import ImagePart, read_rows
+    from yanami.runner import evaluate
     from yanami.store import Dataset
 
     evaluate(world_bench, "reference:stateful", tmp_path / "run")
@@ -264,7 +264,7 @@ def test_the_stateful_agent_makes_its_own_free_choices_and_still_passes_every_ch
 
 
 def test_sc_splits_into_change_and_preservation_and_copying_earns_no_change(world_bench, tmp_path, cli) -> None:
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
     from yanami.scoring import load_runs, tables
 
     for agent in ("copy-input", "stateful"):

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import snapshot
-from yanami.errors import UserError
-from yanami.schema import Capability, QuestionType, Scenario
+from yanami.contract import Capability, QuestionType, Scenario, UserError
 from yanami.store import Dataset, validate_dataset
 from yanami.world import build_world, parse_image, plan
 from yanami.world._predicates import evaluate

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yanami.bench import evaluate
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
+from yanami.runner import evaluate
 from yanami.scoring import load_runs
 from yanami.store import Dataset
 from yanami.world import TRIVIAL, build_world, parse_image, reference_agent

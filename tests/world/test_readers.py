@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import snapshot
-from yanami.schema import Dialogue, DialogueMeta, Message, Question, QuestionHidden, QuestionType, TextPart, Turn
+from yanami.contract import Dialogue, DialogueMeta, Message, Question, QuestionHidden, QuestionType, TextPart, Turn
 from yanami.store import Dataset
 from yanami.world import build_world
 from yanami.world._audit_text import _reader_lines

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from PIL import Image, ImageOps
 
-from yanami.store import Dataset, image_relpath, images_digest, scan_image_files, sha256_hex
+from yanami.contract import sha256_hex
+from yanami.store import Dataset, image_relpath, images_digest, scan_image_files
 from yanami.world import Parser, build_world, parse_image, render_png, reparse_bench, view_of
 from yanami.world._ops import View
 from yanami.world._place import valid

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from yanami.schema import Dialogue, Scenario
+from yanami.contract import Dialogue, Scenario
 from yanami.store import Dataset
 from yanami.world import _audit as audit_module
 from yanami.world import _compose, build_world, evaluate
@@ -115,9 +115,9 @@ def test_the_exact_judge_grades_a_self_history_run_against_the_models_own_images
 ) -> None:
     """The stateful agent makes its own free choices and follows them under Self-History: the
     judge that reads its own images fails far fewer of its checks than one that does not."""
-    from yanami.bench import evaluate as run_eval
-    from yanami.bench import read_rows
+    from yanami.contract import read_rows
     from yanami.judges import ExactJudge
+    from yanami.runner import evaluate as run_eval
 
     def failed(run: Path) -> int:
         rows = read_rows(run)

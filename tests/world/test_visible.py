@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import scrambled
-from yanami.bench import build_request, evaluate, items_of
-from yanami.bench._run import reads_bench
-from yanami.models import InputImage, InputText, Request
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue, InputImage, InputText, Request
+from yanami.runner import build_request, evaluate, items_of
+from yanami.runner._run import reads_bench
 from yanami.scoring import load_runs
 from yanami.store import Dataset
 from yanami.world import reference_agent

@@ -53,31 +53,34 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from yanami import __version__
-from yanami._files import atomic_write
 from yanami._lock import LOCK, DirLock
-from yanami._seeds import derived, seeded
 from yanami.construct._plan import MIN_CAPABILITIES, Plan, PlanTurn, plan_dialogue, plan_problems, plan_schema
 from yanami.construct._prepare import GROUPS, MANIFEST, STAND_INS, Group, Label, PoolManifest
 from yanami.construct._templates import Templates
-from yanami.errors import UserError
-from yanami.judges import ask_json, fence_code, parse_reply_source
-from yanami.models import (
-    CutOff,
-    Fatal,
+from yanami.contract import (
+    FACTS,
+    PRESETS,
+    Capability,
+    Dialogue,
+    DialogueMeta,
+    ImagePart,
+    ImageSource,
     InputImage,
     InputMessage,
     InputText,
-    Malformed,
     Model,
     Refused,
     Request,
-    ResponseCache,
-    Transient,
-    load_model,
+    Scenario,
+    UserError,
+    atomic_write,
+    derived,
     output_frame,
+    seeded,
+    sha256_hex,
 )
-from yanami.scenarios import FACTS, PRESETS
-from yanami.schema import Capability, Dialogue, DialogueMeta, ImagePart, ImageSource, Scenario
+from yanami.judges import ask_json, fence_code, parse_reply_source
+from yanami.models import CutOff, Fatal, Malformed, ResponseCache, Transient, load_model
 from yanami.store import (
     DEFAULT_MAX_PIXELS,
     DatasetWriter,
@@ -86,7 +89,6 @@ from yanami.store import (
     image_header,
     image_info,
     image_relpath,
-    sha256_hex,
 )
 
 STORE_SUFFIX = ".construct"

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from yanami.schema import (
+from yanami.contract import (
     CHOICE_LETTERS,
     ID_PATTERN,
     MAX_CHOICES,

@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, cast
 
 from yanami import _json
-from yanami._files import open_regular, path_problem, read_regular
 from yanami._parquet_pages import HEADER_BYTES as _HEADER_BYTES
 from yanami._parquet_pages import pages_over
-from yanami.errors import UserError
+from yanami.contract import UserError, open_regular, path_problem, read_regular
 
 PoolFormat = Literal["auto", "folder", "parquet", "webdataset"]
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024

@@ -35,7 +35,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from yanami._files import atomic_write
 from yanami._lock import LOCK, DirLock
 from yanami.construct._pool import (
     DEFAULT_MAX_BYTES,
@@ -45,22 +44,22 @@ from yanami.construct._pool import (
     pool_format,
     read_pool,
 )
-from yanami.errors import UserError
-from yanami.judges import ask_json, fence_code
-from yanami.models import (
+from yanami.contract import (
+    FACTS,
     InputImage,
     InputMessage,
     InputText,
-    Malformed,
     Model,
     Refused,
     Request,
-    ResponseCache,
-    Transient,
-    load_model,
+    Scenario,
+    UserError,
+    atomic_write,
+    sha256_hex,
 )
-from yanami.scenarios import FACTS, Scenario
-from yanami.store import DEFAULT_MAX_PIXELS, ImageProblem, image_info, image_relpath, images_digest, sha256_hex
+from yanami.judges import ask_json, fence_code
+from yanami.models import Malformed, ResponseCache, Transient, load_model
+from yanami.store import DEFAULT_MAX_PIXELS, ImageProblem, image_info, image_relpath, images_digest
 
 POOL_FORMAT = "yanami-pool"
 POOL_FORMAT_VERSION = 1

@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from yanami._seeds import derived
 from yanami.construct._pool import PoolEntry
+from yanami.contract import derived
 from yanami.models.fake import chat_images, chat_text, plain_png
 
 BLANK_STD = 4.0
@@ -81,7 +81,7 @@ def pixel_std(data: bytes) -> float:
 def world_pool(per_scenario: int, seed: int) -> Iterator[PoolEntry]:
     """A pool of world pictures: per scenario, the user's pictures of ``per_scenario`` world
     dialogues, one group per dialogue (named ``<dialogue id>@<seed>``), routed by the pool."""
-    from yanami.scenarios import Scenario
+    from yanami.contract import Scenario
     from yanami.world import compose_dialogue
 
     for k in range(per_scenario):
@@ -232,7 +232,7 @@ class StandIns:
 
     def route(self, images: list[bytes]) -> str:
         """The scenario for a group of images."""
-        from yanami.scenarios import FACTS
+        from yanami.contract import FACTS
 
         if len(images) >= 2:
             several = next(s for s, f in FACTS.items() if f.min_pool_images >= 2)
@@ -339,7 +339,7 @@ class StandIns:
 
 def world_plan(scenario: str, dialogue_id: str, seed: int, offered: list[bytes]) -> dict[str, Any]:
     """The plan of a world dialogue, its user pictures numbered as ``offered`` (JSON-ready)."""
-    from yanami.scenarios import Scenario
+    from yanami.contract import Scenario
     from yanami.world import compose_dialogue, view_of
 
     d, _ = compose_dialogue(Scenario(scenario), dialogue_id, seed)
@@ -373,7 +373,7 @@ def world_plan(scenario: str, dialogue_id: str, seed: int, offered: list[bytes])
                 "checks": [
                     {
                         "id": c.id,
-                        "kind": c.kind.value,
+                        "kind": str(c.kind),
                         "text": c.text,
                         "capability": c.capability.value if c.capability else None,
                         "category": c.category.value if c.category else None,

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from yanami.errors import UserError
-from yanami.schema import Capability, Scenario
+from yanami.contract import Capability, Scenario, UserError
 
 TEMPLATE_VERSION = "v1"
 """The version of the package's template set (part of every template id)."""

@@ -1,5 +1,6 @@
 """Judges: the exact judge for world data, the VLM judge, option reading and scoring, and the judge registry."""
 
+from yanami.contract import AnswerVerdict, ImageVerdict, Judge, JudgeError
 from yanami.judges._calibration import calibrate, calibration_lines
 from yanami.judges._choice import (
     choice_score,
@@ -14,7 +15,6 @@ from yanami.judges._exact import ExactJudge, exact_judge, unreadable_check, worl
 from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge, supported_judges
 from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, parse_reply_source, prompt
 from yanami.judges._vlm import _image as input_image
-from yanami.models import AnswerVerdict, ImageVerdict, Judge, JudgeError
 
 __all__ = [
     "ENTRY_POINTS",

@@ -18,7 +18,7 @@ import re
 import string
 from collections.abc import Sequence
 
-from yanami.schema import CHOICE_LETTERS
+from yanami.contract import CHOICE_LETTERS
 
 LETTER = re.compile(r"\b([A-G])\b")
 _ONLY_LETTERS = re.compile(r"[A-G]+")

@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from yanami.errors import UserError
+from yanami.contract import (
+    AnswerVerdict,
+    Dialogue,
+    ImageVerdict,
+    JudgeError,
+    Output,
+    OwnHistory,
+    Question,
+    Turn,
+    UserError,
+    Verdict,
+)
 from yanami.judges._choice import choice_score, option_score, value_score
 from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
-from yanami.models import AnswerVerdict, ImageVerdict, JudgeError, Output, OwnHistory
-from yanami.run_format import Verdict
-from yanami.schema import Dialogue, Question, Turn
 from yanami.world import (
     IN_PROCESS_PARSER,
     Parse,

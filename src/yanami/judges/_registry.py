@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yanami.errors import UserError
-from yanami.families import family_of
-from yanami.models import Judge, ResponseCache, load_config, load_plugin, looks_like_config, model_from_config
+from yanami.contract import Judge, UserError, family_of
+from yanami.models import ResponseCache, load_config, load_plugin, looks_like_config, model_from_config
 from yanami.store import Dataset
 
 if TYPE_CHECKING:

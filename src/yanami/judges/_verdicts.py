@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import weakref
 
-from yanami.models import AnswerVerdict, ImageVerdict, JudgeError, Output
-from yanami.run_format import CheckResult, Verdict
-from yanami.schema import Dialogue, Question
+from yanami.contract import AnswerVerdict, CheckResult, Dialogue, ImageVerdict, JudgeError, Output, Question, Verdict
 
 
 def question_for(d: Dialogue, output: Output) -> Question:
@@ -67,7 +65,7 @@ def image_verdict(name: str, version: str, d: Dialogue, output: Output, iv: Imag
     checks = [
         CheckResult(
             id=c.id,
-            kind=c.kind.value,
+            kind=str(c.kind),
             capability=c.capability.value if c.capability else None,
             passed=None if iv.checks[c.id] is None else bool(iv.checks[c.id]),  # None: undecidable for this model
             effect=effect_of(c.hidden.predicate),

@@ -29,28 +29,29 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from yanami.errors import UserError
-from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
-from yanami.models import (
+from yanami.contract import (
     OUTPUT_LONG_EDGE,
     AnswerVerdict,
+    Dialogue,
+    ImagePart,
     ImageVerdict,
     InputImage,
     InputMessage,
     InputText,
     JudgeError,
-    Malformed,
     Model,
     Output,
     OwnHistory,
+    Question,
     Refused,
     Request,
-    Transient,
-    conversation_text,
-    options_text,
+    TextPart,
+    Turn,
+    UserError,
+    Verdict,
 )
-from yanami.run_format import Verdict
-from yanami.schema import Dialogue, ImagePart, Question, TextPart, Turn
+from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
+from yanami.models import Malformed, Transient, conversation_text, options_text
 from yanami.store import Dataset, open_image_bytes
 
 PROMPT_VERSION = "v3"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 from yanami.learned._settings import CONTROLS, Setting, TrainSettings
 
 TRAIN_EXTRA = "pip install -e '.[train]'"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from yanami.contract import CHOICE_LETTERS, InputImage, Request
 from yanami.learned._features import (
     COLOUR_NAMES,
     EXTENT,
@@ -20,8 +21,6 @@ from yanami.learned._features import (
     single_turn,
 )
 from yanami.learned._train import choice_logits, collate, load_net, parsed_of
-from yanami.models import InputImage, Request
-from yanami.schema import CHOICE_LETTERS
 from yanami.world import BASE_AZIMUTH, DEFAULT_STYLE, IN_PROCESS_PARSER, Parser, Scene, WorldObject, render_png
 
 SAME_PLACE = 0.35

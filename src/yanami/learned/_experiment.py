@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from yanami._files import atomic_write
-from yanami.errors import UserError
+from yanami.contract import UserError, atomic_write
 from yanami.learned._settings import Setting, TrainSettings
 from yanami.learned._train import CONFIG_FILE, RESUME_FILE, parse_all, train
 from yanami.store import Dataset
@@ -73,7 +72,7 @@ def run_experiment(
         raise UserError(f"{bench}: shares {len(shared)} pictures with the training set {train_dir}; name another bench")
     configs = _train_all(out, setting, train_dir, ds, on_stage)
     rows = []
-    from yanami.bench import evaluate
+    from yanami.runner import evaluate
     from yanami.scoring import load_run, run_scores
 
     evaluations = [(name, label, "gt") for name, label in MODELS]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from yanami.models import InputImage, InputMessage, InputText, Request
+from yanami.contract import InputImage, InputMessage, InputText, Request
 from yanami.world import COLOURS, EXTENT, MATERIALS, SHAPES, SIZES
 
 SHAPE_NAMES: tuple[str, ...] = SHAPES

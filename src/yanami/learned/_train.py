@@ -1,7 +1,7 @@
 """Training: examples from a world training set, batches, losses, the loop, checkpoints.
 
 Every target turn and every DSU question of the training set is one example, its request
-built exactly as `yanami eval` builds it under GT-History (`yanami.bench.build_request`, the
+built exactly as `yanami eval` builds it under GT-History (`yanami.runner.build_request`, the
 default layout): the model is taught on what it will be asked. The control (``single-turn``)
 cuts each request to what a single-turn reformulation keeps (`single_turn`), and is otherwise
 trained the same: the same examples, order, steps and batch size.
@@ -28,9 +28,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from yanami._files import atomic_write
-from yanami.bench import bench_sha256, build_request, items_of, question_of
-from yanami.errors import UserError
+from yanami.contract import CHOICE_LETTERS, Dialogue, ImagePart, InputImage, Layout, TextPart, UserError, atomic_write
 from yanami.learned._features import (
     COLOUR_NAMES,
     MATERIAL_NAMES,
@@ -48,9 +46,8 @@ from yanami.learned._features import (
 )
 from yanami.learned._net import Net, NetConfig
 from yanami.learned._settings import CONTROLS, TrainSettings
-from yanami.models import InputImage, question_prompt
-from yanami.run_format import Layout
-from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, TextPart
+from yanami.models import question_prompt
+from yanami.runner import bench_sha256, build_request, items_of, question_of
 from yanami.store import Dataset
 from yanami.world import BASE_AZIMUTH, Scene, in_frame
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from yanami.contract import InputImage, InputText, Refused, Request
 from yanami.models._bounds import bounded
 from yanami.models._http import (
     Fatal,
@@ -38,11 +39,10 @@ from yanami.models._http import (
     endpoint_for,
     request_key,
 )
-from yanami.models._protocol import InputImage, InputText, Refused, Request
 
 if TYPE_CHECKING:
+    from yanami.contract import Question
     from yanami.models._config import ModelConfig
-    from yanami.schema import Question
 
 # The refusal rule ---------------------------------------------------------------------
 
@@ -297,7 +297,7 @@ def transcript(request: Request) -> str:
 
 def options_text(choices: Sequence[str]) -> str:
     """Lettered options, one per line: ``A. first``."""
-    from yanami.schema import CHOICE_LETTERS
+    from yanami.contract import CHOICE_LETTERS
 
     return "\n".join(f"{CHOICE_LETTERS[i]}. {c}" for i, c in enumerate(choices))
 

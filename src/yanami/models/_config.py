@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 
 
 class Prices(BaseModel):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 
 T = TypeVar("T")
 MAX_BACKOFF_S = 30.0

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from yanami.contract import InputText, Refused, Request
 from yanami.models._bounds import open_url, text_reply_cap
 from yanami.models._client import (
     Client,
@@ -27,7 +28,6 @@ from yanami.models._client import (
 )
 from yanami.models._config import ModelConfig
 from yanami.models._http import Fatal, Malformed, ResponseCache, Transient, parse_retry_after
-from yanami.models._protocol import InputText, Refused, Request
 
 
 def infer_history(request: Request) -> list[dict[str, Any]]:

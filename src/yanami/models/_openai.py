@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from yanami.errors import UserError
+from yanami.contract import Refused, Request, UserError
 from yanami.models._bounds import bounded, bounded_transport, open_url, text_reply_cap
 from yanami.models._client import (
     Client,
@@ -33,7 +33,6 @@ from yanami.models._client import (
 )
 from yanami.models._config import ModelConfig, pick_size
 from yanami.models._http import CutOff, Fatal, Malformed, ResponseCache, Transient, parse_retry_after
-from yanami.models._protocol import Refused, Request
 
 _DATA_URL = re.compile(r"data:image/[a-z+]+;base64,([A-Za-z0-9+/=]+)")
 

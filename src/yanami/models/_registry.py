@@ -17,9 +17,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from yanami.errors import UserError
+from yanami.contract import Model, UserError
 from yanami.models._http import ResponseCache
-from yanami.models._protocol import Model
 
 if TYPE_CHECKING:
     from yanami.models._config import ModelConfig

@@ -18,16 +18,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from yanami.models._protocol import (
-    QUESTION_FRAME,
-    InputImage,
-    InputMessage,
-    InputText,
-    Model,
-    Refused,
-    Request,
-    output_frame,
-)
+from yanami.contract import QUESTION_FRAME, InputImage, InputMessage, InputText, Model, Refused, Request, output_frame
 
 MAX_BODY = 64 * 1024 * 1024
 """The largest request body read (bytes)."""

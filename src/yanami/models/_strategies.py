@@ -29,9 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from yanami._seeds import derived
-from yanami.errors import UserError
-from yanami.models._protocol import InputImage, InputMessage, InputText, Model, Request
+from yanami.contract import InputImage, InputMessage, InputText, Model, Request, UserError, derived
 
 STRATEGIES = ("none", "cot", "self-verify:N", "best-of:N")
 _SPEC = re.compile(r"^(none|cot|self-verify:(\d+)|best-of:(\d+)(?:@(.+))?)$")

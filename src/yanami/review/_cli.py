@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 
 if TYPE_CHECKING:
     from yanami.review._db import ReviewDB

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 from sqlalchemy.engine import Connection, Engine
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 
 DEFAULT_DB = "review.sqlite"
 """The database ``--db`` names when it is not given: a SQLite file in the working directory."""
@@ -470,7 +470,7 @@ def _answer_problem(q: dict[str, Any]) -> str | None:
 
 
 def _checked_dialogue(dialogue_id: str, data: Any, path: str) -> None:
-    from yanami.schema import Dialogue
+    from yanami.contract import Dialogue
     from yanami.store import dialogue_problems
 
     if path.endswith(".text") and not field_at(data, path).strip():

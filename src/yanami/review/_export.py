@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami import __version__
-from yanami.errors import UserError
+from yanami.contract import UserError
 from yanami.review._agreement import agreement
 from yanami.review._db import Decision, ReviewDB
 
@@ -53,7 +53,7 @@ def export_approved(
     db: ReviewDB, out: str | Path, *, exclude: str | Path | None = None, overwrite: bool = False
 ) -> Exported:
     """Write the dialogues whose final decision (adjudicated, else the majority) is approve."""
-    from yanami.schema import Dialogue
+    from yanami.contract import Dialogue
     from yanami.store import MANIFEST, Dataset, DatasetWriter, Generator, find_leakage
 
     source = Dataset(db.dataset_path())

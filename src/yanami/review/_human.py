@@ -26,7 +26,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 from yanami.review._db import ReviewDB, T, database_url
 
 VOTE_VALUES = ("pass", "fail")

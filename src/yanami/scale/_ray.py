@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from yanami.errors import UserError
+from yanami.contract import UserError
 
 T = TypeVar("T")
 

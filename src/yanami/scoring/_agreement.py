@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from yanami.errors import UserError
-from yanami.run_format import Prediction, Verdict
+from yanami.contract import Prediction, UserError, Verdict
 from yanami.scoring._weights import image_generation_score, image_sc
 
 if TYPE_CHECKING:
-    from yanami.models import Judge
+    from yanami.contract import Judge
     from yanami.review import HumanCheck, HumanVerdicts
     from yanami.store import Dataset
 
@@ -166,7 +165,7 @@ def agreement(
 
 def judge_rows(run: Path, name: str) -> tuple[dict[str, Prediction], dict[str, Verdict]]:
     """A run's predictions and the verdicts judge ``name`` gave them; one line if it gave none."""
-    from yanami.bench import read_rows
+    from yanami.contract import read_rows
     from yanami.scoring._load import run_judges
 
     predictions, verdicts, _ = read_rows(run, name)
@@ -338,7 +337,7 @@ def _run_pictures(
     """The judge's check verdicts on the run's reviewed turns whose picture is the dataset's own
     (the SHA-256 of the file the run judged equals the dataset's picture at that turn), and the
     turns left out: with another picture, not in the run (no picture), or not judged."""
-    from yanami.bench import Results
+    from yanami.contract import Results
     from yanami.store import sha256_file
 
     labelled = _labelled_items(human)
@@ -386,7 +385,7 @@ def _run_pictures(
 def run_human_agreement(run: Path, judges: list[str], human: str) -> dict[str, dict[str, Any]]:
     """Each judge of a run against the human check verdicts of a review database of the run's
     bench, on the turns whose picture is the dataset's own: ``{"judge vs human": figures}``."""
-    from yanami.bench import read_manifest
+    from yanami.contract import read_manifest
     from yanami.scoring._load import check_run_dir
 
     check_run_dir(run)
@@ -413,9 +412,8 @@ def calibrate_with_humans(
     """``judge`` against the human check verdicts of a review database of ``bench``: the judge
     grades the dataset's own picture of every reviewed turn of the first ``limit`` reviewed
     dialogues (round-robin over scenarios), under GT-History; the figures of `compare_with_humans`."""
-    from yanami.bench import bench_sha256, select_dialogues
-    from yanami.models import GT_HISTORY, JudgeError, Output
-    from yanami.schema import ImagePart
+    from yanami.contract import GT_HISTORY, ImagePart, JudgeError, Output
+    from yanami.runner import bench_sha256, select_dialogues
 
     review = read_review(human)
     _same_dataset(review, bench_sha256(bench), str(bench.root))

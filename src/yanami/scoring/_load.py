@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yanami.bench import RUN_MANIFEST, Results, RunManifest
-from yanami.errors import UserError
+from yanami.contract import RUN_MANIFEST, Results, RunManifest, UserError
 from yanami.scoring._compare import caveats, warnings
 from yanami.scoring._scores import (
     BOOTSTRAP,

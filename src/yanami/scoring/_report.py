@@ -13,11 +13,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 from PIL import Image
 
-from yanami._files import atomic_write
-from yanami.bench import Results, RunManifest, bench_sha256, open_bench
-from yanami.errors import UserError
+from yanami.contract import Dialogue, ImagePart, Results, RunManifest, UserError, atomic_write
 from yanami.models import question_prompt
-from yanami.schema import Dialogue, ImagePart
+from yanami.runner import bench_sha256, open_bench
 from yanami.scoring._compare import PRIVILEGED_MARK, warnings
 from yanami.scoring._scores import (
     PRIVILEGED_NOTE,
@@ -285,7 +283,7 @@ def viewer_bench(runs: list[Run], bench: str | Path | None = None) -> tuple[Data
 
     ``bench`` (``--bench``) replaces the path the first run recorded. A bench that is gone,
     or whose manifest's SHA-256 is not the one the run recorded, is a `UserError` of one line
-    (`yanami.bench.open_bench`): a different bench is never paired with a run's outputs, and
+    (`yanami.runner.open_bench`): a different bench is never paired with a run's outputs, and
     runs of the set made on another bench are left out of the viewer.
     """
     first = runs[0]
@@ -354,7 +352,7 @@ def _samples(
                             "image": thumbs.add(image, lambda s=store, sha=image: s.image(sha)) if image else None,
                             "vq": None if v is None else v.vq,
                             "checks": [
-                                {"text": c.text, "kind": c.kind.value, "passed": passed.get(c.id)} for c in t.checks
+                                {"text": c.text, "kind": str(c.kind), "passed": passed.get(c.id)} for c in t.checks
                             ],
                         }
                     )

@@ -2,7 +2,7 @@
 
 The command line looks the runs' family up once (`scorer_for`) and calls its scorer; it
 never asks which family it holds. YANAMI's is `YANAMI_SCORER` (the paper's tables, Figure 6,
-the per-sample viewer); WEAVE's and IMUG-Bench's are in their folders (`yanami.benchmarks`);
+the per-sample viewer); WEAVE's and IMUG-Bench's are in their folders (`yanami.families`);
 a plug-in family names its own in its `FamilyFacts.scorer`.
 """
 
@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from yanami.errors import UserError
-from yanami.families import UnknownFamily, family_of
+from yanami.contract import UnknownFamily, UserError, family_of
 from yanami.scoring._tables import Table
 
 
@@ -47,7 +46,7 @@ class Scorer(Protocol):
 
 def scorer_for(runs: list[Path]) -> Scorer:
     """The scorer of the runs' family; a one-line error for runs of different families."""
-    from yanami.bench import read_manifest
+    from yanami.contract import read_manifest
     from yanami.scoring._load import check_run_dir
 
     for r in runs:

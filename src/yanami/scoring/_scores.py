@@ -18,9 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from yanami.bench import Prediction, RunManifest, Verdict, read_rows
-from yanami.errors import UserError
-from yanami.scenarios import FACTS
+from yanami.contract import FACTS, Prediction, RunManifest, UserError, Verdict, read_rows
 from yanami.scoring._floor import Floor, above_floor, bench_facts, floor_of
 from yanami.scoring._weights import generation_score, image_generation_score, image_sc, scene_score
 

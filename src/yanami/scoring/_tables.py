@@ -5,8 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from yanami.errors import printable
-from yanami.scenarios import FACTS
+from yanami.contract import FACTS, printable
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats
 from yanami.scoring._floor import CHANCE_DSU, FLOOR_LABEL
 from yanami.scoring._scores import (

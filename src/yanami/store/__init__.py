@@ -11,7 +11,6 @@ from yanami.store._images import (
     open_image_bytes,
     scan_image_files,
     sha256_file,
-    sha256_hex,
 )
 from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicate, find_leakage, phash
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest, provenance
@@ -68,7 +67,6 @@ __all__ = [
     "read_webdataset",
     "scan_image_files",
     "sha256_file",
-    "sha256_hex",
     "stats_tables",
     "validate_dataset",
 ]

@@ -11,9 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from yanami._files import open_regular
-from yanami.errors import UserError
-from yanami.schema import ImageFormat
+from yanami.contract import ImageFormat, UserError, open_regular
 
 DEFAULT_MAX_PIXELS = 40_000_000
 """Images with more pixels than this are refused before decoding (decompression bombs)."""
@@ -35,11 +33,6 @@ class ImageFileError(UserError, ImageProblem):
     A `UserError` (one line naming the dataset and the file, exit 2) and an `ImageProblem`,
     so code that skips unusable images keeps doing so.
     """
-
-
-def sha256_hex(data: bytes) -> str:
-    """Lower-case hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: Path) -> str:

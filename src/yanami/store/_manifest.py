@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from yanami.families import FAMILIES, Family
-from yanami.schema import SCHEMA_VERSION
+from yanami.contract import DEFAULT_FAMILY, SCHEMA_VERSION, family_of
 
 FORMAT_NAME = "yanami-dataset"
 FORMAT_VERSION = "1.0"
@@ -56,9 +55,9 @@ class Manifest(BaseModel):
     schema_version: str = SCHEMA_VERSION
     split: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     """``bench``, ``train`` or another lower-case name."""
-    family: str = Family.YANAMI.value
+    family: str = DEFAULT_FAMILY
     """The benchmark family every dialogue belongs to."""
-    protocol: str = FAMILIES[Family.YANAMI.value].protocol
+    protocol: str = Field(default_factory=lambda: family_of(DEFAULT_FAMILY).protocol)
     """The protocol version the family is scored under (`yanami.families`)."""
     generator: Generator
     counts: Counts

@@ -16,12 +16,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from yanami._files import open_regular
 from yanami._lock import OutputLock, work_prefix
 from yanami._parquet_pages import pages_over
-from yanami.errors import UserError
-from yanami.schema import Dialogue
-from yanami.store._images import ImageProblem, sha256_hex
+from yanami.contract import Dialogue, UserError, open_regular, sha256_hex
+from yanami.store._images import ImageProblem
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Generator
 from yanami.store._reader import Dataset
 from yanami.store._writer import DatasetWriter, move_into_place

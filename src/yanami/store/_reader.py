@@ -13,9 +13,7 @@ from typing import BinaryIO, NamedTuple
 from PIL import Image
 from pydantic import ValidationError
 
-from yanami._files import open_regular
-from yanami.errors import UserError
-from yanami.schema import Dialogue, ImagePart
+from yanami.contract import Dialogue, ImagePart, UserError, open_regular, sha256_hex
 from yanami.store._images import (
     DEFAULT_MAX_PIXELS,
     ImageFileError,
@@ -23,7 +21,6 @@ from yanami.store._images import (
     image_relpath,
     open_image_bytes,
     read_image_file,
-    sha256_hex,
 )
 from yanami.store._manifest import DIALOGUES_DIR, FORMAT_NAME, MANIFEST, SHARD_NAME, Manifest
 

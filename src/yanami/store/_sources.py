@@ -6,8 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yanami.errors import UserError
-from yanami.families import UnknownFamily, family_of, known_families
+from yanami.contract import UnknownFamily, UserError, family_of, known_families
 
 PARQUET = "parquet"
 

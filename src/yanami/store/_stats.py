@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from yanami.schema import Capability, CheckKind, Dialogue, QuestionType, Scenario, TextPart
+from yanami.contract import Capability, CheckKind, Dialogue, QuestionType, Scenario, TextPart
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -170,7 +170,7 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
                     n_cap += 1
                 else:
                     n_graded += 1
-                    graded[c.kind.value] += 1
+                    graded[c.kind] += 1
         atomic += n_atomic
         capability += n_cap
         graded["answered"] += n_answered
@@ -222,8 +222,8 @@ def dataset_stats(dialogues: Iterable[Dialogue]) -> DatasetStats:
             if row["dialogues"] or not families or families["yanami"]
         },
         families=dict(sorted(families.items())),
-        key_points=graded[CheckKind.KEY_POINT.value],
-        evaluation_points=graded[CheckKind.EVALUATION_POINT.value],
+        key_points=graded["key_point"],  # WEAVE's kind
+        evaluation_points=graded["evaluation_point"],  # IMUG-Bench's kind
         answered_turns=graded["answered"],
         dynamic_answers=graded["dynamic"],
     )

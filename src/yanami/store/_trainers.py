@@ -22,9 +22,7 @@ from typing import Any
 import yaml
 
 from yanami._lock import OutputLock, work_prefix
-from yanami.errors import UserError
-from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, Question, Turn
-from yanami.store._images import sha256_hex
+from yanami.contract import CHOICE_LETTERS, Dialogue, ImagePart, Question, Turn, UserError, sha256_hex
 from yanami.store._manifest import MANIFEST
 from yanami.store._reader import Dataset
 from yanami.store._writer import move_into_place

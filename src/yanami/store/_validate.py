@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue, sha256_hex
 from yanami.store._fast import fast_walk
 from yanami.store._ids import SeenIds
 from yanami.store._images import (
@@ -22,7 +22,6 @@ from yanami.store._images import (
     image_relpath,
     read_image_file,
     scan_image_files,
-    sha256_hex,
 )
 from yanami.store._manifest import DIALOGUES_DIR, MANIFEST, SHARD_NAME, Manifest
 from yanami.store._reader import open_dataset_dir, shard_problem

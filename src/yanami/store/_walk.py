@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from yanami.families import UnknownFamily, family_of
-from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, ImageSource
+from yanami.contract import CHOICE_LETTERS, CheckKind, Dialogue, ImageSource, UnknownFamily, family_of
 
 Loc = tuple[str | int, ...]
 

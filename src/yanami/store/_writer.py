@@ -15,13 +15,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
-from yanami._files import atomic_write
 from yanami._lock import OutputLock, work_prefix
-from yanami.errors import UserError
-from yanami.families import Family, family_of
-from yanami.schema import Dialogue, ImagePart, ImageSource
+from yanami.contract import (
+    DEFAULT_FAMILY,
+    Dialogue,
+    ImagePart,
+    ImageSource,
+    UserError,
+    atomic_write,
+    family_of,
+    sha256_hex,
+)
 from yanami.store._ids import SeenIds
-from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file, sha256_hex
+from yanami.store._images import DEFAULT_MAX_PIXELS, image_info, image_relpath, sha256_file
 from yanami.store._manifest import (
     DIALOGUES_DIR,
     FORMAT_NAME,
@@ -269,7 +275,7 @@ class DatasetWriter:
             self._capacity = 0
             self._open_shard()
             self._close_shard()
-        family = self._family or Family.YANAMI
+        family = self._family or DEFAULT_FAMILY
         manifest = Manifest(
             split=self.split,
             family=family,

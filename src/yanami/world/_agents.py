@@ -52,11 +52,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
-from yanami._seeds import derived, seeded
-from yanami.errors import UserError
-from yanami.models import InputText, Request
-from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart
-from yanami.store import MANIFEST, Dataset, sha256_hex
+from yanami.contract import (
+    CHOICE_LETTERS,
+    Dialogue,
+    ImagePart,
+    InputText,
+    Request,
+    UserError,
+    derived,
+    seeded,
+    sha256_hex,
+)
+from yanami.store import MANIFEST, Dataset
 from yanami.world._free import realize, realize_anywhere
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import OpError, View, apply_op

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from yanami.schema import CHOICE_LETTERS, CheckKind, Dialogue, Turn
+from yanami.contract import CHOICE_LETTERS, CheckKind, Dialogue, Turn
 from yanami.world._agents import jittered, union_of
 from yanami.world._frames import Shown, credited, in_frame, read_candidate
 from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize, realize_anywhere

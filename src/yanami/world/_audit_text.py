@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
 from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._free import AUDIT_DRAWS
 from yanami.world._readers import READER_LIMIT, Figure, audit_readers

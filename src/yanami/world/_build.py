@@ -11,9 +11,7 @@ from pathlib import Path
 
 from yanami import __version__
 from yanami._workers import quiet_worker, starting_workers
-from yanami.errors import UserError
-from yanami.scenarios import FACTS, PRESETS
-from yanami.schema import Dialogue, Scenario
+from yanami.contract import FACTS, PRESETS, Dialogue, Scenario, UserError
 from yanami.store import DatasetWriter, Generator, Manifest, open_dataset_dir, scan_image_files
 from yanami.world._filter import Letters, finish_block
 from yanami.world._shortcuts import Balancer, OptionSets

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from yanami.schema import (
+from yanami.contract import (
     CHOICE_LETTERS,
     Capability,
     Check,
@@ -42,8 +42,8 @@ from yanami.schema import (
     TextPart,
     Turn,
     TurnHidden,
+    sha256_hex,
 )
-from yanami.store import sha256_hex
 from yanami.world._camera import HEIGHT, WIDTH
 from yanami.world._free import BUILD_DRAWS, loose, realizations
 from yanami.world._language import (

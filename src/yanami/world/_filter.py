@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from yanami._seeds import derived, seeded
-from yanami.schema import CHOICE_LETTERS, Dialogue, Question
+from yanami.contract import CHOICE_LETTERS, Dialogue, Question, derived, seeded
 from yanami.world._readers import (
     FILTER_READERS,
     Reader,

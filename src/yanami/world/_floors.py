@@ -8,7 +8,7 @@ judge reads a candidate, under GT-History.
 
 from __future__ import annotations
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
 from yanami.world._audit import CLEAN, FLOORS, Audit, _floors, pictured_turns
 from yanami.world._hidden import turn_intent
 from yanami.world._ops import apply_op

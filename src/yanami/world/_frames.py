@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue
 from yanami.world._ops import View
 from yanami.world._predicates import evaluate
 from yanami.world._scene import Scene, WorldObject

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from yanami._seeds import seeded
+from yanami.contract import seeded
 from yanami.world._ops import OpError, View, apply_op
 from yanami.world._place import legible, place, side_mask, valid
 from yanami.world._predicates import displacement, select

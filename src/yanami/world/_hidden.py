@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from yanami.schema import Capability, Question, QuestionType, Turn
+from yanami.contract import Capability, Question, QuestionType, Turn
 from yanami.world._scene import BASE_AZIMUTH
 
 ABLATIONS: dict[Capability, str] = {

@@ -55,9 +55,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from PIL import Image
 
-from yanami._files import atomic_write
 from yanami._regions import regions
 from yanami._workers import quiet_worker, starting_workers
+from yanami.contract import atomic_write
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
 from yanami.world._scene import BASE_AZIMUTH, EXTENT, SIZES, Scene, WorldObject

@@ -35,8 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from yanami._seeds import derived
-from yanami.schema import Dialogue, Question
+from yanami.contract import Dialogue, Question, derived
 from yanami.world._shortcuts import (
     ATTRIBUTES,
     FEATURES,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from yanami.schema import ImagePart
+from yanami.contract import ImagePart
 from yanami.store import Dataset, image_relpath
 from yanami.world._frames import POSITION_TOLERANCE, _key, same_picture
 from yanami.world._ops import View

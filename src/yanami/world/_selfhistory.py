@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from yanami.schema import Dialogue, Turn
+from yanami.contract import Dialogue, Turn
 from yanami.world._free import loose
 from yanami.world._hidden import turn_intent, turn_state
 from yanami.world._ops import View, apply_op

@@ -33,8 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from yanami._seeds import derived
-from yanami.schema import CHOICE_LETTERS, Dialogue, Question
+from yanami.contract import CHOICE_LETTERS, Dialogue, Question, derived
 
 SYNONYMS = {"rubber": "matte", "shiny": "metal", "metallic": "metal", "cubes": "cube", "spheres": "sphere",
             "cylinders": "cylinder", "objects": "object", "grey": "gray"}  # fmt: skip

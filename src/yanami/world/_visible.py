@@ -36,10 +36,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from yanami._seeds import seeded
-from yanami.errors import UserError
-from yanami.models import InputImage, InputText, Request
-from yanami.schema import CHOICE_LETTERS, Dialogue, ImagePart, TextPart
+from yanami.contract import (
+    CHOICE_LETTERS,
+    Dialogue,
+    ImagePart,
+    InputImage,
+    InputText,
+    Request,
+    TextPart,
+    UserError,
+    seeded,
+)
 from yanami.world._agents import REDRAWS, _reads_back, draw, see
 from yanami.world._frames import POSITION_TOLERANCE, credited, in_frame, read_candidate, shown_before
 from yanami.world._free import Slot, loose, realize, realize_anywhere

@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib import import_module
 
-from yanami._seeds import seeded
-from yanami.scenarios import Scenario
-from yanami.schema import Dialogue
+from yanami.contract import Dialogue, Scenario, seeded
 from yanami.world._compose import Composer, Reducible
 from yanami.world._place import NoRoom
 from yanami.world._scenarios._skeleton import Retry

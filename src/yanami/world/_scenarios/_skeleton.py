@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from yanami.schema import Capability, Check, ImageSource, QuestionType
+from yanami.contract import Capability, Check, ImageSource, QuestionType
 from yanami.world._compose import Composer, Constraint
 from yanami.world._free import Slot
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yanami.schema import Check, CheckCategory
+from yanami.contract import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import Slot
 from yanami.world._language import a, full_where, minimal_where, ordinal, phrase, pick

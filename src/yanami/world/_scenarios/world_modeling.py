@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from yanami.schema import Check, CheckCategory
+from yanami.contract import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import PUSH_LEAST, accept_rule
 from yanami.world._language import REL_WORDS, full_where, minimal_where, ordinal, phrase, pick

@@ -1,1 +1,0 @@
-"""WEAVE (``weichow23/weave``): its importer, its protocol (rules, judge, prompts) and its scores."""

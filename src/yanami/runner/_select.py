@@ -1,0 +1,172 @@
+"""Which dialogues a run evaluates, read from the bench as far as needed and no further.
+
+`select_dialogues` is the rule (``--limit N``: the first N dialogues round-robin over the
+groups, prefix-stable so a run can be extended); `Selection` applies it to a bench on disk
+while streaming it: with a limit it stops reading once no later dialogue can change the
+choice, and keeps only where each chosen dialogue is (`Pick`), reading it again when its
+turn comes; without one it is the whole bench in order, read as it is evaluated. Memory
+follows the work (the limit), never the size of the bench.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple, Protocol, TypeVar
+
+from yanami.contract import Dialogue, Scenario, UnknownFamily, UserError, family_of
+from yanami.store import Dataset, Location
+
+
+class Grouped(Protocol):
+    """What the selection rule reads of a dialogue."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def group(self) -> str: ...
+
+
+D = TypeVar("D", bound=Grouped)
+
+
+def select_dialogues(dialogues: Sequence[D], limit: int | None) -> list[D]:
+    """The first ``limit`` dialogues taken round-robin over scenarios (all, in bench order, when None).
+
+    The selection is prefix-stable: the dialogues of a smaller limit are the first ones of
+    a larger limit's, which is what lets a run be extended with a larger ``--limit``.
+    """
+    if limit is None:
+        return list(dialogues)
+    by: dict[str, list[D]] = {}
+    for d in dialogues:
+        by.setdefault(d.group, []).append(d)
+    out: list[D] = []
+    k = 0
+    while len(out) < min(limit, len(dialogues)):
+        for group in by.values():
+            if k < len(group) and len(out) < limit:
+                out.append(group[k])
+        k += 1
+    return out
+
+
+class Pick(NamedTuple):
+    """A dialogue the selection read: its id, group, where it is and how many items it gives."""
+
+    id: str
+    group: str
+    where: Location | None
+    """None for a dialogue the caller handed over in memory."""
+    items: int
+
+
+def groups_of(family: str) -> frozenset[str] | None:
+    """Every group a dialogue of ``family`` can have (its scenarios, or its domains); None where
+    the family's domains are open, or the family unknown."""
+    try:
+        facts = family_of(family)
+    except UnknownFamily:
+        return None
+    if facts.by_scenario:
+        return frozenset(s.value for s in Scenario)
+    return None if facts.open_domains else frozenset(facts.domains())
+
+
+class Selection:
+    """The dialogues of a run, in the order it evaluates them (`select_dialogues` on the bench).
+
+    ``count`` gives each dialogue's number of items (0: the run skips it). ``also`` is another
+    limit whose selection must be known too (that of the run being resumed); ``loaded``: the
+    bench's dialogues, already in memory. Iterating reads the chosen dialogues again, one
+    at a time. A dialogue id used twice among those read is a one-line `UserError`.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        limit: int | None,
+        count: Callable[[Dialogue], int],
+        *,
+        also: int | None = None,
+        loaded: list[Dialogue] | None = None,
+        on_duplicate: Callable[[str], UserError] | None = None,
+    ) -> None:
+        self.dataset, self.limit = dataset, limit
+        self._loaded = {d.id: d for d in loaded} if loaded is not None else None
+        self._duplicate = on_duplicate or (lambda i: UserError(f"{dataset.root}: the dialogue id {i!r} is used twice"))
+        wide = None if limit is None else max(limit, also or 0)
+        self.pool: list[Pick] = []
+        """What was read, in bench order (with a limit: at most that many of each group)."""
+        self.items = 0
+        """The items of the chosen dialogues."""
+        if wide is None:
+            self.chosen: list[Pick] | None = None
+            self.items = self._scan_all(count, loaded)
+        else:
+            self.pool = self._scan(wide, count, loaded)
+            self.chosen = select_dialogues(self.pool, limit)
+            self.items = sum(p.items for p in self.chosen)
+
+    def __len__(self) -> int:
+        return len(self.dataset) if self.chosen is None else len(self.chosen)
+
+    def __iter__(self) -> Iterator[Dialogue]:
+        """The chosen dialogues, in order, read one at a time."""
+        if self._loaded is not None:
+            source = self._loaded
+            if self.chosen is None:
+                yield from source.values()
+            else:
+                yield from (source[p.id] for p in self.chosen)
+        elif self.chosen is None:
+            yield from self.dataset
+        else:
+            for p in self.chosen:
+                assert p.where is not None
+                yield self.dataset.read_at(p.where)
+
+    def ids(self, limit: int | None) -> list[str] | None:
+        """The ids `select_dialogues` chooses under another ``limit`` from what was read (for
+        comparing a resumed run's selection); None where that needs the whole bench."""
+        if self.chosen is None or limit is None:
+            return None
+        return [p.id for p in select_dialogues(self.pool, limit)]
+
+    def _read(self, loaded: list[Dialogue] | None) -> Iterator[tuple[Location | None, Dialogue]]:
+        if loaded is not None:
+            return ((None, d) for d in loaded)
+        return iter(self.dataset.located())
+
+    def _scan_all(self, count: Callable[[Dialogue], int], loaded: list[Dialogue] | None) -> int:
+        seen: set[str] = set()
+        items = 0
+        for _, d in self._read(loaded):
+            if d.id in seen:
+                raise self._duplicate(d.id)
+            seen.add(d.id)
+            items += count(d)
+        return items
+
+    def _scan(self, limit: int, count: Callable[[Dialogue], int], loaded: list[Dialogue] | None) -> list[Pick]:
+        """Read until no later dialogue can change the first ``limit``: every group the family
+        can have is seen, and each has at least its share of the rounds the limit takes."""
+        known = groups_of(self.dataset.manifest.family)
+        kept: dict[str, int] = {}
+        seen: set[str] = set()
+        pool: list[Pick] = []
+        for where, d in self._read(loaded):
+            if d.id in seen:
+                raise self._duplicate(d.id)
+            seen.add(d.id)
+            group = d.group
+            n = kept.get(group, 0)
+            if n < limit:  # no group gives more than the limit
+                kept[group] = n + 1
+                pool.append(Pick(d.id, group, where, count(d)))
+            if known is not None and known <= kept.keys():
+                rounds = math.ceil(limit / len(kept))
+                if min(kept.values()) >= rounds:
+                    break
+        return pool

@@ -1,0 +1,181 @@
+"""Memory follows the work: eval reads only the dialogues it evaluates, after its configuration
+is checked, and a long dialogue's history is resolved once, not once per item."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from yanami.contract import Dialogue, ImageSource, read_rows
+from yanami.runner import _run, evaluate, select_dialogues
+from yanami.runner._items import Conversation, build_request, items_of
+from yanami.runner._select import Selection
+from yanami.store import Dataset, DatasetWriter, Generator, _reader
+
+SCENARIOS = ("fusion", "editing", "world_modeling", "reasoning")
+
+
+def _dialogue(did: str, scenario: str, turns: int = 1, image: dict | None = None) -> Dialogue:
+    """The smallest dialogue eval takes: user turns (text, and an image if given), text replies,
+    a multiple-choice question after every turn."""
+    user = [{"type": "text", "text": f"Put the cube left of the ball ({did})."}]
+    if image is not None:
+        user.append(image)
+    return Dialogue.model_validate(
+        {
+            "id": did,
+            "scenario": scenario,
+            "capabilities": [],
+            "turns": [
+                {
+                    "index": t,
+                    "user": {"role": "user", "parts": user},
+                    "assistant": {"role": "assistant", "parts": [{"type": "text", "text": f"Done {t}."}]},
+                }
+                for t in range(turns)
+            ],
+            "questions": [
+                {
+                    "id": f"q{t}",
+                    "type": "RR",
+                    "after_turn": t,
+                    "text": "Which stands left?",
+                    "answer": "the cube",
+                    "choices": ["the cube", "the ball"],
+                    "answer_letters": ["A"],
+                }
+                for t in range(turns)
+            ],
+            "meta": {"generator": "test"},
+        }
+    )
+
+
+def _bench(path: Path, groups: list[str]) -> Path:
+    """A bench whose i-th dialogue has the scenario ``groups[i]``, in shards of 500."""
+    with DatasetWriter(path, split="bench", generator=Generator(name="test"), shard_size=500) as w:
+        for i, g in enumerate(groups):
+            w.add_dialogue(_dialogue(f"d{i:05d}", g))
+    return path
+
+
+@pytest.fixture(scope="module")
+def big_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3,000 one-turn dialogues, the scenarios in turn."""
+    return _bench(tmp_path_factory.mktemp("big") / "bench", [SCENARIOS[i % 4] for i in range(3000)])
+
+
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the dialogues the store parses from now on."""
+    seen: list[str] = []
+
+    class Counting(Dialogue):
+        @classmethod
+        def model_validate_json(cls, line: str | bytes, **kw: object) -> Dialogue:  # type: ignore[override]
+            d = Dialogue.model_validate_json(line)
+            seen.append(d.id)
+            return d
+
+    monkeypatch.setattr(_reader, "Dialogue", Counting)
+    return seen
+
+
+def test_eval_with_a_limit_reads_only_the_dialogues_it_needs(big_bench, tmp_path, parsed) -> None:
+    s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=10)
+    assert s.items == s.written == 10
+    # read to choose (the first 12: every scenario has its share of the 3 rounds), then each chosen one
+    # again by its offset for the exact judge's check that it can grade them, and again to run it
+    assert len(parsed) == 12 + 2 * 10 and set(parsed) == {f"d{i:05d}" for i in range(12)}
+    parsed.clear()
+    s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=20)  # extended
+    assert (s.skipped, s.written) == (10, 10) and len(parsed) == 20 + 2 * 20
+    assert read_rows(tmp_path / "run").manifest.limit == 20
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param([SCENARIOS[i % 4] for i in range(40)], id="in-turn"),
+        pytest.param(["fusion"] * 30 + ["editing"] * 5 + ["reasoning"] * 4 + ["world_modeling"], id="one-late"),
+        pytest.param(["fusion"] * 20 + ["editing"] * 20, id="two-scenarios"),
+        pytest.param(["editing", "fusion", "editing"] * 10 + ["reasoning", "world_modeling"] * 3, id="few-late"),
+    ],
+)
+@pytest.mark.parametrize("limit", [1, 3, 4, 7, 12, 40, 100, None])
+def test_the_streamed_selection_is_the_rule_on_the_whole_bench(tmp_path, layout, limit) -> None:
+    """Whatever the order of the scenarios, stopping early chooses what the rule chooses on every
+    dialogue, in the same order (a resumed run relies on it)."""
+    dataset = Dataset(_bench(tmp_path / "bench", layout))
+    everything = list(dataset)
+    chosen = Selection(dataset, limit, lambda d: 2)
+    expected = [d.id for d in select_dialogues(everything, limit)]
+    assert [d.id for d in chosen] == expected and chosen.items == 2 * len(expected)
+
+
+def test_a_configuration_problem_is_found_before_any_dialogue_is_read(
+    big_bench, tmp_path, parsed, monkeypatch, cli
+) -> None:
+    monkeypatch.delenv("YANAMI_TEST_NO_SUCH_KEY", raising=False)
+    config = tmp_path / "model.yaml"
+    config.write_text(
+        "kind: openai\nbase_url: http://127.0.0.1:9/v1\nchat_model: m\napi_key_env: YANAMI_TEST_NO_SUCH_KEY\n"
+    )
+    r = cli("eval", big_bench, "--model", config, "--out", tmp_path / "run")
+    assert r.code == 2 and "YANAMI_TEST_NO_SUCH_KEY" in r.err
+    judge = tmp_path / "no.yaml"
+    r = cli("eval", big_bench, "--model", "reference:copy-input", "--judge", judge, "--out", tmp_path / "run")
+    assert r.code == 2 and "no.yaml" in r.err
+    assert parsed == [] and not (tmp_path / "run").exists()
+
+
+def test_a_duplicate_id_among_what_a_limited_run_reads_is_refused(tmp_path) -> None:
+    bench = _bench(tmp_path / "bench", [SCENARIOS[i % 4] for i in range(8)])
+    shard = bench / "dialogues" / "00000.jsonl"
+    lines = shard.read_text().splitlines(keepends=True)
+    other = json.loads(lines[1])
+    other["id"] = json.loads(lines[0])["id"]
+    lines[1] = json.dumps(other) + "\n"
+    from tests.runner.test_run_dir import _reseal
+
+    shard.write_text("".join(lines))
+    _reseal(bench)
+    with pytest.raises(_run.UserError, match=r"used more than once .*00000\.jsonl:1 and dialogues/00000\.jsonl:2"):
+        evaluate(bench, "reference:copy-input", tmp_path / "run", limit=2)
+
+
+def _png() -> dict:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 120, 40)).save(buf, format="PNG")
+    return {"data": buf.getvalue()}
+
+
+@pytest.mark.parametrize("selfh", [False, True])
+def test_a_long_dialogue_resolves_each_turn_once_and_asks_what_build_request_asks(tmp_path, selfh) -> None:
+    """Every request of a 300-turn chain equals `build_request`'s, and the history's images are
+    read once in all, not once per request that shows them (which made a long dialogue quadratic)."""
+    with DatasetWriter(tmp_path / "bench", split="bench", generator=Generator(name="test")) as w:
+        part = w.add_image(_png()["data"], ImageSource.USER)
+        w.add_dialogue(_dialogue("long", "fusion", turns=300, image=part.model_dump(mode="json")))
+    dataset = Dataset(tmp_path / "bench")
+    (d,) = list(dataset)
+    shown = []
+
+    def image_bytes(turn: int, side: str, j: int, p: object) -> bytes:
+        shown.append(turn)
+        return dataset.image_bytes(p)  # type: ignore[arg-type]
+
+    def own_reply(turn: int) -> None:
+        return None
+
+    conversation = Conversation(d, "yes-first", image_bytes, own_reply if selfh else None)
+    items = items_of(d)
+    for item in items:
+        request, fallbacks = conversation.request(item)
+        assert request == build_request(d, item, "yes-first", lambda t, s, j, p: dataset.image_bytes(p))
+        assert fallbacks == 0
+    assert sorted(shown) == list(range(300))  # each turn's image: once
