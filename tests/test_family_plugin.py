@@ -29,7 +29,8 @@ from yanami.store import DatasetWriter, Generator
 
 FACTS = FamilyFacts(
     "toy", "Toy", "toy-1", {"numbers": ("sums", "products")},
-    check_kinds={"toy_point": 3}, importer="toyfamily:import_toy", judge="toyfamily:make_judge", scorer="toyfamily:SCORER",
+    check_kinds={"toy_point": 3},
+    importer="toyfamily:import_toy", judge="toyfamily:make_judge", scorer="toyfamily:SCORER",
 )
 
 
