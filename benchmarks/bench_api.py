@@ -106,15 +106,15 @@ def bench_runner(bench: Path, tmp: Path) -> None:
         )
         images = tmp / "images.yaml"
         images.write_text(yaml.safe_dump(_config(url, image_model="i")))
-        real_judge = _run.judge_for_bench
-        _run.judge_for_bench = lambda *a: InstantJudge()  # type: ignore[assignment]
+        real_judge = _run.build_judge
+        _run.build_judge = lambda *a: InstantJudge()  # type: ignore[assignment]
         steady = _Steady()
         try:
             t = time.perf_counter()
             s = _run.evaluate(bench, str(images), tmp / "run-images", concurrency=CONCURRENCY, on_progress=steady)
             rate = s.written / (time.perf_counter() - t)
         finally:
-            _run.judge_for_bench = real_judge
+            _run.build_judge = real_judge
         print(
             f"runner, image edits (512-px images in and out): {rate:.1f} requests/s = {100 * rate / IDEAL:.0f} % of"
             f" ideal ({s.written} requests); once running {steady.rate():.1f}/s = {100 * steady.rate() / IDEAL:.0f} %"

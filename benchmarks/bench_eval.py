@@ -165,14 +165,14 @@ class InstantJudge:
 
 def bench_runner(bench: Path) -> None:
     from yanami.contract import Prediction, Results
-    from yanami.runner import _run
+    from yanami.runner import _build, _run
 
     ds = Dataset(bench)
     dialogues = list(ds)
     first = next(p for t in dialogues[0].turns for p in t.user.parts if isinstance(p, ImagePart))
     image = ds.image_bytes(first)
-    _run.load_model = lambda *a: _Instant(image)  # type: ignore[assignment]
-    _run.judge_for_bench = lambda *a: InstantJudge()  # type: ignore[assignment]
+    _build.load_model = lambda *a: _Instant(image)  # type: ignore[assignment]
+    _run.build_judge = lambda *a: InstantJudge()  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         s = _run.evaluate(bench, "instant", Path(tmp) / "run", loaded=(ds, dialogues))

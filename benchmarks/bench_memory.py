@@ -220,7 +220,7 @@ def bench_memory(work: Path, sizes: list[int], cap_gb: float, commands: set[str]
 
 _LONG = """
 import sys, time
-from yanami.runner import _run, evaluate
+from yanami.runner import _build, evaluate
 
 class Instant:
     \"\"\"Answers at once, reading only the last message: the runner's own cost alone.\"\"\"
@@ -230,7 +230,7 @@ class Instant:
         return "A"
 
 if sys.argv[3] == "instant":
-    _run.load_model = lambda *a: Instant()
+    _build.load_model = lambda *a: Instant()
 marks = []
 tick = lambda done, total: marks.append((time.perf_counter(), done))
 evaluate(sys.argv[1], "reference:copy-input", sys.argv[2], on_progress=tick)

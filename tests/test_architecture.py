@@ -15,47 +15,119 @@ import pytest
 import yanami
 
 ROOT = Path(yanami.__file__).parent
-PACKAGES = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+ROOMS = sorted(
+    p.name if p.is_dir() else p.stem
+    for p in ROOT.iterdir()
+    if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and not p.name.startswith("__"))
+)
+"""The rooms of the house: every package, and every top-level module, which is a room of its own."""
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def _imports() -> list[tuple[Path, str, str]]:
-    """(file, the package it belongs to or "", the module it imports) for every yanami import."""
+    """(file, its room, the module it imports) for every yanami import: at the top, inside a
+    function, or under ``TYPE_CHECKING``. ``from a import b`` imports ``a.b`` where that is a module."""
     out = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for name, path in MODULES.items():
         rel = path.relative_to(ROOT)
-        package = rel.parts[0] if len(rel.parts) > 1 else ""
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("yanami."):
-                out.append((rel, package, node.module))
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("yanami"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    out.append((rel, _room(name), full if full in MODULES else node.module))
             elif isinstance(node, ast.Import):
-                out += [(rel, package, a.name) for a in node.names if a.name.startswith("yanami.")]
+                out += [(rel, _room(name), a.name) for a in node.names if a.name.startswith("yanami.")]
     return out
 
 
-def test_no_import_cycle_between_packages() -> None:
+def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        for n in edges[todo.pop()]:
+            if n == goal:
+                return True
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return False
+
+
+def test_no_import_cycle_between_rooms() -> None:
     edges: dict[str, set[str]] = defaultdict(set)
-    for _, package, module in _imports():
-        target = module.split(".")[1]
-        if package and target in PACKAGES and target != package:
-            edges[package].add(target)
-
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in edges[start])
-
-    cycles = [p for p in PACKAGES if reaches(p, p, {p})]
-    assert cycles == [], {p: sorted(edges[p]) for p in cycles}
+    for _, room, module in _imports():
+        target = _room(module)
+        if room and target in ROOMS and target != room:
+            edges[room].add(target)
+    cycles = [r for r in ROOMS if _reaches(edges, r, r)]
+    assert cycles == [], {r: sorted(edges[r]) for r in cycles}
 
 
-def test_no_package_imports_another_packages_private_module() -> None:
+def test_no_file_level_circle() -> None:
+    """No two modules import each other, directly or around a circle (a package's ``__init__``
+    re-exporting its own modules aside)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for rel, _, module in _imports():
+        name = _module(ROOT / rel)
+        target = module
+        while target and target not in MODULES:
+            target = target.rpartition(".")[0]
+        init = MODULES.get(target, Path()).name == "__init__.py"
+        if target and target != name and not (init and name.startswith(target + ".")):
+            edges[name].add(target)
+    circles = sorted(m for m in MODULES if _reaches(edges, m, m))
+    assert circles == []
+
+
+def test_core_imports_nothing_of_yanami_outside_itself() -> None:
+    outside = [f"{rel}: {module}" for rel, room, module in _imports() if room == "core" and _room(module) != "core"]
+    assert outside == []
+
+
+def test_core_exports_every_public_name_of_its_modules_once() -> None:
+    from yanami import contract, core
+
+    defined: dict[str, str] = {}
+    for path in sorted((ROOT / "core").glob("_*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = [node.name] if isinstance(node, ast.FunctionDef | ast.ClassDef) else []
+            if isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            for name in names:
+                if not name.startswith("_") and name != "SEPARATOR":
+                    assert name not in defined, f"{name} is defined in {defined[name]} and {path.name}"
+                    defined[name] = path.stem
+    assert core._WHERE == defined and sorted(core.__all__) == sorted(defined)
+    assert contract.__all__ == core.__all__ and all(getattr(contract, n) is getattr(core, n) for n in core.__all__)
+
+
+def test_no_room_imports_another_rooms_private_module() -> None:
     private = [
         f"{rel}: {module}"
-        for rel, package, module in _imports()
-        if len(parts := module.split(".")) >= 3
-        and parts[1] in PACKAGES
-        and parts[1] != package
-        and parts[2].startswith("_")
+        for rel, room, module in _imports()
+        if len(parts := module.split(".")) >= 3 and parts[1] in ROOMS and parts[1] != room and parts[2].startswith("_")
     ]
     assert private == []
+
+
+def test_the_scan_sees_imports_under_type_checking_and_in_functions() -> None:
+    found = {(str(rel), module) for rel, _, module in _imports()}
+    assert ("models/_registry.py", "yanami.contract") in found  # at the top
+    assert any(rel.startswith("runner/") and module == "yanami.scale" for rel, module in found)
+    assert ("judges/_context.py", "yanami.world") in found  # under TYPE_CHECKING
 
 
 @pytest.mark.parametrize("module", ["yanami.core", "yanami.contract"])

@@ -58,7 +58,7 @@ class ExactMatch:
                        score=float(right), scores={"acc": float(right)})
 
 
-def make_judge(spec, dataset, responses, protocol_source):
+def make_judge(spec, context):
     return ExactMatch()
 
 

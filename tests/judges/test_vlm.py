@@ -136,13 +136,13 @@ def test_a_judge_runs_on_any_client_kind(world_bench, world_dialogues) -> None:
 
 def test_judges_are_loaded_from_a_registry(tmp_path, world_bench) -> None:
     from yanami.contract import UserError
-    from yanami.judges import ExactJudge, load_judge
+    from yanami.judges import ExactJudge, JudgeContext, make_judge
 
-    assert isinstance(load_judge("exact"), ExactJudge)
+    assert isinstance(make_judge("exact", JudgeContext()), ExactJudge)
     with pytest.raises(UserError, match="registered kinds: exact"):
-        load_judge("nosuch:thing")
+        make_judge("nosuch:thing", JudgeContext())
     with pytest.raises(UserError, match="takes no argument"):
-        load_judge("exact:v9")
+        make_judge("exact:v9", JudgeContext())
 
 
 def test_sc_schema_rejects_non_booleans() -> None:

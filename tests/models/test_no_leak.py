@@ -46,7 +46,7 @@ def test_the_runner_hands_adapters_exactly_the_hidden_free_requests(
 ):
     """Through the whole runner, an adapter receives the requests built from message parts, nothing else."""
     from yanami.contract import Request
-    from yanami.runner import _run
+    from yanami.runner import _build, _run
 
     bench = Dataset(world_bench)
     seen: list[Request] = []
@@ -62,7 +62,7 @@ def test_the_runner_hands_adapters_exactly_the_hidden_free_requests(
             seen.append(request)
             return request.images()[-1].data
 
-    monkeypatch.setattr(_run, "load_model", lambda *a: Recorder())
+    monkeypatch.setattr(_build, "load_model", lambda *a: Recorder())
     _run.evaluate(world_bench, "recorder", tmp_path / "run", limit=4, concurrency=3)
     by_id = {d.id: scrambled(d) for d in world_dialogues}
     assert len(seen) > 20

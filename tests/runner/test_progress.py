@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from yanami import cli as cli_module
+from yanami.cli import _progress
 
 LINE = re.compile(r"^(?P<label>.+): (?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+) %\), (?P<rate>[\d.]+)/s, \d+ s$")
 
@@ -21,9 +21,9 @@ class FakeClock:
 
 
 def test_a_counting_progress_prints_a_line_every_interval(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(cli_module, "_clock", FakeClock(1.0))
-    assert cli_module.PROGRESS_EVERY_S == 5.0
-    with cli_module.progress("building", 22) as advance:
+    monkeypatch.setattr(_progress, "_clock", FakeClock(1.0))
+    assert _progress.PROGRESS_EVERY_S == 5.0
+    with _progress.progress("building", 22) as advance:
         for _ in range(22):
             advance()
     lines = capsys.readouterr().err.splitlines()
@@ -35,15 +35,15 @@ def test_a_counting_progress_prints_a_line_every_interval(monkeypatch, capsys) -
 
 
 def test_a_quick_command_stays_quiet(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(cli_module, "_clock", FakeClock(0.001))
-    with cli_module.progress("dialogues", 100) as advance:
+    monkeypatch.setattr(_progress, "_clock", FakeClock(0.001))
+    with _progress.progress("dialogues", 100) as advance:
         for _ in range(100):
             advance()
     assert capsys.readouterr().err == ""
 
 
 def test_eval_off_a_terminal_prints_lines_of_progress(cli, world_bench, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(cli_module, "PROGRESS_EVERY_S", 0.0)  # a line at every item
+    monkeypatch.setattr(_progress, "PROGRESS_EVERY_S", 0.0)  # a line at every item
     r = cli("eval", world_bench, "--model", "reference:oracle", "--out", tmp_path / "run", "--limit", "2")
     assert r.code == 0, r.err
     lines = [LINE.match(line) for line in r.err.splitlines()]
@@ -61,8 +61,8 @@ def test_eval_off_a_terminal_prints_lines_of_progress(cli, world_bench, tmp_path
 
 
 def test_eval_progress_reports_the_rate_of_this_call(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(cli_module, "_clock", FakeClock(2.0))
-    with cli_module._eval_progress("evaluating m") as update:
+    monkeypatch.setattr(_progress, "_clock", FakeClock(2.0))
+    with _progress.eval_progress("evaluating m") as update:
         update(40, 100)  # a resumed run: 40 items were done before
         for done in range(41, 51):
             update(done, 100)

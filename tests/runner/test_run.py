@@ -14,7 +14,7 @@ import pytest
 
 from yanami.contract import Refused, Request, UserError
 from yanami.judges import ExactJudge
-from yanami.runner import _run, evaluate, select_dialogues
+from yanami.runner import _build, _chains, evaluate, select_dialogues
 from yanami.scoring import load_run, run_scores
 from yanami.store import Dataset
 
@@ -112,7 +112,7 @@ def test_self_history_feeds_the_models_own_images_back(world_bench, tmp_path, mo
             return buf.getvalue()
 
     for history in ("gt", "self"):
-        monkeypatch.setattr(_run, "load_model", lambda *a, h=history: Painter(h))
+        monkeypatch.setattr(_build, "load_model", lambda *a, h=history: Painter(h))
         evaluate(world_bench, "painter", tmp_path / history, history=history)
     assert not seen["gt"] & drawn
     assert seen["self"] & drawn
@@ -143,7 +143,7 @@ def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path,
             return request.images()[-1].data
 
     first_dialogue = next(iter(Dataset(world_bench))).id + "/"
-    monkeypatch.setattr(_run, "load_model", lambda *a: Flaky())
+    monkeypatch.setattr(_build, "load_model", lambda *a: Flaky())
     s = evaluate(world_bench, "flaky", tmp_path / "run")
     assert s.statuses["refused"] == 9 and s.statuses["missing"] == 8 and s.statuses["error"] >= 8
     run = load_run(tmp_path / "run")
@@ -168,7 +168,7 @@ def test_faults_are_stored_with_a_status_and_never_scored(world_bench, tmp_path,
             asked.append(request.item)
             return request.images()[-1].data
 
-    monkeypatch.setattr(_run, "load_model", lambda *a: Fixed())
+    monkeypatch.setattr(_build, "load_model", lambda *a: Fixed())
     again = evaluate(world_bench, "flaky", tmp_path / "run", retry_errors=True)
     assert len(asked) == s.statuses["error"] == again.written
     assert again.statuses == {"ok": s.statuses["error"]}
@@ -231,8 +231,8 @@ def test_a_bench_image_is_read_once_while_it_is_kept(world_bench, monkeypatch) -
         return real(self, part)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Dataset, "image_bytes", counting)
-    monkeypatch.setattr(_run, "_IMAGES_KEPT", 2)
-    runner = _run._Runner(dataset, None, None, None, None, {})  # type: ignore[arg-type]
+    monkeypatch.setattr(_chains, "_IMAGES_KEPT", 2)
+    runner = _chains.ChainRunner(dataset, None, None, None, None)  # type: ignore[arg-type]
     with ThreadPoolExecutor(8) as pool:
         shown = list(pool.map(runner.bench_image, [parts[0]] * 8))
     assert reads == [parts[0].sha256] and all(s is shown[0] for s in shown)

@@ -16,7 +16,7 @@ import pytest
 
 from yanami.contract import ImagePart, Request, UserError, read_rows
 from yanami.models.fake import FakeServer
-from yanami.runner import _run, build_request, evaluate, items_of, rejudge, select_dialogues
+from yanami.runner import _build, _run, _spec, build_request, evaluate, items_of, rejudge, select_dialogues
 from yanami.store import Dataset
 
 
@@ -201,10 +201,10 @@ def test_workers_alone_bring_concurrency(cli, world_bench, tmp_path, monkeypatch
                 met.wait()
             return "A"
 
-    monkeypatch.setattr(_run, "load_model", lambda *a: Pair())
+    monkeypatch.setattr(_build, "load_model", lambda *a: Pair())
     s = evaluate(world_bench, "pair", tmp_path / "run", limit=2, workers=2)
     assert s.statuses == {"ok": s.items}
-    assert _run.default_concurrency(1) == 1 and _run.default_concurrency(3) == 6
+    assert _spec.default_concurrency(1) == 1 and _spec.default_concurrency(3) == 6
     help_text = cli("eval", "--help").out
     assert "twice --workers" in " ".join(help_text.split())
 

@@ -84,7 +84,7 @@ def _map_workers() -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"MapWorker(MapBatches(_ChainRunner))" in cmdline:
+        if b"MapWorker(MapBatches(_ChainActor))" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -85,10 +85,10 @@ class Refuser(Copier):
 
 def _evaluate(monkeypatch: pytest.MonkeyPatch, bench: Path, model: object, out: Path, spec: str = "plugin:x") -> Path:
     """A run of ``model``, registered as tests register plug-ins (the runner's `load_model`)."""
-    from yanami.runner import _run
+    from yanami.runner import _build, _run
 
     with monkeypatch.context() as m:
-        m.setattr(_run, "load_model", lambda *a: model)
+        m.setattr(_build, "load_model", lambda *a: model)
         _run.evaluate(bench, spec, out, limit=LIMIT)
     return out
 

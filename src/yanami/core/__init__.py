@@ -13,6 +13,9 @@ yanami outside itself (pydantic and the standard library only).
 Import it as `yanami.contract`, which re-exports it. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
+the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
+the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
+the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic.
 """
 
@@ -55,19 +58,24 @@ if TYPE_CHECKING:
     from yanami.core._protocol import (
         GT_HISTORY,
         AnswerVerdict,
+        Configured,
         ImageVerdict,
         InputImage,
         InputMessage,
         InputText,
         Judge,
         JudgeError,
-        JudgeFactory,
+        Layouts,
         Model,
         ModelFactory,
         Output,
         OwnHistory,
+        Reachable,
+        ReadsBench,
+        Recorded,
         Refused,
         Request,
+        Settings,
     )
     from yanami.core._results import (
         OUTPUTS,
@@ -210,6 +218,11 @@ _WHERE = {
     "Refused": "_protocol",
     "Model": "_protocol",
     "ModelFactory": "_protocol",
+    "Reachable": "_protocol",
+    "Layouts": "_protocol",
+    "Settings": "_protocol",
+    "Configured": "_protocol",
+    "ReadsBench": "_protocol",
     "JudgeError": "_protocol",
     "AnswerVerdict": "_protocol",
     "ImageVerdict": "_protocol",
@@ -217,7 +230,7 @@ _WHERE = {
     "OwnHistory": "_protocol",
     "GT_HISTORY": "_protocol",
     "Judge": "_protocol",
-    "JudgeFactory": "_protocol",
+    "Recorded": "_protocol",
     "GLOBAL_SEED": "_runs",
     "History": "_runs",
     "Layout": "_runs",
@@ -276,6 +289,7 @@ __all__ = [
     "CheckHidden",
     "CheckKind",
     "CheckResult",
+    "Configured",
     "Dialogue",
     "DialogueMeta",
     "FamilyFacts",
@@ -290,9 +304,9 @@ __all__ = [
     "InputText",
     "Judge",
     "JudgeError",
-    "JudgeFactory",
     "JudgeInfo",
     "Layout",
+    "Layouts",
     "Message",
     "Model",
     "ModelFactory",
@@ -304,6 +318,9 @@ __all__ = [
     "Question",
     "QuestionHidden",
     "QuestionType",
+    "Reachable",
+    "ReadsBench",
+    "Recorded",
     "Refused",
     "Request",
     "Results",
@@ -311,6 +328,7 @@ __all__ = [
     "RunRows",
     "Scenario",
     "ScenarioFacts",
+    "Settings",
     "Sha256",
     "Status",
     "TextPart",

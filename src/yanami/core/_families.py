@@ -59,8 +59,8 @@ class FamilyFacts:
     """``module:function`` of ``yanami import NAME SRC --out DIR`` (``function(src, out, *,
     overwrite, link, on_record)`` -> the dataset's manifest); None: not imported."""
     judge: str | None = None
-    """``module:function`` making its judge (``function(spec, dataset, responses, protocol_source)``
-    -> a `yanami.models.Judge`); None: yanami's own judges (``exact`` or a VLM judge) grade it."""
+    """``module:function`` making its judge, a `yanami.judges.JudgeFactory` (``function(spec,
+    context)`` -> a `Judge`); None: yanami's own judges (``exact`` or a VLM judge) grade it."""
     scorer: str = "yanami.scoring:YANAMI_SCORER"
     """``module:attribute`` of its scorer (`yanami.scoring.Scorer`): its scores, tables and report."""
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from yanami.core._runs import Verdict
@@ -104,6 +105,54 @@ ModelFactory = Callable[[str], Model]
 after the colon -> a `Model`. It receives the spec alone, never the bench."""
 
 
+# Optional abilities: a model has one when it has the member (``isinstance(model, Reachable)``).
+
+
+@runtime_checkable
+class Reachable(Protocol):
+    """A model that can say cheaply, before a run starts, whether its server answers."""
+
+    def check(self) -> None:
+        """Raise a `yanami.contract.UserError` naming what is wrong (an unreachable server, a bad key)."""
+        ...
+
+
+@runtime_checkable
+class Layouts(Protocol):
+    """A model that takes only some request layouts (`yanami.contract.Layout` values)."""
+
+    layouts: tuple[str, ...]
+
+
+class Settings(Protocol):
+    """A model's settings as a config file gives them (`yanami.models.ModelConfig`)."""
+
+    @property
+    def layout(self) -> str: ...
+
+    @property
+    def seed(self) -> int | None: ...
+
+    def model_dump(self, *, mode: str) -> dict[str, object]: ...
+
+
+@runtime_checkable
+class Configured(Protocol):
+    """A model made from a config file: its settings are recorded with the run."""
+
+    @property
+    def config(self) -> Settings: ...
+
+
+@runtime_checkable
+class ReadsBench(Protocol):
+    """A model that reads the bench's hidden annotations (the reference agents alone)."""
+
+    def bind_bench(self, bench: Path) -> None:
+        """Read what it needs from the bench directory (called once, before any request)."""
+        ...
+
+
 class JudgeError(Exception):
     """The judge could not grade an item (its server failed, or its output stayed invalid)."""
 
@@ -185,5 +234,8 @@ class Judge(Protocol):
         ...
 
 
-JudgeFactory = Callable[[str], Judge]
-"""A plug-in judge's factory (entry point group ``yanami.judges``): ``--judge kind:rest`` -> a `Judge`."""
+@runtime_checkable
+class Recorded(Protocol):
+    """A judge whose settings are recorded with the run (a VLM judge's config file)."""
+
+    settings: dict[str, Any] | None

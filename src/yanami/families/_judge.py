@@ -40,8 +40,7 @@ from yanami.contract import (
     family_of,
 )
 from yanami.families._sources import ProtocolSource
-from yanami.judges import VLMJudge, input_image, load_judge
-from yanami.models import ResponseCache
+from yanami.judges import JudgeContext, VLMJudge, input_image, own_judge
 from yanami.store import Dataset
 
 FAMILY_PROMPT_VERSION = "v2"
@@ -153,19 +152,17 @@ class ProtocolJudge(ABC):
         return self.source.prompts[name]
 
 
-def make_protocol_judge(
-    cls: type[ProtocolJudge],
-    spec: str,
-    dataset: Dataset,
-    responses: ResponseCache | None,
-    protocol_source: str | Path | None,
-) -> ProtocolJudge:
-    """A family's judge hook: its protocol over the VLM judge SPEC names, asking the benchmark's
-    own prompts from ``protocol_source`` (a checkout of its repository) where given."""
+def make_protocol_judge(cls: type[ProtocolJudge], spec: str, context: JudgeContext) -> ProtocolJudge:
+    """A family's judge hook (a `yanami.judges.JudgeFactory` once ``cls`` is bound): its protocol
+    over the VLM judge SPEC names, asking the benchmark's own prompts from the context's
+    ``protocol_source`` (a checkout of its repository) where given."""
+    dataset = context.dataset
+    if dataset is None:
+        raise UserError(f"--judge {spec}: a family's judge grades a bench, and none was given")
     facts = family_of(dataset.manifest.family)
     source = None
-    if protocol_source is not None:
-        root = Path(protocol_source)
+    if context.protocol_source is not None:
+        root = Path(context.protocol_source)
         if not root.is_dir():
             raise UserError(f"--protocol-source: {root}: not a directory")
         source = ProtocolSource(facts.family, root, cls.load_source(root))
@@ -173,7 +170,7 @@ def make_protocol_judge(
         raise UserError(
             f"{dataset.root}: a {facts.title} bench is graded by a VLM judge: --judge FILE (docs/benchmarks.md)"
         )
-    vlm = load_judge(spec, dataset, responses)
+    vlm = own_judge(spec, context)
     if not isinstance(vlm, VLMJudge):
         raise UserError(f"--judge {spec}: a {facts.title} bench needs a VLM judge (a model config file)")
     return cls(vlm, dataset, source)

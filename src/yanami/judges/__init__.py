@@ -11,9 +11,19 @@ from yanami.judges._choice import (
     read_options,
     value_score,
 )
+from yanami.judges._context import JudgeContext, JudgeFactory
 from yanami.judges._exact import ExactJudge, exact_judge, unreadable_check, world_quality
-from yanami.judges._registry import ENTRY_POINTS, judge_for_bench, judge_settings, load_judge, supported_judges
-from yanami.judges._vlm import PROMPT_VERSION, VLMJudge, ask_json, fence_code, parse_reply, parse_reply_source, prompt
+from yanami.judges._registry import ENTRY_POINTS, judge_settings, make_judge, own_judge, supported_judges
+from yanami.judges._vlm import (
+    PROMPT_VERSION,
+    VLMJudge,
+    ask_json,
+    fence_code,
+    parse_reply,
+    parse_reply_source,
+    prompt,
+    vlm_judge,
+)
 from yanami.judges._vlm import _image as input_image
 
 __all__ = [
@@ -23,7 +33,9 @@ __all__ = [
     "ExactJudge",
     "ImageVerdict",
     "Judge",
+    "JudgeContext",
     "JudgeError",
+    "JudgeFactory",
     "VLMJudge",
     "ask_json",
     "calibrate",
@@ -33,11 +45,11 @@ __all__ = [
     "fence_code",
     "format_weight",
     "input_image",
-    "judge_for_bench",
     "judge_settings",
-    "load_judge",
+    "make_judge",
     "normalize",
     "option_score",
+    "own_judge",
     "parse_reply",
     "parse_reply_source",
     "prompt",
@@ -46,5 +58,6 @@ __all__ = [
     "supported_judges",
     "unreadable_check",
     "value_score",
+    "vlm_judge",
     "world_quality",
 ]

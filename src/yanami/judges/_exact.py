@@ -24,6 +24,7 @@ from yanami.contract import (
     Verdict,
 )
 from yanami.judges._choice import choice_score, option_score, value_score
+from yanami.judges._context import JudgeContext
 from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
 from yanami.world import (
     IN_PROCESS_PARSER,
@@ -190,8 +191,17 @@ class ExactJudge:
         return ImageVerdict(checks, float(world_quality(parse)), reason)
 
 
-def exact_judge(spec: str) -> ExactJudge:
-    """The factory of the judge kind ``exact`` (``--judge exact``)."""
+def exact_judge(spec: str, context: JudgeContext | None = None) -> ExactJudge:
+    """The factory of the judge kind ``exact`` (``--judge exact``): it reads images with the
+    context's parser (in this process without one) and refuses a bench whose checks carry no
+    predicate it can evaluate."""
     if spec:
         raise UserError(f"--judge exact:{spec}: the exact judge takes no argument (use --judge exact)")
-    return ExactJudge()
+    if context is not None and context.dataset is not None:
+        where = unreadable_check(context.dataset)
+        if where is not None:
+            raise UserError(
+                f"{context.dataset.root}: check {where} carries no predicate the exact judge can evaluate (a dataset "
+                "the world did not build, such as a constructed one): grade it with a VLM judge, --judge FILE"
+            )
+    return ExactJudge() if context is None or context.parser is None else ExactJudge(context.parser)

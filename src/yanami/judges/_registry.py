@@ -8,29 +8,40 @@ and makes it a VLM judge, at temperature 0.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from yanami.contract import Judge, UserError, family_of
-from yanami.models import ResponseCache, load_config, load_plugin, looks_like_config, model_from_config
+from yanami.contract import Judge, Recorded, UserError, family_of
+from yanami.judges._context import JudgeContext
+from yanami.judges._vlm import vlm_judge
+from yanami.models import load_plugin, looks_like_config
 from yanami.store import Dataset
-
-if TYPE_CHECKING:
-    from yanami.world import Parser
 
 ENTRY_POINTS = "yanami.judges"
 
 
-def load_judge(spec: str, bench: Dataset | None = None, cache: ResponseCache | None = None) -> Judge:
-    """The judge a ``--judge`` spec names; a VLM judge reads the ground-truth targets from ``bench``."""
-    if looks_like_config(spec):
-        from yanami.judges._vlm import VLMJudge
+def make_judge(spec: str, context: JudgeContext) -> Judge:
+    """The one way a judge is made (`JudgeFactory`): for a bench whose family grades it by its own
+    protocol, the family's judge hook (`FamilyFacts.judge`) makes what it will of ``--judge SPEC``;
+    otherwise yanami's own (`own_judge`)."""
+    facts = family_of(context.dataset.manifest.family) if context.dataset is not None else None
+    if facts is None or facts.judge is None:
+        if facts is not None and context.protocol_source is not None:
+            raise UserError(f"--protocol-source: only for a bench graded by its own protocol, not {facts.title}")
+        return own_judge(spec, context)
+    judge = facts.hook("judge")(spec, context)
+    if not isinstance(judge, Judge):
+        raise UserError(f"the {facts.family} family's judge ({facts.judge}) did not return a judge")
+    return judge
 
-        config = load_config(spec)
-        model = model_from_config(config.model_copy(update={"temperature": 0.0}), cache)
-        return VLMJudge(model, bench, config.model_dump(mode="json"))
+
+def own_judge(spec: str, context: JudgeContext) -> Judge:
+    """The judge ``--judge SPEC`` names among yanami's own: a config file makes a VLM judge of the
+    model it describes; ``kind:rest`` calls the factory of the kind in the entry point group
+    ``yanami.judges`` (``exact`` is one) with ``rest`` and the context."""
+    if looks_like_config(spec):
+        return vlm_judge(spec, context)
     kind, _, rest = spec.partition(":")
-    judge = load_plugin(ENTRY_POINTS, "--judge", spec, kind, rest)
+    judge = load_plugin(ENTRY_POINTS, "--judge", spec, kind, rest, context=context)
     if not isinstance(judge, Judge):
         raise UserError(f"--judge {spec}: the {kind!r} plug-in did not return a judge")
     return judge
@@ -38,41 +49,7 @@ def load_judge(spec: str, bench: Dataset | None = None, cache: ResponseCache | N
 
 def judge_settings(judge: Judge) -> dict[str, Any] | None:
     """A judge's settings as recorded with a run (a VLM judge's config file; None for the exact judge)."""
-    settings = getattr(judge, "settings", None)
-    return settings if isinstance(settings, dict) else None
-
-
-def judge_for_bench(
-    spec: str,
-    dataset: Dataset,
-    responses: ResponseCache | None = None,
-    protocol_source: str | Path | None = None,
-    parser: Parser | None = None,
-) -> Judge:
-    """The judge of a run on ``dataset``: what the bench's family makes of ``--judge SPEC``
-    (its `FamilyFacts.judge`), or, for a family yanami's own judges grade, the judge SPEC names
-    (the exact judge reads images with ``parser``, the run's worker processes; in this process
-    without one)."""
-    facts = family_of(dataset.manifest.family)
-    make = facts.hook("judge")
-    if make is None:
-        if protocol_source is not None:
-            raise UserError(f"--protocol-source: only for a bench graded by its own protocol, not {facts.title}")
-        if spec == "exact":
-            from yanami.judges._exact import ExactJudge, unreadable_check
-
-            where = unreadable_check(dataset)
-            if where is not None:
-                raise UserError(
-                    f"{dataset.root}: check {where} carries no predicate the exact judge can evaluate (a dataset "
-                    "the world did not build, such as a constructed one): grade it with a VLM judge, --judge FILE"
-                )
-            return ExactJudge() if parser is None else ExactJudge(parser)
-        return load_judge(spec, dataset, responses)
-    judge = make(spec, dataset, responses, protocol_source)
-    if not isinstance(judge, Judge):
-        raise UserError(f"the {facts.family} family's judge ({facts.judge}) did not return a judge")
-    return judge
+    return judge.settings if isinstance(judge, Recorded) and isinstance(judge.settings, dict) else None
 
 
 def supported_judges(dataset: Dataset) -> str:

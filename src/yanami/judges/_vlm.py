@@ -50,8 +50,9 @@ from yanami.contract import (
     UserError,
     Verdict,
 )
+from yanami.judges._context import JudgeContext
 from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
-from yanami.models import Malformed, Transient, conversation_text, options_text
+from yanami.models import Malformed, Transient, conversation_text, model_from_config, options_text
 from yanami.store import Dataset, open_image_bytes
 
 PROMPT_VERSION = "v3"
@@ -197,6 +198,16 @@ def ask_json(
             InputMessage("user", (InputText(f"That reply is invalid ({first}). Reply again with the JSON only."),)),
         ]
     return parse_reply(ask(), schema)
+
+
+def vlm_judge(spec: str, context: JudgeContext) -> VLMJudge:
+    """The VLM judge of the model the config file ``spec`` describes, at temperature 0; it reads
+    the ground-truth targets from the context's bench and caches its calls in its response cache."""
+    from yanami.models import load_config  # YAML: loaded when a config file is read
+
+    config = load_config(spec)
+    model = model_from_config(config.model_copy(update={"temperature": 0.0}), context.responses)
+    return VLMJudge(model, context.dataset, config.model_dump(mode="json"))
 
 
 class VLMJudge:

@@ -37,7 +37,6 @@ from yanami.models._http import (
 from yanami.models._registry import (
     CONFIG_SUFFIXES,
     ENTRY_POINTS,
-    ReadsBench,
     load_model,
     load_plugin,
     looks_like_config,
@@ -71,7 +70,6 @@ __all__ = [
     "InferServer",
     "Malformed",
     "ModelConfig",
-    "ReadsBench",
     "ResponseCache",
     "RetryPolicy",
     "StrategyModel",

@@ -15,9 +15,9 @@ from __future__ import annotations
 import inspect
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from yanami.contract import Model, UserError
+from yanami.contract import Model, ReadsBench, UserError
 from yanami.models._http import ResponseCache
 
 if TYPE_CHECKING:
@@ -26,15 +26,6 @@ if TYPE_CHECKING:
 ENTRY_POINTS = "yanami.models"
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 """File names that name a config file wherever a spec is expected."""
-
-
-@runtime_checkable
-class ReadsBench(Protocol):
-    """A model that reads the bench's hidden annotations (the reference agents alone)."""
-
-    def bind_bench(self, bench: Path) -> None:
-        """Read what it needs from the bench directory (called once, before any request)."""
-        ...
 
 
 def _kinds(group: str) -> dict[str, EntryPoint]:

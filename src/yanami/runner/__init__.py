@@ -4,27 +4,30 @@ from yanami._lock import DirLock
 from yanami.models import question_prompt, reads_bench
 from yanami.runner._bench import bench_sha256, open_bench
 from yanami.runner._blind import BlindAudit, blind_audit, blind_text, picture_metadata
+from yanami.runner._chains import Chain, ChainRunner, bench_items, chain_of
+from yanami.runner._executors import Executor, LocalExecutor, RayExecutor
 from yanami.runner._items import Item, build_request, composite, frame_of, generation_turns, items_of, question_of
-from yanami.runner._run import (
-    Summary,
-    bench_items,
-    default_concurrency,
-    evaluate,
-    index_dialogues,
-    rejudge,
-    select_dialogues,
-)
+from yanami.runner._run import Summary, evaluate, index_dialogues, rejudge, run_eval
+from yanami.runner._select import select_dialogues
+from yanami.runner._spec import EvalSpec, default_concurrency
 
 __all__ = [
     "BlindAudit",
+    "Chain",
+    "ChainRunner",
     "DirLock",
+    "EvalSpec",
+    "Executor",
     "Item",
+    "LocalExecutor",
+    "RayExecutor",
     "Summary",
     "bench_items",
     "bench_sha256",
     "blind_audit",
     "blind_text",
     "build_request",
+    "chain_of",
     "composite",
     "default_concurrency",
     "evaluate",
@@ -38,5 +41,6 @@ __all__ = [
     "question_prompt",
     "reads_bench",
     "rejudge",
+    "run_eval",
     "select_dialogues",
 ]

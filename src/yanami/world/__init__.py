@@ -4,10 +4,11 @@ Everything here runs offline and is exact by construction: every image is render
 a scene stored with the dialogue, and every check is a predicate over that scene.
 """
 
-from yanami.world._agents import AGENTS, TRIVIAL, VISIBLE, ReferenceAgent, TrivialAgent, reference_agent
+from yanami.contract import PRESETS
+from yanami.world._agents import AGENTS, TRIVIAL, VISIBLE, ReferenceAgent, TrivialAgent
 from yanami.world._audit import Audit, audit_dialogue
 from yanami.world._audit_text import SHORTCUT_LIMIT, AuditResult, audit_bench, audit_text
-from yanami.world._build import PRESETS, build_world, plan
+from yanami.world._build import build_world, plan
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._floors import FLOOR_VQ, floor_shares
 from yanami.world._frames import Shown, credited, in_frame, read_candidate, shown_before
@@ -26,6 +27,7 @@ from yanami.world._parse import Parse, ParsedObject, Parser, parse_cached, parse
 from yanami.world._place import VIEWS, random_scene, valid
 from yanami.world._predicates import evaluate, select
 from yanami.world._readers import TextReader, best_text_reader
+from yanami.world._reference import reference_agent
 from yanami.world._render import DEFAULT_STYLE, STYLES, render, render_array, render_png
 from yanami.world._reparse import Disagreement, Reparsed, reparse_bench
 from yanami.world._scenarios import compose_dialogue

@@ -47,7 +47,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, overload
 
 import numpy as np
 from PIL import Image
@@ -72,9 +72,6 @@ from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
 from yanami.world._scene import BASE_AZIMUTH, EXTENT, Scene
 from yanami.world._selfhistory import read_in_history, view_of
-
-if TYPE_CHECKING:
-    from yanami.world._visible import VisibleAgent
 
 AGENTS = ("oracle", "stateful", "stateless", *sorted(ABLATIONS.values()))
 """The agents that read the bench's hidden intents."""
@@ -154,7 +151,15 @@ class _Seen(Sequence[View]):
     def __len__(self) -> int:
         return len(self.images)
 
-    def __getitem__(self, k: int) -> View:  # type: ignore[override]
+    @overload
+    def __getitem__(self, k: int) -> View: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[View]: ...
+
+    def __getitem__(self, k: int | slice) -> View | Sequence[View]:
+        if isinstance(k, slice):
+            raise TypeError("the request's images are read one at a time")
         im = self.images[k]
         if k < len(self.truth) and self.truth[k][0] == im.sha256 and (known := self.truth[k][1]) is not None:
             return known
@@ -177,18 +182,6 @@ def _read_bench(root: Path, manifest_sha256: str) -> tuple[Dataset, dict[str, Di
     """A bench's dialogues by id, read once per process (the demo runs seven agents on one bench)."""
     dataset = Dataset(root)
     return dataset, {d.id: d for d in dataset.read_all()}
-
-
-def reference_agent(spec: str, parser: Parser = IN_PROCESS) -> ReferenceAgent | TrivialAgent | VisibleAgent:
-    """The factory of the ``reference`` model kind: ``reference:<agent>``; an agent that reads
-    pictures reads them with ``parser`` (a run's: its ``--workers`` processes)."""
-    if spec in TRIVIAL:
-        return TrivialAgent(spec)
-    if spec in VISIBLE:
-        from yanami.world._visible import VisibleAgent  # it draws and sees with this module's tools
-
-        return VisibleAgent(parser)
-    return ReferenceAgent(spec, parser)
 
 
 RANDOM_SCENES = 64
@@ -235,7 +228,7 @@ class TrivialAgent:
     def _answer(self, request: Request) -> str:
         last = request.messages[-1]
         text = " ".join(p.text for p in last.parts if isinstance(p, InputText))
-        letters = _OPTION.findall(text) or ["A"]
+        letters: list[str] = _OPTION.findall(text) or ["A"]
         return letters[0] if self.kind == "copy-input" else self._rng(request).choice(letters)
 
 
@@ -386,15 +379,15 @@ class ReferenceAgent:
                 # the world's own placement first; where its own earlier choices left that no room
                 # (or no picture that reads back), anywhere the picture stays legible
                 choose = realize if k < REDRAWS else realize_anywhere
-                mine = choose(op, free, latest, images, rng)  # type: ignore[arg-type]
+                mine = choose(op, free, latest, images, rng)
                 if mine is None:
                     continue
-                new = apply_op(mine, latest, images)  # type: ignore[arg-type]
+                new = apply_op(mine, latest, images)
                 png = draw(new)
                 if _reads_back(png, new, self.parser):
                     return png
         try:
-            new = apply_op(op, latest, images)  # type: ignore[arg-type]
+            new = apply_op(op, latest, images)
         except (OpError, IndexError):
             new = latest  # what it took the words to mean is not in the picture: leave it as it is
         return draw(new)
