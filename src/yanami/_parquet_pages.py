@@ -11,6 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from yanami.contract import UserError
+
+
+def pyarrow(missing: str) -> tuple[Any, Any]:
+    """The modules ``pyarrow`` and ``pyarrow.parquet`` (untyped: pyarrow has no stubs), or a
+    `UserError` saying ``missing`` where pyarrow is not installed."""
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs
+    except ImportError:
+        raise UserError(missing) from None
+    return pa, pq
+
 
 def pages_over(heads: BinaryIO, meta: Any, columns: list[str], max_bytes: int, *, held: int) -> str | None:
     """Why the row group ``meta`` may not be read, from the page headers of ``columns`` (before

@@ -113,6 +113,7 @@ SHOWS_WHAT_WAS_ASKED = "The image shows everything the request describes, and no
 Role = Literal["author", "image_model", "verifier"]
 Stage = Literal["plan", "image", "probe", "assemble"]
 _T = TypeVar("_T")
+_Reply = TypeVar("_Reply", bound=BaseModel)
 
 
 class LogicProblem(BaseModel):
@@ -480,7 +481,9 @@ class _Constructor:
             if gate is not None:
                 gate.settle(cost - reserve)
 
-    def ask(self, t: _Task, stage: Stage, item: str, parts: list[InputText | InputImage], schema: type[_T]) -> _T:
+    def ask(
+        self, t: _Task, stage: Stage, item: str, parts: list[InputText | InputImage], schema: type[_Reply]
+    ) -> _Reply:
         """A JSON question to the verifier (one repair request on an invalid reply)."""
         verifier = self.models["verifier"]
         assert verifier.answer is not None
@@ -490,7 +493,7 @@ class _Constructor:
             return self.call(t, "verifier", stage, "text", answer, request)
 
         try:
-            result: _T = ask_json(counted, item, parts, schema)  # type: ignore[arg-type]
+            result: _Reply = ask_json(counted, item, parts, schema)
         except Refused as exc:
             raise _Reject(stage, f"the verifier refused ({exc})") from None
         except (ValueError, Malformed) as exc:
@@ -963,8 +966,8 @@ def construct(
             stand_ins = stack.enter_context(FakeServer(brain=StandIns(fault_rate=faults).brain)).url
         models = _models(specs, stand_ins, cache)
         for role in ("author", "verifier"):
-            if models[role].answer is None:  # type: ignore[index]
-                raise UserError(f"--{role} {specs[role]}: must answer (a chat_model that takes images)")  # type: ignore[index]
+            if models[role].answer is None:
+                raise UserError(f"--{role} {specs[role]}: must answer (a chat_model that takes images)")
         if models["image_model"].generate is None:
             raise UserError(f"--image-model {image_model}: must make images (an image_model)")
         if budget is not None:

@@ -246,7 +246,7 @@ def _parquet(
     path: Path, pool: Path, image_column: str | None, group_column: str | None, max_bytes: int
 ) -> Iterator[PoolEntry]:
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs
     except ImportError:
         raise UserError("reading a Parquet pool needs the hf extra: pip install 'yanami[hf]'") from None
     name = _rel(path, pool)
@@ -339,7 +339,7 @@ class _ParquetReader:
 
 
 def _is_list(kind: Any) -> bool:
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
 
@@ -389,7 +389,8 @@ class _Bounded(tarfile.TarInfo):
     def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in _EXTENDED and self.size > _HEADER_BYTES:
             raise tarfile.ReadError(f"an extended header of {self.size} bytes")
-        return super()._proc_member(tarfile_)  # type: ignore[misc]
+        # typeshed has no stub of the private method this overrides
+        return super()._proc_member(tarfile_)  # type: ignore[misc,no-any-return]
 
 
 @dataclass

@@ -44,7 +44,7 @@ _SHAS = re.compile(f"{_SHA}(?:/{_SHA})*")
 
 
 @cache
-def dialogue_decoder() -> msgspec.json.Decoder[Any]:
+def dialogue_decoder() -> msgspec.json.Decoder[msgspec.Struct]:
     """A decoder for one JSONL line: the types, bounds, enums and fields of ``Dialogue``."""
     return msgspec.json.Decoder(_struct(Dialogue, None))
 
@@ -78,14 +78,14 @@ def patterns_ok(walk: DialogueWalk) -> bool:
     return _SHAS.fullmatch(joined) is not None and joined.count("/") == len(walk.shas) - 1
 
 
-_structs: dict[tuple[type[BaseModel], str | None], Any] = {}
+_structs: dict[tuple[type[BaseModel], str | None], type[msgspec.Struct]] = {}
 
 
-def _struct(model: type[BaseModel], tag: str | None) -> Any:
+def _struct(model: type[BaseModel], tag: str | None) -> type[msgspec.Struct]:
     key = (model, tag)
     if key in _structs:
         return _structs[key]
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    fields: list[tuple[str, object] | tuple[str, object, object]] = []
     for name, info in model.model_fields.items():
         if tag is not None and name == "type":
             continue  # carried by the tagged union instead
@@ -108,7 +108,7 @@ def _struct(model: type[BaseModel], tag: str | None) -> Any:
     return struct
 
 
-def _plain_default(value: Any) -> Any:
+def _plain_default(value: object) -> object:
     if isinstance(value, BaseModel):
         # A nested model left out takes its defaults, as in pydantic.
         struct, fields = _struct(type(value), None), value.model_dump()
@@ -118,13 +118,13 @@ def _plain_default(value: Any) -> Any:
     return value
 
 
-def _translate(tp: Any) -> Any:
+def _translate(tp: object) -> object:
     if tp is JsonValue:
         return msgspec.Raw  # free-form annotations: any well-formed JSON, not decoded
     origin = get_origin(tp)
     if origin is Annotated:
         base, *meta = get_args(tp)
-        extra: list[Any] = []
+        extra: list[object] = []
         for m in meta:
             if isinstance(m, FieldInfo):
                 if m.discriminator is not None:
@@ -135,7 +135,7 @@ def _translate(tp: Any) -> Any:
         return Union[tuple(_translate(a) for a in get_args(tp))]  # noqa: UP007
     if origin is list:
         (item,) = get_args(tp)
-        return list[_translate(item)]  # type: ignore[misc]
+        return types.GenericAlias(list, (_translate(item),))  # list[...] of a type made at runtime
     if origin is dict:
         if get_args(tp) != (str, Any):
             raise TypeError(f"no fast form for {tp!r}")
@@ -149,7 +149,7 @@ def _translate(tp: Any) -> Any:
     raise TypeError(f"no fast form for {tp!r}")
 
 
-def _tagged_union(union: Any) -> Any:
+def _tagged_union(union: object) -> object:
     members = []
     for model in get_args(union):
         (tag,) = get_args(model.model_fields["type"].annotation)
@@ -157,8 +157,8 @@ def _tagged_union(union: Any) -> Any:
     return Union[tuple(members)]  # noqa: UP007
 
 
-def _constrained(tp: Any, metadata: Sequence[Any]) -> Any:
-    kw: dict[str, Any] = {}
+def _constrained(tp: object, metadata: Sequence[object]) -> object:
+    kw: dict[str, Any] = {}  # msgspec.Meta's keywords (its overloads take no typed mapping)
     for m in metadata:
         if isinstance(m, at.Gt):
             kw["gt"] = m.gt

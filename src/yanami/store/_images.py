@@ -9,7 +9,7 @@ import re
 import warnings
 from pathlib import Path
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from yanami.contract import ImageFormat, UserError, open_regular
 
@@ -172,7 +172,7 @@ def open_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image
         m = re.search(r"\((\d+) pixels\)", str(exc))
         size = f"{m.group(1)} pixels" if m else "the image"
         raise ImageProblem(f"{size} is over the limit of {max_pixels}") from None
-    except Image.UnidentifiedImageError:
+    except UnidentifiedImageError:
         raise ImageProblem("not a readable image: no known image format (use PNG, JPEG or WebP)") from None
     except Exception as exc:
         raise ImageProblem(f"not a readable image: {exc}") from None

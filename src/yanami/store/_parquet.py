@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from yanami._lock import OutputLock, work_prefix
-from yanami._parquet_pages import pages_over
+from yanami._parquet_pages import pages_over, pyarrow
 from yanami.contract import Dialogue, UserError, open_regular, sha256_hex
 from yanami.store._images import ImageProblem
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Generator
@@ -85,12 +85,7 @@ class ExportMeta(BaseModel):
 
 
 def _pyarrow() -> tuple[Any, Any]:
-    try:
-        import pyarrow as pa  # type: ignore[import-untyped]
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
-    except ImportError:
-        raise UserError("Parquet needs pyarrow: pip install 'yanami[hf]'") from None
-    return pa, pq
+    return pyarrow("Parquet needs pyarrow: pip install 'yanami[hf]'")
 
 
 def _schema(pa: Any, meta: ExportMeta) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from yanami._lock import OutputLock, work_prefix
+from yanami._parquet_pages import pyarrow
 from yanami.contract import CHOICE_LETTERS, Dialogue, ImagePart, Question, Turn, UserError, sha256_hex
 from yanami.store._manifest import MANIFEST
 from yanami.store._reader import Dataset
@@ -626,12 +627,7 @@ def export_bagel(
 
 
 def _pyarrow() -> tuple[Any, Any]:
-    try:
-        import pyarrow as pa  # type: ignore[import-untyped]
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
-    except ImportError:
-        raise UserError("BAGEL's edit chains are Parquet, which needs pyarrow: pip install 'yanami[hf]'") from None
-    return pa, pq
+    return pyarrow("BAGEL's edit chains are Parquet, which needs pyarrow: pip install 'yanami[hf]'")
 
 
 class _EditWriter:

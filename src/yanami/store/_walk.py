@@ -5,6 +5,7 @@ models field by field."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from yanami.contract import CHOICE_LETTERS, CheckKind, Dialogue, ImageSource, UnknownFamily, family_of
@@ -38,6 +39,7 @@ class DialogueWalk:
         used: set[str] = set()
         n_checks = 0
         family = d.family
+        kinds: Collection[str]
         try:
             facts = family_of(family)
             kinds = facts.check_kinds

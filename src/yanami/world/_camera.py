@@ -58,7 +58,8 @@ class Camera:
         dx = (xs - self.width / 2) / self.focal
         dy = (ys - self.height / 2) / self.focal
         d = fwd.astype(np.float32) + dx[..., None] * right.astype(np.float32) - dy[..., None] * up.astype(np.float32)
-        return d / np.sqrt(np.einsum("...i,...i->...", d, d))[..., None]
+        result: np.ndarray = d / np.sqrt(np.einsum("...i,...i->...", d, d))[..., None]
+        return result
 
     def ray_components(self, x0: int, y0: int, x1: int, y1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unit ray directions for the pixel block [y0, y1) x [x0, x1), as three (h, w) float32 arrays."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
 
@@ -70,6 +70,11 @@ from yanami.world._shortcuts import (
     option_sets,
     options_rng,
 )
+
+
+def _predicate(c: Check) -> dict[str, Any]:
+    """The predicate of one of the composer's checks: each carries one, a JSON object."""
+    return cast(dict[str, Any], c.hidden.predicate)
 
 
 @dataclass(frozen=True)
@@ -301,13 +306,13 @@ class Composer:
         checks = [c for c in checks if self._decidable(c, variants)]
         checks += self._stays_checks(new, variants, spots, attrs)
         checks += self._change_checks(checks, new, variants, spots, attrs)
-        if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
+        if not any(not evaluate(_predicate(c), naive.scene, naive.azimuth) for c in checks):
             distinguishing = self._distinguishing_check(new, naive, variants, spots, attrs)
             if distinguishing is None:
                 raise Reducible(user_text)
             checks.append(distinguishing)
         checks = self._balanced(checks, naive, new)
-        if not any(not evaluate(c.hidden.predicate, naive.scene, naive.azimuth) for c in checks):  # type: ignore[arg-type]
+        if not any(not evaluate(_predicate(c), naive.scene, naive.azimuth) for c in checks):
             raise Reducible(user_text)
         self.view = new
         part = self.picture(new, ImageSource.ASSISTANT)
@@ -419,12 +424,12 @@ class Composer:
         for c in checks:
             pred = c.hidden.predicate
             if c.kind is CheckKind.ATOMIC and isinstance(pred, dict) and pred["op"] == "stays" and c.id not in change:
-                stays[select(new.scene, pred["where"])[0].id] = c  # type: ignore[arg-type]
+                stays[select(new.scene, _predicate(c)["where"])[0].id] = c
         held = {c.id for c in stays.values()}
         preserved = [c for c in checks if c.kind is CheckKind.ATOMIC and c.id not in change and c.id not in held]
 
         def naive_passes(c: Check) -> bool:
-            return evaluate(c.hidden.predicate, naive.scene, naive.azimuth)  # type: ignore[arg-type]
+            return evaluate(_predicate(c), naive.scene, naive.azimuth)
 
         kept = set()
         for c in sorted(preserved, key=naive_passes)[: len(change)]:
@@ -440,7 +445,7 @@ class Composer:
                 out.append(c)
             elif c.id in change or c.id in kept:
                 effect = "change" if c.id in change else "preservation"
-                pred = {**c.hidden.predicate, "effect": effect}  # type: ignore[dict-item]
+                pred = {**_predicate(c), "effect": effect}
                 out.append(c.model_copy(update={"hidden": CheckHidden(predicate=pred)}))
         return out
 

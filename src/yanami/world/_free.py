@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -90,7 +90,7 @@ def _object_of(op: Op, scene: Scene) -> WorldObject:
     return found[0]
 
 
-def _layout(op: Op, view: View, images: list[View], rng: random.Random) -> Op | None:
+def _layout(op: Op, view: View, images: Sequence[View], rng: random.Random) -> Op | None:
     items = []
     scene = Scene()
     for i, item in enumerate(op["items"]):
@@ -105,11 +105,15 @@ def _layout(op: Op, view: View, images: list[View], rng: random.Random) -> Op | 
     return {**op, "items": items}
 
 
-def copied(data: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def copied(data: _T) -> _T:
     """``copy.deepcopy(data)`` for the JSON-like data of operations, without its per-object
     dispatch: dicts, lists and scalars are copied here, anything else by ``copy.deepcopy``
     (parts that appear twice stay shared, as there)."""
-    return _copied(data, {})
+    result: _T = _copied(data, {})
+    return result
 
 
 def _copied(x: Any, memo: dict[int, Any]) -> Any:
@@ -133,14 +137,16 @@ def _copied(x: Any, memo: dict[int, Any]) -> Any:
     return copy.deepcopy(x, memo)
 
 
-def realize(op: Op, free: list[Slot], view: View, images: list[View], rng: random.Random, tries: int = 6) -> Op | None:
+def realize(
+    op: Op, free: list[Slot], view: View, images: Sequence[View], rng: random.Random, tries: int = 6
+) -> Op | None:
     """``op`` with its free choices drawn again from ``rng``; None when no valid one is found."""
     found = _realized(op, free, view, images, rng, tries)
     return None if found is None else found[0]
 
 
 def _realized(
-    op: Op, free: list[Slot], view: View, images: list[View], rng: random.Random, tries: int = 6
+    op: Op, free: list[Slot], view: View, images: Sequence[View], rng: random.Random, tries: int = 6
 ) -> tuple[Op, View] | None:
     """`realize`'s operation with the view it leads to (worked out to check it anyway)."""
     for _ in range(tries):
@@ -175,7 +181,7 @@ def _realized(
     return None
 
 
-def realize_anywhere(op: Op, free: list[Slot], view: View, images: list[View], rng: random.Random) -> Op | None:
+def realize_anywhere(op: Op, free: list[Slot], view: View, images: Sequence[View], rng: random.Random) -> Op | None:
     """``op`` with its free choices drawn as a model may make them where `realize` finds no room
     (its own earlier choices crowded the scene): the spot anywhere that keeps the picture
     `legible` in the current view and follows the position rules; None when none is found."""
@@ -232,7 +238,7 @@ def loose(op: Op, free: list[Slot], view: View, after: Scene) -> tuple[set[int],
 
 
 def realizations(
-    op: Op, free: list[Slot], view: View, images: list[View], seed: int, dialogue_id: str, turn: int, draws: int
+    op: Op, free: list[Slot], view: View, images: Sequence[View], seed: int, dialogue_id: str, turn: int, draws: int
 ) -> list[View]:
     """The views of up to ``draws`` fresh realizations of a turn's free choices (none when it has none)."""
     if not free:

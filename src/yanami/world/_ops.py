@@ -25,6 +25,7 @@ scene the operation applies to.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,7 @@ def _replace(scene: Scene, objs: list[WorldObject]) -> Scene:
     return Scene.model_construct(objects=tuple(sorted(objs, key=lambda o: o.id)))  # already valid objects
 
 
-def apply_op(op: dict[str, Any], view: View, images: list[View]) -> View:
+def apply_op(op: dict[str, Any], view: View, images: Sequence[View]) -> View:
     """The view after ``op``; ``images`` are the dialogue's earlier images, in order."""
     kind = op["op"]
     scene = view.scene

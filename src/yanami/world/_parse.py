@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -60,7 +61,19 @@ from yanami._workers import quiet_worker, starting_workers
 from yanami.contract import atomic_write
 from yanami.world._camera import HEIGHT, WIDTH, Camera
 from yanami.world._render import STYLES, _intersect, ground_srgb
-from yanami.world._scene import BASE_AZIMUTH, EXTENT, SIZES, Scene, WorldObject
+from yanami.world._scene import (
+    BASE_AZIMUTH,
+    EXTENT,
+    MATERIALS,
+    SHAPES,
+    SIZES,
+    Colour,
+    Material,
+    Scene,
+    Shape,
+    Size,
+    WorldObject,
+)
 
 FOREGROUND = 48
 """Summed absolute RGB difference from the floor above which a pixel is foreground."""
@@ -92,10 +105,10 @@ OVERLAY_PAD = 6
 class ParsedObject:
     """An object as the parser sees it."""
 
-    shape: str
-    colour: str
-    size: str
-    material: str
+    shape: Shape
+    colour: Colour
+    size: Size
+    material: Material
     x: float
     y: float
     on: int | None
@@ -142,10 +155,10 @@ class Parse:
             objects=tuple(
                 WorldObject(
                     id=i,
-                    shape=o.shape,  # type: ignore[arg-type]
-                    colour=o.colour,  # type: ignore[arg-type]
-                    size=o.size,  # type: ignore[arg-type]
-                    material=o.material,  # type: ignore[arg-type]
+                    shape=o.shape,
+                    colour=o.colour,
+                    size=o.size,
+                    material=o.material,
                     x=o.x,
                     y=o.y,
                     on=o.on,
@@ -766,7 +779,8 @@ def _unzoom(frame: np.ndarray, zoom: float, tone: _Tone) -> np.ndarray:
     cover = np.asarray(inside, dtype=np.float32)[..., None] / 255.0
     floor = _forward(ground_srgb(tone.style, WIDTH, HEIGHT).astype(np.float32), tone)
     blended = np.asarray(out, dtype=np.float32) * cover + floor * (1.0 - cover)
-    return np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+    result: np.ndarray = np.clip(blended + 0.5, 0, 255).astype(np.uint8)
+    return result
 
 
 # Tone: the style and the map from its floor ---------------------------------------------
@@ -809,7 +823,8 @@ class _Tone:
 
 @lru_cache(maxsize=len(STYLES))
 def _style_chroma(style: str) -> np.ndarray:
-    return np.median(_chroma(ground_srgb(style, WIDTH, HEIGHT)[2::8, 2::8].reshape(-1, 3)), axis=0)
+    result: np.ndarray = np.median(_chroma(ground_srgb(style, WIDTH, HEIGHT)[2::8, 2::8].reshape(-1, 3)), axis=0)
+    return result
 
 
 def _chroma(px: np.ndarray) -> np.ndarray:
@@ -817,7 +832,8 @@ def _chroma(px: np.ndarray) -> np.ndarray:
     wherever it lies (the floor is one colour times a shading), and a brightness, contrast or
     gamma change moves it little."""
     px = px.astype(np.float32)
-    return px / np.maximum(px.mean(axis=-1, keepdims=True), 1.0) - 1.0
+    result: np.ndarray = px / np.maximum(px.mean(axis=-1, keepdims=True), 1.0) - 1.0
+    return result
 
 
 def _tints(rgb: np.ndarray) -> dict[str, float]:
@@ -954,7 +970,8 @@ def _luts(tone: _Tone) -> np.ndarray:
     lin = np.clip((v - np.array(tone.offset)[:, None]) / np.array(tone.gain)[:, None], 0.0, 255.0)
     if tone.gamma != 1.0:
         lin = 255.0 * (lin / 255.0) ** (1.0 / tone.gamma)
-    return np.clip(np.round(lin), 0, 255).astype(np.uint8)
+    result: np.ndarray = np.clip(np.round(lin), 0, 255).astype(np.uint8)
+    return result
 
 
 def _apply_tone(rgb: np.ndarray, tone: _Tone) -> np.ndarray:
@@ -1026,14 +1043,17 @@ def _fill_holes(m: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Hypothesis:
-    bottom: tuple[str, str]
+    bottom: tuple[Shape, Size]
     """(shape, size) of the object on the ground."""
-    top: tuple[str, str] | None
+    top: tuple[Shape, Size] | None
     """(shape, size) of what rests on it, if anything."""
 
 
-_HYPOTHESES = [_Hypothesis((s, z), None) for s in ("cube", "sphere", "cylinder") for z in ("small", "large")] + [
-    _Hypothesis((s, "large"), (t, "small")) for s in ("cube", "cylinder") for t in ("cube", "sphere", "cylinder")
+_SIZE_NAMES: tuple[Size, ...] = ("small", "large")
+_SUPPORTS: tuple[Shape, ...] = ("cube", "cylinder")
+"""The shapes another object can rest on."""
+_HYPOTHESES = [_Hypothesis((s, z), None) for s in SHAPES for z in _SIZE_NAMES] + [
+    _Hypothesis((s, "large"), (t, "small")) for s in _SUPPORTS for t in SHAPES
 ]
 
 
@@ -1064,10 +1084,10 @@ def _template(shape: str) -> np.ndarray:
 def _stack_template(h: _Hypothesis) -> np.ndarray:
     """Silhouette-bounding points of a hypothesis standing at the origin."""
     shape, size = h.bottom
-    half = SIZES[size]  # type: ignore[index]
+    half = SIZES[size]
     pts = [_template(shape) * half]
     if h.top is not None:
-        top_half = SIZES[h.top[1]]  # type: ignore[index]
+        top_half = SIZES[h.top[1]]
         pts.append(_template(h.top[0]) * top_half + np.array([0.0, 0.0, 2 * half]))
     out = np.concatenate(pts)
     out.flags.writeable = False
@@ -1148,10 +1168,10 @@ def _silhouette(h: _Hypothesis, x: float, y: float, cam: Camera, d: tuple[np.nda
     """Which of the rays ``d`` (a pixel box's unit directions) hit the hypothesis standing at (x, y)."""
     pos = cam.basis[0]
     shape, size = h.bottom
-    half = SIZES[size]  # type: ignore[index]
+    half = SIZES[size]
     hit = _covers(shape, x, y, half, 0.0, pos, d)
     if h.top is not None:
-        hit |= _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * half, pos, d)  # type: ignore[index]
+        hit |= _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * half, pos, d)
     return hit
 
 
@@ -1163,7 +1183,8 @@ def _covers(
     if shape == "sphere":
         ox, oy, oz = pos[0] - x, pos[1] - y, pos[2] - (base + h)
         b = dx * ox + dy * oy + dz * oz
-        return b * b - (ox * ox + oy * oy + oz * oz - h * h) >= 0
+        covered: np.ndarray = b * b - (ox * ox + oy * oy + oz * oz - h * h) >= 0
+        return covered
     if shape == "cube":
         near = np.full_like(dx, -np.inf)
         far = np.full_like(dx, np.inf)
@@ -1186,7 +1207,8 @@ def _covers(
         side = (disc >= 0) & (z >= base) & (z <= top) & (ts > 0)
         tt = (top - pos[2]) / dz
     px, py = ox + tt * dx, oy + tt * dy
-    return side | ((tt > 0) & (px * px + py * py <= h * h))
+    result: np.ndarray = side | ((tt > 0) & (px * px + py * py <= h * h))
+    return result
 
 
 _Job = tuple[int, int, np.ndarray, tuple[str, ...]]
@@ -1265,7 +1287,7 @@ def _explain(
         return [ParsedObject(shape, colour, size, material, x, y, None, iou)], read
     # Split the stack: the top object's silhouette, and the rest for its support.
     d = cam.ray_components(x0, y0, x0 + region.shape[1], y0 + region.shape[0])
-    top_hit = _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * SIZES[size], cam.basis[0], d)  # type: ignore[index]
+    top_hit = _covers(h.top[0], x, y, SIZES[h.top[1]], 2 * SIZES[size], cam.basis[0], d)
     c0, m0 = _appearance(crop, region & ~top_hit, (shape, h.top[0]), style)
     c1, m1 = _appearance(crop, region & top_hit, (h.top[0],), style)
     if c0 == c1:
@@ -1277,7 +1299,7 @@ def _explain(
             colour, material = _appearance(crop, region, (shape,), style)
             read = _Read(alone[0], alone[4], edges, [(x0, y0, region, (shape,))])
             return [ParsedObject(shape, colour, size, material, alone[2], alone[3], None, alone[0])], read
-    jobs = [(x0, y0, region & ~top_hit, (shape, h.top[0])), (x0, y0, region & top_hit, (h.top[0],))]
+    jobs: list[_Job] = [(x0, y0, region & ~top_hit, (shape, h.top[0])), (x0, y0, region & top_hit, (h.top[0],))]
     read = _Read(iou, silhouette, edges, jobs)
     return [
         ParsedObject(shape, c0, size, m0, x, y, None, iou),
@@ -1408,12 +1430,15 @@ def _band_means(px: np.ndarray) -> np.ndarray:
     return np.concatenate([px[int(a * n) : max(int(b * n), int(a * n) + 1)].mean(axis=0) for a, b in _BANDS])
 
 
+_Label = tuple[Colour, Material]
+"""A reference's (colour, material)."""
+
 REFERENCES_FILE = Path(__file__).with_name("parser_references.npz")
 """The calibration shipped with the package (`calibrate` writes it; a test keeps it in step)."""
 
 
 @lru_cache(maxsize=len(STYLES))
-def _references(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]:
+def _references(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[_Label]]]:
     """Reference features for one style: from the shipped calibration, computed when it lacks the style."""
     shipped = _shipped()
     if style in shipped:
@@ -1422,17 +1447,18 @@ def _references(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tupl
 
 
 @lru_cache(maxsize=1)
-def _shipped() -> dict[str, dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]]:
+def _shipped() -> dict[str, dict[tuple[str, ...], tuple[np.ndarray, list[_Label]]]]:
     if not REFERENCES_FILE.is_file():
         return {}
-    out: dict[str, dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]] = {}
+    out: dict[str, dict[tuple[str, ...], tuple[np.ndarray, list[_Label]]]] = {}
     with np.load(REFERENCES_FILE) as data:
         for name in data.files:
             if not name.endswith("|feats"):
                 continue
             style, key = name.removesuffix("|feats").split("|", 1)
-            labels = [tuple(x.split("/")) for x in data[f"{style}|{key}|labels"].tolist()]
-            out.setdefault(style, {})[tuple(key.split(","))] = (data[name], labels)  # type: ignore[assignment]
+            # The file is `write_references`'s: each label a colour and a material.
+            labels = cast(list[_Label], [tuple(x.split("/")) for x in data[f"{style}|{key}|labels"].tolist()])
+            out.setdefault(style, {})[tuple(key.split(","))] = (data[name], labels)
     return out
 
 
@@ -1444,11 +1470,11 @@ def write_references(path: Path = REFERENCES_FILE) -> None:
             arrays[f"{style}|{','.join(key)}|feats"] = feats
             arrays[f"{style}|{','.join(key)}|labels"] = np.array(["/".join(lb) for lb in labels])
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub: **arrays could reach allow_pickle
     atomic_write(path, buf.getvalue())
 
 
-def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[str, str]]]]:
+def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[_Label]]]:
     """Reference feature vectors and their (colour, material), per shape, for one style.
 
     Keys are ``(shape,)`` for an object seen whole, and ``(shape, top_shape)`` for the
@@ -1459,9 +1485,9 @@ def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[
 
     floor = ground_srgb(style, WIDTH, HEIGHT).astype(np.int16)
     cam = _camera(BASE_AZIMUTH)
-    out: dict[tuple[str, ...], tuple[list[np.ndarray], list[tuple[str, str]]]] = {}
+    out: dict[tuple[str, ...], tuple[list[np.ndarray], list[_Label]]] = {}
 
-    def add(key: tuple[str, ...], rgb: np.ndarray, region: np.ndarray, label: tuple[str, str]) -> None:
+    def add(key: tuple[str, ...], rgb: np.ndarray, region: np.ndarray, label: _Label) -> None:
         f = _features(rgb, region)
         if f is not None:
             feats, labels = out.setdefault(key, ([], []))
@@ -1469,21 +1495,21 @@ def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[
             labels.append(label)
 
     for colour in COLOURS:
-        for material in ("matte", "metal"):
-            for shape in ("cube", "sphere", "cylinder"):
-                for size in ("small", "large"):
+        for material in MATERIALS:
+            for shape in SHAPES:
+                for size in _SIZE_NAMES:
                     for k, (x, y) in enumerate(_CALIBRATION_SPOTS):
-                        o = WorldObject(id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y)  # type: ignore[arg-type]
+                        o = WorldObject(id=0, shape=shape, colour=colour, size=size, material=material, x=x, y=y)
                         rgb = render_array(Scene(objects=(o,)), BASE_AZIMUTH + 90 * k, style)
                         region = np.abs(rgb.astype(np.int16) - floor).sum(axis=2) > FOREGROUND
                         add((shape,), rgb, region, (colour, material))
-            for shape in ("cube", "cylinder"):
-                for top_shape in ("cube", "sphere", "cylinder"):
+            for shape in _SUPPORTS:
+                for top_shape in SHAPES:
                     for x, y in _CALIBRATION_SPOTS[:2]:
-                        o = WorldObject(id=0, shape=shape, colour=colour, size="large", material=material, x=x, y=y)  # type: ignore[arg-type]
+                        o = WorldObject(id=0, shape=shape, colour=colour, size="large", material=material, x=x, y=y)
                         top = WorldObject(
                             id=1,
-                            shape=top_shape,  # type: ignore[arg-type]
+                            shape=top_shape,
                             colour="red" if colour == "gray" else "gray",
                             size="small",
                             material="matte",
@@ -1499,7 +1525,7 @@ def calibrate(style: str) -> dict[tuple[str, ...], tuple[np.ndarray, list[tuple[
     return {k: (np.stack(v[0]), v[1]) for k, v in out.items()}
 
 
-def _appearance(rgb: np.ndarray, region: np.ndarray, key: tuple[str, ...], style: str) -> tuple[str, str]:
+def _appearance(rgb: np.ndarray, region: np.ndarray, key: tuple[str, ...], style: str) -> _Label:
     """(colour, material) of the pixels in ``region``, against the references under ``key``."""
     f = _features(rgb, region)
     if f is None:

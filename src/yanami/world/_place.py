@@ -326,7 +326,8 @@ def _signed_boxes(corners_t: np.ndarray, shift: np.ndarray) -> np.ndarray:
     view, from its corners in each view's camera frame (`_profile_t`, (P, 3, V, 1)) and what
     each position adds to them (the positions times `_profile`'s ground rows, (3, V, M))."""
     c = corners_t + shift[None]  # (P, 3, V, M)
-    return _CENTRE4 + (_FOCAL4 * (c[:, _XYXY] / c[:, 2:])).max(axis=0)
+    result: np.ndarray = _CENTRE4 + (_FOCAL4 * (c[:, _XYXY] / c[:, 2:])).max(axis=0)
+    return result
 
 
 @lru_cache(maxsize=4096)

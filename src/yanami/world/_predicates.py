@@ -86,9 +86,11 @@ def evaluate(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
     if op == "absent":
         return not select(scene, predicate["where"])
     if op == "count":
-        return len(select(scene, predicate["where"])) == predicate["n"]
+        n: int = predicate["n"]
+        return len(select(scene, predicate["where"])) == n
     if op == "total":
-        return len(scene.objects) == predicate["n"]
+        total: int = predicate["n"]
+        return len(scene.objects) == total
     if op == "attribute":
         o = _one(scene, predicate["where"])
         return o is not None and getattr(o, predicate["attr"]) == predicate["value"]

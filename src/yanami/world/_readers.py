@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -231,13 +232,14 @@ def _others(d: Dialogue, q: Question) -> list[tuple[str, list[str]]]:
 
 def featurize(d: Dialogue, q: Question) -> np.ndarray:
     """(options, D): the design of question ``q`` of ``d`` as it stands (its options in letter order)."""
-    return _option_sets(_context(d, q), [list(q.choices)], _others(d, q))[0]
+    result: np.ndarray = _option_sets(_context(d, q), [list(q.choices)], _others(d, q))[0]
+    return result
 
 
 class Learner(Protocol):
     """What a reader needs of a scikit-learn classifier."""
 
-    def fit(self, x: np.ndarray, y: np.ndarray) -> Any: ...
+    def fit(self, x: np.ndarray, y: np.ndarray) -> object: ...
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray: ...
 
@@ -252,17 +254,16 @@ class Reader:
 
     def learner(self, seed: int) -> Learner:
         """A fresh, seeded scikit-learn model."""
-        from sklearn.ensemble import HistGradientBoostingClassifier  # type: ignore[import-untyped]
-        from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
-        from sklearn.pipeline import make_pipeline  # type: ignore[import-untyped]
-        from sklearn.preprocessing import StandardScaler  # type: ignore[import-untyped]
+        from sklearn import ensemble, linear_model, pipeline, preprocessing  # type: ignore[import-untyped]  # no stubs
 
         state = seed % 2**31
+        model: Learner
         if self.name == "logistic":
-            lr = LogisticRegression(C=1.0 if self.strong else 0.1, max_iter=2000, random_state=state)
-            return make_pipeline(StandardScaler(), lr)  # type: ignore[no-any-return]
+            lr = linear_model.LogisticRegression(C=1.0 if self.strong else 0.1, max_iter=2000, random_state=state)
+            model = pipeline.make_pipeline(preprocessing.StandardScaler(), lr)
+            return model
         if self.name == "trees":
-            return HistGradientBoostingClassifier(
+            model = ensemble.HistGradientBoostingClassifier(
                 max_iter=300 if self.strong else 60,
                 learning_rate=0.05 if self.strong else 0.1,
                 max_leaf_nodes=31 if self.strong else 15,
@@ -271,6 +272,7 @@ class Reader:
                 early_stopping=False,
                 random_state=state,
             )
+            return model
         raise ValueError(f"unknown reader {self.name!r}")
 
 
@@ -280,11 +282,12 @@ AUDIT_READERS = (Reader("logistic", strong=True), Reader("trees", strong=True))
 """The readers `yanami audit` trains afresh (another fold split and seed, a stronger configuration)."""
 
 
-def _single_thread() -> Any:
+def _single_thread() -> AbstractContextManager[object]:
     """Run scikit-learn on one thread: the same numbers on any machine and any worker count."""
-    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # no stubs
 
-    return threadpool_limits(limits=1)
+    limits: AbstractContextManager[object] = threadpool_limits(limits=1)
+    return limits
 
 
 def folds_of(ids: Sequence[str], k: int, salt: object) -> np.ndarray:
@@ -331,7 +334,8 @@ def predict(model: Learner, x: np.ndarray) -> np.ndarray:
 def hits(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Each question's credit (N,): 1 if the answer alone scores highest, a share where it ties."""
     best = scores >= scores.max(axis=1, keepdims=True) - 1e-12
-    return best[np.arange(len(y)), y] / best.sum(axis=1)
+    result: np.ndarray = best[np.arange(len(y)), y] / best.sum(axis=1)
+    return result
 
 
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:

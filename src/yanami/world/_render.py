@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image
 
 from yanami.world._camera import Camera
-from yanami.world._scene import COLOURS, Scene, WorldObject
+from yanami.world._scene import COLOURS, Colour, Material, Scene, WorldObject
 
 SS = 2
 """Supersampling factor per axis."""
@@ -60,7 +60,8 @@ def _light_dir(camera: Camera, style: Style) -> np.ndarray:
     _, right, up, fwd = camera.basis
     a = np.radians(style.light)
     d = -np.cos(a) * right + np.sin(a) * fwd * 0.5 + 1.4 * up - 0.6 * fwd
-    return d / np.linalg.norm(d)
+    result: np.ndarray = d / np.linalg.norm(d)
+    return result
 
 
 @lru_cache(maxsize=64)
@@ -73,7 +74,8 @@ def ground(style_name: str, width: int, height: int) -> np.ndarray:
     # Brighter toward the front, a soft fall-off sideways from the light's side.
     side = np.cos(np.radians(style.light))
     shade = (1.0 - style.vignette * (1.0 - ys))[:, None] * (1.0 - 0.08 * side * (xs - 0.5))[None, :]
-    return _linear(style.floor)[None, None, :] * shade[..., None]
+    result: np.ndarray = _linear(style.floor)[None, None, :] * shade[..., None]
+    return result
 
 
 Vec = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -106,8 +108,8 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray | tuple[float, ...],
                 far = np.minimum(far, np.maximum(t1, t2))
         hit = (near <= far) & (far > 0)
         zero = np.zeros_like(dx)
-        normals = tuple(np.where(face == axis, -np.sign(d[axis]), zero) for axis in range(3))
-        return np.where(hit, near, np.inf), normals  # type: ignore[return-value]
+        nx, ny, nz = (np.where(face == axis, -np.sign(d[axis]), zero) for axis in range(3))
+        return np.where(hit, near, np.inf), (nx, ny, nz)
     # cylinder: a vertical side and a top cap (the camera is always above the ground)
     top = base + 2 * h
     ox, oy = pos[0] - o.x, pos[1] - o.y
@@ -131,9 +133,9 @@ def _intersect(o: WorldObject, base: float, pos: np.ndarray | tuple[float, ...],
 
 
 @lru_cache(maxsize=256)
-def _coefficients(colour: str, material: str, style: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _coefficients(colour: Colour, material: Material, style: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-channel constants (3, 1) of the shading: colour = c0 + diffuse * c1 + up * c2 (+ highlight)."""
-    albedo = _linear(COLOURS[colour])  # type: ignore[index]
+    albedo = _linear(COLOURS[colour])
     if material == "matte":
         out = 0.32 * albedo, 0.78 * albedo, np.zeros(3, dtype=np.float32)
     else:
@@ -153,7 +155,8 @@ def _shade(o: WorldObject, style: str, n: Vec, d: Vec, light: np.ndarray) -> np.
     dx, dy, dz = d
     diffuse = np.clip(nx * light[0] + ny * light[1] + nz * light[2], 0, 1)
     if o.material == "matte":
-        return c0 + diffuse * c1
+        matte: np.ndarray = c0 + diffuse * c1
+        return matte
     # The reflected ray's height picks sky or floor; a sharp white highlight on top.
     rz = dz - 2 * (dx * nx + dy * ny + dz * nz) * nz
     up = np.clip(rz * 4.0 + 0.5, 0, 1)
@@ -161,7 +164,8 @@ def _shade(o: WorldObject, style: str, n: Vec, d: Vec, light: np.ndarray) -> np.
     spec = np.clip((nx * hx + ny * hy + nz * hz) / np.sqrt(hx * hx + hy * hy + hz * hz), 0, 1)
     for _ in range(6):  # spec ** 64, by squaring
         spec = spec * spec
-    return c0 + diffuse * c1 + up * c2 + spec
+    result: np.ndarray = c0 + diffuse * c1 + up * c2 + spec
+    return result
 
 
 _RING = 48
@@ -320,10 +324,8 @@ def _sprite(
         return None
     n = (np.where(hit, n[0], 0), np.where(hit, n[1], 0), np.where(hit, n[2], 0))
     alpha = hit.astype(np.float32)
-    jump_x = (hit[:, 1:] != hit[:, :-1]) | (
-        sum(np.abs(c[:, 1:] - c[:, :-1]) for c in n) > 0.5  # type: ignore[operator]
-    )
-    jump_y = (hit[1:, :] != hit[:-1, :]) | (sum(np.abs(c[1:, :] - c[:-1, :]) for c in n) > 0.5)  # type: ignore[operator]
+    jump_x = (hit[:, 1:] != hit[:, :-1]) | (sum(np.abs(c[:, 1:] - c[:, :-1]) for c in n) > 0.5)
+    jump_y = (hit[1:, :] != hit[:-1, :]) | (sum(np.abs(c[1:, :] - c[:-1, :]) for c in n) > 0.5)
     edge = np.zeros_like(hit)
     edge[:, 1:] |= jump_x
     edge[:, :-1] |= jump_x
@@ -374,14 +376,15 @@ _GAMMA = (np.linspace(0, 1, 4096, dtype=np.float32) ** (1 / 2.2) * 255).astype(n
 
 def _to_srgb(linear: np.ndarray) -> np.ndarray:
     """Linear [0, 1] to sRGB-ish [0, 255] through a lookup table (pow is slow)."""
-    return _GAMMA[(np.clip(linear, 0, 1) * 4095 + 0.5).astype(np.int32)]
+    result: np.ndarray = _GAMMA[(np.clip(linear, 0, 1) * 4095 + 0.5).astype(np.int32)]
+    return result
 
 
 @lru_cache(maxsize=64)
 def ground_srgb(style_name: str, width: int, height: int) -> np.ndarray:
     """The empty floor as an sRGB uint8 image (read-only; copy before drawing)."""
     out = np.clip(ground(style_name, width, height), 0, 1) ** (1 / 2.2)
-    arr = (out * 255 + 0.5).astype(np.uint8)
+    arr: np.ndarray = (out * 255 + 0.5).astype(np.uint8)
     arr.flags.writeable = False
     return arr
 

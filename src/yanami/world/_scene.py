@@ -176,4 +176,4 @@ def random_object(rng: random.Random, oid: int, **fixed: object) -> WorldObject:
         "material": rng.choice(MATERIALS),
     }
     attrs.update(fixed)
-    return WorldObject(id=oid, x=0.0, y=0.0, **attrs)  # type: ignore[arg-type]
+    return WorldObject.model_validate({"id": oid, "x": 0.0, "y": 0.0, **attrs})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from yanami.contract import Dialogue, Turn
 from yanami.world._free import loose
@@ -365,7 +365,7 @@ def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str
         if pred is None or pred["op"] != "stays":
             continue
         original = next(c.hidden.predicate for c in turn.checks if c.id == cid)
-        found = select(gt.scene, original["where"]) if isinstance(original, dict) else []  # type: ignore[arg-type]
+        found = select(gt.scene, cast(dict[str, Any], original["where"])) if isinstance(original, dict) else []
         was = [o for o in before.scene.objects if len(found) == 1 and o.id == found[0].id]
         if not was or (was[0].x, was[0].y) != (found[0].x, found[0].y):
             continue  # sent to a place the words fix, not left where it stood

@@ -183,9 +183,9 @@ def _mentions(option: str, stream: list[tuple[int, str, int, _Sentence]]) -> lis
     thing = shape is not None and attrs | {shape} >= wanted - {"object"}
     out: list[_Mention] = []
     for pos0, role, turn, sentence in stream:
-        if thing:
+        if thing and shape is not None:  # (a thing always names its shape)
             toks = sentence.toks
-            for i in sentence.where.get(shape, ()):  # type: ignore[arg-type]
+            for i in sentence.where.get(shape, ()):
                 j = i
                 while j > 0 and toks[j - 1] in ATTRIBUTES:
                     j -= 1
@@ -321,7 +321,8 @@ def pick(values: np.ndarray, largest: bool) -> np.ndarray:
     hit = ok & (v == best)
     none = ~ok.any(axis=1)
     hit[none] = True
-    return hit / hit.sum(axis=1, keepdims=True)
+    result: np.ndarray = hit / hit.sum(axis=1, keepdims=True)
+    return result
 
 
 def at_rank(values: np.ndarray, k: int) -> np.ndarray:
@@ -330,7 +331,8 @@ def at_rank(values: np.ndarray, k: int) -> np.ndarray:
     v = np.where(np.isnan(values), -np.inf, values)
     kth = np.sort(v, axis=1)[:, k : k + 1]
     hit = v == kth
-    return hit / hit.sum(axis=1, keepdims=True)
+    result: np.ndarray = hit / hit.sum(axis=1, keepdims=True)
+    return result
 
 
 def _way(largest: bool) -> str:
@@ -508,7 +510,8 @@ def _design(x: np.ndarray) -> np.ndarray:
     z = np.concatenate([np.nan_to_num(x, nan=-1.0), np.isnan(x[:, :, 1:2]).astype(float)], axis=2)
     ranks = np.argsort(np.argsort(z, axis=1, kind="stable"), axis=1, kind="stable") / (z.shape[1] - 1)
     both = np.concatenate([z, ranks], axis=2)
-    return both - both.mean(axis=1, keepdims=True)
+    result: np.ndarray = both - both.mean(axis=1, keepdims=True)
+    return result
 
 
 def _linear_cv(x: np.ndarray, y: np.ndarray, half: np.ndarray) -> float:
@@ -564,7 +567,8 @@ def ranks(x: np.ndarray, k: int = 0) -> np.ndarray:
     v = np.nan_to_num(x, nan=-1e9)
     below = (v < v[k]).sum(axis=0)
     tied = (v == v[k]).sum(axis=0) - 1
-    return below + tied / 2
+    result: np.ndarray = below + tied / 2
+    return result
 
 
 def mentioned(reading: Reading, option: str) -> bool:

@@ -771,7 +771,7 @@ class Reader:
     def answer(self, text: str) -> str:
         """The letter of the option the tracked state makes right."""
         question, _, rest = text.partition("\n\nOptions:\n")
-        options = dict((m.group(1), m.group(2).strip()) for m in _OPTION.finditer(rest))
+        options: dict[str, str] = dict((m.group(1), m.group(2).strip()) for m in _OPTION.finditer(rest))
         meant = self.reply(question.strip())
         if meant is not None:
             # an object's options may leave out its colour (where the rest tells it apart, as RR's do)

@@ -304,7 +304,8 @@ def _resize300(a: np.ndarray) -> np.ndarray:
     x0, x1, fx = axis(w)
     top = a[y0][:, x0] * (1 - fx) + a[y0][:, x1] * fx
     bottom = a[y1][:, x0] * (1 - fx) + a[y1][:, x1] * fx
-    return np.floor(top * (1 - fy)[:, None] + bottom * fy[:, None] + 0.5)
+    result: np.ndarray = np.floor(top * (1 - fy)[:, None] + bottom * fy[:, None] + 0.5)
+    return result
 
 
 def _hsv180(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

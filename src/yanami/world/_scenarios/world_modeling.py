@@ -346,8 +346,8 @@ def remove_support_from_start(c: Composer) -> None:
     """Remove a support (what it carried falls) and show the result from the starting view."""
     assert c.view is not None
     scene = c.view.scene
-    top = next(o for o in scene.objects if o.on is not None)
-    support = scene.by_id(top.on)  # type: ignore[arg-type]
+    top, below = next((o, o.on) for o in scene.objects if o.on is not None)
+    support = scene.by_id(below)
     if any(full_where(support) == k.value for k in c.constraints):
         raise Retry("support protected")
     where = minimal_where(support, scene, c.rng)
