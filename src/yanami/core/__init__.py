@@ -16,6 +16,7 @@ the protocol needs only the standard library, the data model pydantic. Each name
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
+the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic.
 """
 
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
         Recorded,
         Refused,
         Request,
+        Role,
         Settings,
     )
     from yanami.core._results import (
@@ -211,6 +213,7 @@ _WHERE = {
     "OUTPUT_LONG_EDGE": "_frame",
     "QUESTION_FRAME": "_frame",
     "output_frame": "_frame",
+    "Role": "_protocol",
     "InputText": "_protocol",
     "InputImage": "_protocol",
     "InputMessage": "_protocol",
@@ -324,6 +327,7 @@ __all__ = [
     "Refused",
     "Request",
     "Results",
+    "Role",
     "RunManifest",
     "RunRows",
     "Scenario",

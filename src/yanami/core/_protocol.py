@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from yanami.core._schema import Dialogue
 
 
+Role = Literal["system", "user", "assistant"]
+"""Who says a message."""
+
+
 @dataclass(frozen=True)
 class InputText:
     """A piece of text in a message."""
@@ -51,7 +55,7 @@ class InputMessage:
     """One chat message: a role and interleaved parts (a ``system`` message holds text only:
     a judge's instructions where a benchmark's own evaluator sends them so)."""
 
-    role: Literal["system", "user", "assistant"]
+    role: Role
     parts: tuple[InputText | InputImage, ...]
 
 

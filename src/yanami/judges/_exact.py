@@ -155,8 +155,9 @@ class ExactJudge:
 
     def judge_image(self, d: Dialogue, turn: Turn, image: bytes) -> ImageVerdict:
         """Every check of the turn evaluated on the parsed candidate, and the world Visual Quality."""
-        predicates = {c.id: c.hidden.predicate for c in turn.checks}
-        return self._grade(d, turn, image, predicates, {})  # type: ignore[arg-type]
+        # a JSON object each (`unreadable_check` refuses a bench with any other), or None
+        predicates = {c.id: p if isinstance(p := c.hidden.predicate, dict) else None for c in turn.checks}
+        return self._grade(d, turn, image, predicates, {})
 
     def judge_image_in_history(self, d: Dialogue, turn: Turn, image: bytes, own: Mapping[int, bytes]) -> ImageVerdict:
         """As `judge_image`, with each check on a value an earlier free choice set rebased on the

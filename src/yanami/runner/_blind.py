@@ -31,9 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from yanami.contract import Dialogue, InputImage, Layout, Request
+from yanami.contract import QUESTION_FRAME, Dialogue, InputImage, Layout, Request
 from yanami.models import ModelConfig
-from yanami.runner._items import QUESTION_FRAME, Conversation, ImageBytes, Item, frame_of, items_of
+from yanami.runner._items import Conversation, ImageBytes, Item, frame_of, items_of
 
 WIRE_SAMPLE = 24
 """Items of the bench each adapter sends (each three times) in the wire part of the audit."""
@@ -202,11 +202,11 @@ def _configs(url: str) -> list[tuple[str, ModelConfig, bool]]:
     openai = {"kind": "openai", "base_url": url + "/v1", "max_retries": 0, "requests_per_minute": 1e9}
     infer = {"kind": "infer-http", "base_url": url, "max_retries": 0, "requests_per_minute": 1e9}
     return [
-        ("openai chat", ModelConfig(**openai, chat_model="m"), False),  # type: ignore[arg-type]
-        ("openai images", ModelConfig(**openai, image_model="im"), True),  # type: ignore[arg-type]
-        ("openai chat images", ModelConfig(**openai, image_model="im", image_api="chat"), True),  # type: ignore[arg-type]
-        ("infer text", ModelConfig(**infer, generates=False), False),  # type: ignore[arg-type]
-        ("infer image", ModelConfig(**infer, answers=False), True),  # type: ignore[arg-type]
+        ("openai chat", ModelConfig.model_validate({**openai, "chat_model": "m"}), False),
+        ("openai images", ModelConfig.model_validate({**openai, "image_model": "im"}), True),
+        ("openai chat images", ModelConfig.model_validate({**openai, "image_model": "im", "image_api": "chat"}), True),
+        ("infer text", ModelConfig.model_validate({**infer, "generates": False}), False),
+        ("infer image", ModelConfig.model_validate({**infer, "answers": False}), True),
     ]
 
 

@@ -28,6 +28,7 @@ from yanami.contract import (
     Layout,
     Question,
     Request,
+    Role,
     TextPart,
     output_frame,
 )
@@ -108,7 +109,7 @@ def build_request(
     """The request for an item: the conversation before it (after the dialogue's system prompt,
     if it has one), in the given layout, with the run's ``seed``."""
     last = item.turn if item.kind == "question" else item.turn - 1
-    raw: list[tuple[str, list[TextPart | InputImage]]] = []
+    raw: list[tuple[Role, list[TextPart | InputImage]]] = []
     for t in d.turns[: last + 1]:
         raw.append(("user", [_resolve(p, t.index, "user", j, image_bytes) for j, p in enumerate(t.user.parts)]))
         own = own_reply(t.index) if own_reply is not None else None
@@ -209,8 +210,8 @@ class Conversation:
         self._fell.append(self._fell[-1] + self.fallbacks() - before)
 
 
-def _message(role: str, parts: list[TextPart | InputImage]) -> InputMessage:
-    return InputMessage(role, tuple(InputText(p.text) if isinstance(p, TextPart) else p for p in parts))  # type: ignore[arg-type]
+def _message(role: Role, parts: list[TextPart | InputImage]) -> InputMessage:
+    return InputMessage(role, tuple(InputText(p.text) if isinstance(p, TextPart) else p for p in parts))
 
 
 def _resolve(p: TextPart | ImagePart, turn: int, side: str, j: int, image_bytes: ImageBytes) -> TextPart | InputImage:
@@ -226,12 +227,9 @@ def _resolve(p: TextPart | ImagePart, turn: int, side: str, j: int, image_bytes:
         return InputImage(data, sha, img.width, img.height)
 
 
-def _lay_out(raw: list[tuple[str, list[TextPart | InputImage]]], layout: Layout) -> tuple[InputMessage, ...]:
+def _lay_out(raw: list[tuple[Role, list[TextPart | InputImage]]], layout: Layout) -> tuple[InputMessage, ...]:
     if layout == "yes-first":
-        return tuple(
-            InputMessage(role, tuple(InputText(p.text) if isinstance(p, TextPart) else p for p in parts))  # type: ignore[arg-type]
-            for role, parts in raw
-        )
+        return tuple(_message(role, parts) for role, parts in raw)
     images: list[InputImage] = []
     messages: list[list[InputText | InputImage]] = []
     for _, parts in raw:
@@ -250,7 +248,7 @@ def _lay_out(raw: list[tuple[str, list[TextPart | InputImage]]], layout: Layout)
     elif images:
         front = [InputText(f"[Images 1-{len(images)}, numbered in dialogue order]"), composite(images)]
     messages[0] = front + messages[0]
-    return tuple(InputMessage(role, tuple(parts)) for (role, _), parts in zip(raw, messages, strict=True))  # type: ignore[arg-type]
+    return tuple(InputMessage(role, tuple(parts)) for (role, _), parts in zip(raw, messages, strict=True))
 
 
 TILE = (256, 192)
