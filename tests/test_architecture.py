@@ -95,6 +95,15 @@ def test_core_imports_nothing_of_yanami_outside_itself() -> None:
     assert outside == []
 
 
+def test_every_module_reaches_core_through_the_contract() -> None:
+    direct = [
+        f"{rel}: {module}"
+        for rel, room, module in _imports()
+        if _room(module) == "core" and room not in ("core", "contract")
+    ]
+    assert direct == []
+
+
 def test_core_exports_every_public_name_of_its_modules_once() -> None:
     from yanami import contract, core
 
