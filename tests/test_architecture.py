@@ -119,7 +119,7 @@ def test_core_exports_every_public_name_of_its_modules_once() -> None:
                 if not name.startswith("_") and name != "SEPARATOR":
                     assert name not in defined, f"{name} is defined in {defined[name]} and {path.name}"
                     defined[name] = path.stem
-    assert core._WHERE == defined and sorted(core.__all__) == sorted(defined)
+    assert defined == core._WHERE and sorted(core.__all__) == sorted(defined)
     assert contract.__all__ == core.__all__ and all(getattr(contract, n) is getattr(core, n) for n in core.__all__)
 
 
