@@ -24,10 +24,12 @@ from yanami.scoring import (
     PRIVILEGED_MARK,
     PRIVILEGED_NOTE,
     PRIVILEGED_TABLE_NOTE,
+    Page,
+    RunLine,
     Scored,
     Table,
     markdown,
-    render_page,
+    render,
     scaling_table,
 )
 
@@ -261,12 +263,30 @@ def history_effect(runs: list[FamilyRun], rules: ProtocolScoring) -> list[dict[s
     return out
 
 
-def family_tables(runs: list[FamilyRun], rules: ProtocolScoring) -> list[Table]:
-    """The family's tables for these runs: its own (overall, each run's breakdowns), then the
-    comparisons every protocol family has (test-time scaling, GT- against Self-History)."""
-    data = family_json(runs, rules)
-    title = family_of(runs[0].family).title
-    notes = comparable_notes(runs, rules)
+@dataclass(frozen=True)
+class FamilyScores:
+    """Every score of a set of one family's runs, computed once (`family_scores`): what its
+    tables, its report and ``score --json`` show."""
+
+    runs: list[FamilyRun]
+    title: str
+    """The family's title (``WEAVE``, ``IMUG-Bench``)."""
+    data: dict[str, Any]
+    """Every score as JSON-ready data (`family_json`)."""
+    notes: list[str]
+    """What every table says about these runs (`comparable_notes`)."""
+
+
+def family_scores(runs: list[FamilyRun], rules: ProtocolScoring) -> FamilyScores:
+    """The runs' `FamilyScores`: the one place their scores are computed."""
+    return FamilyScores(runs, family_of(runs[0].family).title, family_json(runs, rules), comparable_notes(runs, rules))
+
+
+def build_family_tables(value: FamilyScores, rules: ProtocolScoring) -> list[Table]:
+    """The family's tables, as data, from the runs' scores: its own (overall, each run's breakdowns),
+    then the comparisons every protocol family has (test-time scaling, GT- against Self-History)."""
+    data, runs, title = value.data, value.runs, value.title
+    notes = list(value.notes)
     tables = rules.tables(title, data["runs"], notes)
     if any(r.manifest.strategy != "none" for r in runs):
         rows_ = [
@@ -279,7 +299,9 @@ def family_tables(runs: list[FamilyRun], rules: ProtocolScoring) -> list[Table]:
         scaling.notes += notes
         tables.append(scaling)
     for h in data["history_effect"]:
-        hrows = [["overall", h["overall"]["gt"], h["overall"]["self"], _diff(h["overall"])]]
+        hrows: list[list[str | float | int | None]] = [
+            ["overall", h["overall"]["gt"], h["overall"]["self"], _diff(h["overall"])]
+        ]
         hrows += [[f"turn {t}", v["gt"], v["self"], _diff(v)] for t, v in h["by_turn"].items()]
         tables.append(
             Table(
@@ -291,6 +313,11 @@ def family_tables(runs: list[FamilyRun], rules: ProtocolScoring) -> list[Table]:
             )
         )
     return tables
+
+
+def family_tables(runs: list[FamilyRun], rules: ProtocolScoring) -> list[Table]:
+    """The family's tables for these runs (`build_family_tables` of their `family_scores`)."""
+    return build_family_tables(family_scores(runs, rules), rules)
 
 
 def _diff(v: dict[str, float | None]) -> float | None:
@@ -327,21 +354,25 @@ def comparable_notes(runs: list[FamilyRun], rules: ProtocolScoring) -> list[str]
     return notes
 
 
-def family_report(runs: list[FamilyRun], tables: list[Table], rules: ProtocolScoring) -> str:
-    """One self-contained HTML page, from the report template every family shares: what was run,
+def family_page(value: FamilyScores, tables: list[Table]) -> Page:
+    """The family's report page, from the report template every family shares: what was run,
     then every table."""
-    title = family_of(runs[0].family).title
-    entries = [
-        {
-            "label": r.label,
-            "details": f"{r.manifest.model_name}, {r.manifest.history.upper()}-History, judge {r.manifest.judge.name} "
+    lines = [
+        RunLine(
+            r.label,
+            f"{r.manifest.model_name}, {r.manifest.history.upper()}-History, judge {r.manifest.judge.name} "
             f"({r.manifest.judge.version}; prompts: {judge_prompts(r)}), protocol {family_of(r.family).protocol}, "
             f"{r.coverage['valid']} of {r.coverage['expected']} items valid",
-            "privileged": f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.manifest.privileged else "",
-        }
-        for r in runs
+            f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" if r.manifest.privileged else "",
+        )
+        for r in value.runs
     ]
-    return render_page(f"{title} report", runs=entries, warnings=comparable_notes(runs, rules), table_list=tables)
+    return Page(f"{value.title} report", lines, list(value.notes), tables)
+
+
+def family_report(runs: list[FamilyRun], tables: list[Table], rules: ProtocolScoring) -> str:
+    """One self-contained HTML page of the runs and their tables (`family_page`, rendered)."""
+    return render(family_page(family_scores(runs, rules), tables))
 
 
 @dataclass(frozen=True)
@@ -352,11 +383,13 @@ class ProtocolScorer:
 
     def score(self, runs: list[Path], judge: str | None) -> Scored:
         loaded = load_family_runs(runs, self.rules, judge)
-        table_list = family_tables(loaded, self.rules)
+        value = family_scores(loaded, self.rules)
+        table_list = build_family_tables(value, self.rules)
         coverage = (sum(r.coverage["valid"] for r in loaded), sum(r.coverage["expected"] for r in loaded))
         summary = "\n".join(markdown(t, escaped=False) for t in table_list)
-        return Scored(table_list[0], table_list, [], family_json(loaded, self.rules), coverage, summary)
+        return Scored(table_list[0], table_list, [], value.data, coverage, summary)
 
     def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:
         loaded = load_family_runs(runs, self.rules, judge)
-        return family_report(loaded, family_tables(loaded, self.rules), self.rules), []
+        value = family_scores(loaded, self.rules)
+        return render(family_page(value, build_family_tables(value, self.rules))), []

@@ -1,4 +1,9 @@
-"""Scores, analyses, tables and the HTML report, computed from run directories alone."""
+"""Scores, analyses, tables and the HTML report, computed from run directories alone.
+
+A report goes in steps: load the runs (`load_runs`), compute their one `ScoreSet`
+(`score_set`), build the tables as data (`build_tables`: `Table`), then render: Markdown and
+LaTeX are functions of a table (`markdown`, `latex`), HTML is the Jinja templates
+(`render` of a `Page`; `render_page` for any family)."""
 
 from yanami.scoring._agreement import (
     agreement,
@@ -14,53 +19,39 @@ from yanami.scoring._agreement import (
     run_agreement,
     run_human_agreement,
 )
-from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
-from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
-from yanami.scoring._report import (
-    figure6,
-    grouped_bars,
-    line_chart,
-    render_page,
-    render_report,
-    viewer_bench,
-    write_report,
-)
-from yanami.scoring._scorers import YANAMI_SCORER, Scored, Scorer, scorer_for
-from yanami.scoring._scores import (
+from yanami.scoring._analyses import (
     GAP_CAPABILITIES,
     GAP_MIN_UNDERSTANDING,
-    MIN_COVERAGE,
-    PRIVILEGED_NOTE,
-    QTYPES,
-    SCENARIOS,
-    DialogueRecord,
     GapSelection,
-    Run,
-    RunScores,
-    ScenarioScores,
-    failures_as_zero,
+    HistoryEffect,
+    Progression,
     gap_selection,
     history_effect,
-    label_runs,
-    load_run,
     pair_histories,
     progression,
-    run_scores,
-    scenario_scores,
     shared_gap,
     understanding_realization_gap,
 )
-from yanami.scoring._tables import (
-    PRIVILEGED_TABLE_NOTE,
-    Table,
-    html_table,
-    irreducibility,
-    latex,
-    markdown,
-    scaling_table,
-    summary_table,
-    tables,
+from yanami.scoring._charts import Bars, grouped_bars, line_chart
+from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
+from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
+from yanami.scoring._page import Page, Panel, RunLine, html_table, render, render_page
+from yanami.scoring._report import figure6, figure_panels, render_report, report_page, write_report
+from yanami.scoring._runs import QTYPES, SCENARIOS, DialogueRecord, Run, label_runs, load_run
+from yanami.scoring._scorers import YANAMI_SCORER, Scored, Scorer, scorer_for
+from yanami.scoring._scores import (
+    MIN_COVERAGE,
+    PRIVILEGED_NOTE,
+    RunScores,
+    ScenarioScores,
+    failures_as_zero,
+    run_scores,
+    scenario_scores,
 )
+from yanami.scoring._scoreset import ScoreSet, irreducibility, score_set
+from yanami.scoring._table import Table, latex, markdown
+from yanami.scoring._tables import PRIVILEGED_TABLE_NOTE, build_tables, scaling_table, summary_table, tables
+from yanami.scoring._viewer import Viewer, load_viewer, viewer_bench
 from yanami.scoring._weights import (
     WEIGHTS,
     Weights,
@@ -82,18 +73,27 @@ __all__ = [
     "SCENARIOS",
     "WEIGHTS",
     "YANAMI_SCORER",
+    "Bars",
     "DialogueRecord",
     "GapSelection",
+    "HistoryEffect",
     "Loaded",
+    "Page",
+    "Panel",
+    "Progression",
     "Run",
+    "RunLine",
     "RunScores",
     "ScenarioScores",
+    "ScoreSet",
     "Scored",
     "Scorer",
     "Table",
+    "Viewer",
     "Weights",
     "agreement",
     "agreement_lines",
+    "build_tables",
     "calibrate_with_humans",
     "caveats",
     "check_run_dir",
@@ -101,6 +101,7 @@ __all__ = [
     "compare_with_humans",
     "failures_as_zero",
     "figure6",
+    "figure_panels",
     "gap_selection",
     "generation_score",
     "grouped_bars",
@@ -117,13 +118,16 @@ __all__ = [
     "line_chart",
     "load_run",
     "load_runs",
+    "load_viewer",
     "markdown",
     "pair_histories",
     "progression",
     "read_human",
     "read_review",
+    "render",
     "render_page",
     "render_report",
+    "report_page",
     "run_agreement",
     "run_human_agreement",
     "run_judges",
@@ -131,6 +135,7 @@ __all__ = [
     "scaling_table",
     "scenario_scores",
     "scene_score",
+    "score_set",
     "scorer_for",
     "shared_gap",
     "summary_table",

@@ -138,7 +138,7 @@ def read_human(path: Path) -> tuple[dict[str, float], dict[tuple[str, str], bool
                 checks[(item, row["check"].strip())] = flag in ("true", "1", "yes")
             if row.get("score") not in (None, ""):
                 try:
-                    value = float(row["score"])  # type: ignore[arg-type]
+                    value = float(row["score"])
                 except ValueError:
                     raise UserError(f"{path}:{lineno}: score: {row['score']!r} is not a number") from None
                 scores.setdefault(item, []).append(value)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable
 
-from yanami.scoring._scores import MIN_COVERAGE, SCENARIOS, RunScores
+from yanami.scoring._runs import SCENARIOS
+from yanami.scoring._scores import MIN_COVERAGE, RunScores
 
 MARK = "†"
 """The marker of a row that is not comparable with the others (a footnote says why)."""

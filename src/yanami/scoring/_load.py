@@ -7,27 +7,16 @@ for), names the runs apart, computes their scores and says which rows are not co
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from yanami.contract import RUN_MANIFEST, Results, RunManifest, UserError
-from yanami.scoring._compare import caveats, warnings
-from yanami.scoring._scores import (
-    BOOTSTRAP,
-    PRIVILEGED_NOTE,
-    Run,
-    RunScores,
-    history_effect,
-    label_runs,
-    load_run,
-    pair_histories,
-    progression,
-    run_scores,
-    shared_gap,
-)
+from yanami.scoring._compare import warnings
+from yanami.scoring._runs import Run, label_runs, load_run
+from yanami.scoring._scores import BOOTSTRAP, RunScores, run_scores
+from yanami.scoring._scoreset import score_set
 from yanami.store import FORMAT_NAME as DATASET_FORMAT
 
 RUN_FORMAT = str(RunManifest.model_fields["format"].default)
@@ -101,19 +90,8 @@ class Loaded:
     warnings: list[str]
 
     def as_json(self) -> dict[str, Any]:
-        """Every score and analysis as JSON-ready data."""
-        gt = [r for r in self.runs if r.history == "gt"]
-        return {
-            "runs": [dataclasses.asdict(s) for s in self.scores],
-            "gap": shared_gap(self.runs),
-            "progression": {r.label: progression(r) for r in gt},
-            "history_effect": {g.label: history_effect(g, s) for g, s in pair_histories(self.runs)},
-            "comparability": {
-                "warnings": self.warnings,
-                "rows": caveats(self.scores),
-                "privileged": {s.label: PRIVILEGED_NOTE for s in self.scores if s.privileged},
-            },
-        }
+        """Every score and analysis as JSON-ready data (`ScoreSet.as_json` of their `score_set`)."""
+        return score_set(self.runs, self.scores, self.warnings).as_json()
 
 
 def load_runs(paths: list[Path], judge: str | None = None, bootstrap: int = BOOTSTRAP) -> Loaded:

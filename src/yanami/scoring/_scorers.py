@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from yanami.contract import UnknownFamily, UserError, family_of
-from yanami.scoring._tables import Table
+from yanami.scoring._table import Table
 
 
 @dataclass(frozen=True)
@@ -64,33 +64,43 @@ def scorer_for(runs: list[Path]) -> Scorer:
 
 
 class _Yanami:
-    """YANAMI's scoring: the paper's tables, analyses across runs, Figure 6 and the viewer."""
+    """YANAMI's scoring: the paper's tables, analyses across runs, Figure 6 and the viewer.
+
+    Both commands go the same way: load the runs (`load_runs`), compute their one `ScoreSet`,
+    build the tables from it as data, and only then print or render."""
 
     def score(self, runs: list[Path], judge: str | None) -> Scored:
         from yanami.scoring._load import load_runs
-        from yanami.scoring._tables import markdown, summary_table, tables
+        from yanami.scoring._scoreset import score_set
+        from yanami.scoring._table import markdown
+        from yanami.scoring._tables import build_tables, summary_table
 
         loaded = load_runs(runs, judge)
-        table_list = tables(loaded.runs, loaded.scores)
+        value = score_set(loaded.runs, loaded.scores, loaded.warnings)
+        table_list = build_tables(value)
+        main = summary_table(value.scores)
         available = [t.title.split(":")[0] for t in table_list if t.rows]
         summary = (
-            markdown(summary_table(loaded.scores), escaped=False)
+            markdown(main, escaped=False)
             + f"\nTables for these runs: {', '.join(available)}. Print them with --format md or --format latex; "
             "every score with --json; an HTML report (tables, Figure 6, samples) with `yanami report`."
         )
-        coverage = (sum(s.coverage["valid"] for s in loaded.scores), sum(s.coverage["expected"] for s in loaded.scores))
-        return Scored(
-            summary_table(loaded.scores), table_list, list(loaded.warnings), loaded.as_json(), coverage, summary
-        )
+        coverage = (sum(s.coverage["valid"] for s in value.scores), sum(s.coverage["expected"] for s in value.scores))
+        return Scored(main, table_list, list(value.warnings), value.as_json(), coverage, summary)
 
     def report(self, runs: list[Path], judge: str | None, samples: int, bench: Path | None) -> tuple[str, list[str]]:
         from yanami.scoring._load import load_runs
-        from yanami.scoring._report import render_report
-        from yanami.scoring._tables import tables
+        from yanami.scoring._page import render
+        from yanami.scoring._report import report_page
+        from yanami.scoring._scoreset import score_set
+        from yanami.scoring._tables import build_tables
+        from yanami.scoring._viewer import load_viewer
 
         loaded = load_runs(runs, judge)
-        page = render_report(loaded.runs, loaded.scores, tables(loaded.runs, loaded.scores), samples, bench)
-        return page, list(loaded.warnings)
+        value = score_set(loaded.runs, loaded.scores, loaded.warnings)
+        table_list = build_tables(value)
+        viewer = load_viewer(loaded.runs, samples, bench)
+        return render(report_page(value, table_list, viewer)), list(value.warnings)
 
 
 YANAMI_SCORER: Scorer = _Yanami()

@@ -1,52 +1,22 @@
-"""The paper's tables for a set of runs, as data, rendered to Markdown, LaTeX or HTML."""
+"""The paper's tables for a set of runs, built as data (`Table`) from their `ScoreSet`.
+
+Their forms are elsewhere: Markdown and LaTeX in `yanami.scoring._table`, HTML in the
+templates (`yanami.scoring._page`).
+"""
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass, field
-
-from yanami.contract import FACTS, printable
+from yanami.contract import FACTS
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats
 from yanami.scoring._floor import CHANCE_DSU, FLOOR_LABEL
-from yanami.scoring._scores import (
-    MIN_COVERAGE,
-    PRIVILEGED_NOTE,
-    QTYPES,
-    SCENARIO_TITLES,
-    SCENARIOS,
-    Run,
-    RunScores,
-    history_effect,
-    label_runs,
-    pair_histories,
-    progression,
-    shared_gap,
-)
+from yanami.scoring._page import html_table as html_table
+from yanami.scoring._runs import QTYPES, SCENARIO_TITLES, SCENARIOS, Run
+from yanami.scoring._scores import MIN_COVERAGE, PRIVILEGED_NOTE, RunScores
+from yanami.scoring._scoreset import ScoreSet, score_set
+from yanami.scoring._table import Table as Table
+from yanami.scoring._table import latex as latex
+from yanami.scoring._table import markdown as markdown
 from yanami.scoring._weights import generation_formula
-
-
-@dataclass
-class Table:
-    """A titled table: a header, rows of cells (None prints as a dash) and notes under it.
-
-    A row whose run is not comparable with the others has `MARK` after its label, and a
-    note saying why (see `yanami.scoring._compare`).
-    """
-
-    key: str
-    title: str
-    header: list[str]
-    rows: list[list[str | float | int | None]]
-    notes: list[str] = field(default_factory=list)
-
-
-def _cell(v: str | float | int | None, digits: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
 
 DASH_NOTE = "A dash (-) means no value: no valid item of that component or scenario (see the coverage table)."
 
@@ -97,14 +67,6 @@ def _marked(t: Table, scores: list[RunScores]) -> Table:
     if any(c is None for row in t.rows for c in row):
         t.notes.append(DASH_NOTE)
     return t
-
-
-def _ensure_labels(runs: list[Run], scores: list[RunScores]) -> None:
-    """Name the runs apart if their labels collide (callers that did not use `load_runs`)."""
-    if len({s.label for s in scores}) < len(scores):
-        label_runs(runs)
-        for r, s in zip(runs, scores, strict=True):
-            s.label = r.label
 
 
 ABOVE_FLOOR = "Above floor"
@@ -174,12 +136,13 @@ def summary_table(scores: list[RunScores]) -> Table:
     )
 
 
-def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
-    """Tables 2, 3, 11-21 of the paper (in their shape) plus the History effect and coverage.
+def build_tables(value: ScoreSet) -> list[Table]:
+    """Tables 2, 3, 11-21 of the paper (in their shape) plus the History effect and coverage, from
+    the set's scores (nothing is computed here but the tables' marks and notes).
 
     Rows that are not comparable with the others in a table are marked (`MARK`) with a note.
     """
-    _ensure_labels(runs, scores)
+    scores = value.scores
     out: list[Table] = []
     short = {s.value: f.short for s, f in FACTS.items()}
     out.append(
@@ -211,16 +174,13 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 "benchmark score, 0-100",
             )
         )
-    answering = [(r, s) for r, s in zip(runs, scores, strict=True) if r.answers]
+    answering = [s for f, s in zip(value.runs, scores, strict=True) if f.answers]
     out.append(
         Table(
             "table3",
             "Table 3: dialogue-state understanding, averaged over scenarios",
             ["Model", *QTYPES, "Avg."],
-            [
-                [s.label, *[_average_cell(s, t) for t in QTYPES], _average_cell(s, "understanding")]
-                for _, s in answering
-            ],
+            [[s.label, *[_average_cell(s, t) for t in QTYPES], _average_cell(s, "understanding")] for s in answering],
         )
     )
     out.append(
@@ -234,7 +194,7 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                     *[s.scenarios[sc].understanding if sc in s.scenarios else None for sc in SCENARIOS],
                     _average_cell(s, "understanding"),
                 ]
-                for _, s in answering
+                for s in answering
             ],
         )
     )
@@ -248,7 +208,7 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 ["Model", *QTYPES, "DSU Avg."],
                 [
                     [s.label, *[s.scenarios[sc].dsu[t] for t in QTYPES], s.scenarios[sc].understanding]
-                    for _, s in answering
+                    for s in answering
                     if sc in s.scenarios
                 ],
             )
@@ -273,18 +233,19 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
                 ],
             )
         )
-    gt_runs = [r for r in runs if r.history == "gt"]
-    prog = [(r, progression(r)) for r in gt_runs]
     out.append(
         Table(
             "table20",
             f"Table 20: first vs last generation turn under GT-History ({generation_formula()}; dialogues with >= 2)",
             ["Model", "Dialogues", "First", "Last", "Delta"],
-            [[r.label, p["dialogues"], p["first"], p["last"], p["delta"]] for r, p in prog],
+            [
+                [p.run.label, p.figures.dialogues, p.figures.first, p.figures.last, p.figures.delta]
+                for p in value.analyses.progression
+            ],
         )
     )
-    gap = shared_gap(runs)
-    eligible = gap["eligible"]
+    gap = value.analyses.gap
+    eligible = gap.eligible
     out.append(
         Table(
             "table21",
@@ -293,12 +254,11 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             ["Model", "CK", "CU", "Overall"],
             [
                 [label, g.get("constraint_adherence"), g.get("correction_updating"), g.get("overall")]
-                for label, g in gap["gap"].items()
+                for label, g in gap.gap.items()
             ],
-            list(gap["notes"]),
+            list(gap.notes),
         )
     )
-    pairs = pair_histories(runs)
     out.append(
         Table(
             "history",
@@ -306,9 +266,9 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
             "Drop = GT - Self in points on 0-100, as the paper's tables; Drop % = that drop relative to GT)",
             ["Model", "Dialogues", "GT-History", "Self-History", "Drop", "Drop %"],
             [
-                [g.label, e["dialogues"], e["gt"], e["self"], e["drop_points"], e["drop_percent"]]
-                for g, s in pairs
-                for e in [history_effect(g, s)]
+                [h.gt.label, e.dialogues, e.gt, e.self_, e.drop_points, e.drop_percent]
+                for h in value.analyses.history
+                for e in [h.effect]
             ],
         )
     )
@@ -358,13 +318,9 @@ def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
     return [_marked(t, scores) for t in out]
 
 
-def irreducibility(runs: list[Run], scores: list[RunScores]) -> list[tuple[str, float]]:
-    """The irreducibility audit: share (%) of target turns the stateless agent fails, per stateless run."""
-    return [
-        (s.label, 100 * s.failed_turn_share)
-        for r, s in zip(runs, scores, strict=True)
-        if r.model_spec == "reference:stateless" and s.failed_turn_share is not None
-    ]
+def tables(runs: list[Run], scores: list[RunScores]) -> list[Table]:
+    """The tables of runs and their scores (`build_tables` of their `score_set`)."""
+    return build_tables(score_set(runs, scores))
 
 
 def scaling_table(rows: list[tuple[str, str, float | None, str | float | None]], score: str) -> Table:
@@ -379,87 +335,3 @@ def scaling_table(rows: list[tuple[str, str, float | None, str | float | None]],
             "over its recorded items; the runs are comparable when they share bench, judge and history."
         ],
     )
-
-
-_MARKDOWN = {"&": "&amp;", "<": "&lt;", ">": "&gt;"} | {ch: "\\" + ch for ch in "\\`*_[]|#"}
-"""Every character of a text that Markdown could read as markup or as HTML (a run's label, a
-config's name), written so that it shows as itself."""
-
-
-def _markdown_escape(s: str) -> str:
-    return "".join(_MARKDOWN.get(ch, ch) for ch in s)
-
-
-def markdown(t: Table, *, escaped: bool = True) -> str:
-    """A table in GitHub Markdown, its notes under it; every text escaped (`_markdown_escape`).
-
-    ``escaped=False`` is the same layout for a terminal, which renders no Markdown: texts as they
-    are but for a cell's ``|``, control characters written out (`yanami.errors.printable`)."""
-
-    def text(s: str) -> str:
-        return _markdown_escape(s) if escaped else printable(s)
-
-    def cell(c: str | float | int | None) -> str:
-        return text(_cell(c)) if escaped else text(_cell(c)).replace("|", "\\|")
-
-    lines = [f"**{text(t.title)}**", "", "| " + " | ".join(map(text, t.header)) + " |"]
-    lines.append("|" + "---|" * len(t.header))
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
-    if t.notes:
-        lines += ["", "  \n".join(map(text, t.notes))]
-    return "\n".join(lines) + "\n"
-
-
-_LATEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "_": r"\_",
-    "#": r"\#",
-    "$": r"\$",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    MARK: r"\textsuperscript{\dag}",
-    PRIVILEGED_MARK: r"\textsuperscript{\ddag}",
-}
-
-
-def _latex_escape(s: str) -> str:
-    """``s`` as LaTeX text: each special character escaped, and a control character (a newline
-    included: a blank line would end the paragraph inside a tabular) as a space."""
-    return "".join(_LATEX.get(ch, " " if ch < " " or ch == "\x7f" else ch) for ch in s)
-
-
-def latex(t: Table) -> str:
-    """A table as a LaTeX tabular (booktabs), its notes under it."""
-    cols = "l" + "r" * (len(t.header) - 1)
-    lines = [
-        "\\begin{table}[t]\\centering",
-        f"\\caption{{{_latex_escape(t.title)}}}",
-        f"\\begin{{tabular}}{{{cols}}}",
-        "\\toprule",
-        " & ".join(_latex_escape(h) for h in t.header) + " \\\\",
-        "\\midrule",
-    ]
-    lines += [" & ".join(_latex_escape(_cell(c)) for c in row) + " \\\\" for row in t.rows]
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    if t.notes:
-        lines.append("\\par\\smallskip{\\footnotesize " + " \\\\ ".join(_latex_escape(n) for n in t.notes) + "}")
-    lines.append("\\end{table}")
-    return "\n".join(lines) + "\n"
-
-
-def html_table(t: Table) -> str:
-    """A table as an HTML fragment, its notes in the table's foot."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>" for row in t.rows)
-    foot = ""
-    if t.notes:
-        foot = (
-            "<tfoot>"
-            + "".join(f'<tr><td class="note" colspan="{len(t.header)}">{html.escape(n)}</td></tr>' for n in t.notes)
-            + "</tfoot>"
-        )
-    return f'<table id="{t.key}"><caption>{html.escape(t.title)}</caption><tr>{head}</tr>{body}{foot}</table>'
