@@ -207,7 +207,7 @@ def test_the_exact_judge_reads_yanami_questions_and_keeps_imug_matching_for_seve
 @pytest.mark.parametrize("agent", ["reference:copy-input", "reference:random"])
 def test_the_trivial_agents_score_as_before(world_dialogues, agent: str) -> None:
     """Their replies are bare letters: the reading scores them as IMUG-Bench's matching did."""
-    from yanami.runner import question_prompt
+    from yanami.models import question_prompt
     from yanami.world import reference_agent
 
     model = reference_agent(agent.partition(":")[2])

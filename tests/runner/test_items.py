@@ -9,7 +9,8 @@ import pytest
 from PIL import Image
 
 from yanami.contract import ImagePart, InputImage, InputText, output_frame
-from yanami.runner import build_request, generation_turns, items_of, question_prompt
+from yanami.models import question_prompt
+from yanami.runner import build_request, generation_turns, items_of
 from yanami.store import Dataset
 
 

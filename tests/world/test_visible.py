@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers import scrambled
 from yanami.contract import Dialogue, InputImage, InputText, Request
+from yanami.models import reads_bench
 from yanami.runner import build_request, evaluate, items_of
-from yanami.runner._run import reads_bench
 from yanami.scoring import load_runs
 from yanami.store import Dataset
 from yanami.world import reference_agent

@@ -1,7 +1,6 @@
 """The benchmark runner: items, requests in three layouts, GT-/Self-History, the results store."""
 
 from yanami._lock import DirLock
-from yanami.models import question_prompt, reads_bench
 from yanami.runner._bench import bench_sha256, open_bench
 from yanami.runner._blind import BlindAudit, blind_audit, blind_text, picture_metadata
 from yanami.runner._chains import Chain, ChainRunner, bench_items, chain_of
@@ -38,8 +37,6 @@ __all__ = [
     "open_bench",
     "picture_metadata",
     "question_of",
-    "question_prompt",
-    "reads_bench",
     "rejudge",
     "run_eval",
     "select_dialogues",
