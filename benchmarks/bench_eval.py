@@ -270,7 +270,7 @@ def _init_robust(bench: str, names: list[str]) -> None:
 
 def bench_robustness(bench: Path, limit: int | None, names: list[str], workers: int) -> None:
     """SC, VQ and object F1 of the bench's ground-truth target images under each transform."""
-    from yanami.runner import select_dialogues
+    from yanami.store import select_dialogues
 
     ds = Dataset(bench)
     chosen = select_dialogues(list(ds), limit)

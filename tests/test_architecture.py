@@ -95,6 +95,17 @@ def test_core_imports_nothing_of_yanami_outside_itself() -> None:
     assert outside == []
 
 
+def test_scoring_and_the_families_read_runs_without_the_runner() -> None:
+    """Scores come from run files (the run format and the results store, `yanami.contract`) and
+    the bench (`yanami.store`), never from the code that made them."""
+    found = [
+        f"{rel}: {module}"
+        for rel, room, module in _imports()
+        if room in ("scoring", "families") and _room(module) == "runner"
+    ]
+    assert found == []
+
+
 def test_every_module_reaches_core_through_the_contract() -> None:
     direct = [
         f"{rel}: {module}"

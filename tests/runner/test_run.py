@@ -14,9 +14,9 @@ import pytest
 
 from yanami.contract import Refused, Request, UserError
 from yanami.judges import ExactJudge
-from yanami.runner import _build, _chains, evaluate, select_dialogues
+from yanami.runner import _build, _chains, evaluate
 from yanami.scoring import load_run, run_scores
-from yanami.store import Dataset
+from yanami.store import Dataset, select_dialogues
 
 
 def _rows(run: Path) -> tuple[list[tuple], list[tuple]]:

@@ -16,8 +16,8 @@ import pytest
 
 from yanami.contract import ImagePart, Request, UserError, read_rows
 from yanami.models.fake import FakeServer
-from yanami.runner import _build, _run, _spec, build_request, evaluate, items_of, rejudge, select_dialogues
-from yanami.store import Dataset
+from yanami.runner import _build, _run, _spec, build_request, evaluate, items_of, rejudge
+from yanami.store import Dataset, select_dialogues
 
 
 def _error_lines(err: str) -> list[str]:

@@ -11,10 +11,9 @@ import pytest
 from PIL import Image
 
 from yanami.contract import Dialogue, ImageSource, read_rows
-from yanami.runner import _run, evaluate, select_dialogues
+from yanami.runner import _run, evaluate
 from yanami.runner._items import Conversation, build_request, items_of
-from yanami.runner._select import Selection
-from yanami.store import Dataset, DatasetWriter, Generator, _reader
+from yanami.store import Dataset, DatasetWriter, Generator, Selection, _reader, select_dialogues
 
 SCENARIOS = ("fusion", "editing", "world_modeling", "reasoning")
 

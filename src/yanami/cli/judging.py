@@ -112,9 +112,11 @@ def calibrate(
     from yanami.judges import JudgeContext, calibration_lines, own_judge  # keeps yanami --help fast
     from yanami.judges import calibrate as run_calibration  # keeps yanami --help fast
     from yanami.models import ResponseCache  # keeps yanami --help fast
-    from yanami.runner import select_dialogues  # keeps yanami --help fast
     from yanami.scoring import calibrate_with_humans, human_agreement_lines, read_review  # keeps yanami --help fast
-    from yanami.store import Dataset  # keeps yanami --help fast
+    from yanami.store import (
+        Dataset,  # keeps yanami --help fast
+        select_dialogues,  # keeps yanami --help fast
+    )
 
     dataset = Dataset(bench)
     if human is not None:

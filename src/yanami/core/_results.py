@@ -5,7 +5,7 @@ One row per prediction and one per verdict, each item written whole in one trans
 every finished item whole and nothing twice. Output
 images are written (temporary file, then rename) before the row that names them. The
 store owns its connection and its transactions: callers use its methods, never SQL.
-Rows are read by column name into the typed records of `yanami.runner._bench`.
+Rows are read by column name into the typed records of the run format (`yanami.core._runs`).
 """
 
 from __future__ import annotations

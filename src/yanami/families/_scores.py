@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from yanami.contract import Dialogue, RunManifest, UserError, family_of, own_prompts, read_rows
-from yanami.runner import open_bench
 from yanami.scoring import (
     PRIVILEGED_MARK,
     PRIVILEGED_NOTE,
@@ -32,6 +31,7 @@ from yanami.scoring import (
     render,
     scaling_table,
 )
+from yanami.store import open_bench
 
 
 @dataclass

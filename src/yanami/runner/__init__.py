@@ -1,13 +1,11 @@
 """The benchmark runner: items, requests in three layouts, GT-/Self-History, the results store."""
 
 from yanami._lock import DirLock
-from yanami.runner._bench import bench_sha256, open_bench
 from yanami.runner._blind import BlindAudit, blind_audit, blind_text, picture_metadata
 from yanami.runner._chains import Chain, ChainRunner, bench_items, chain_of
 from yanami.runner._executors import Executor, LocalExecutor, RayExecutor
 from yanami.runner._items import Item, build_request, composite, frame_of, generation_turns, items_of, question_of
 from yanami.runner._run import Summary, evaluate, index_dialogues, rejudge, run_eval
-from yanami.runner._select import select_dialogues
 from yanami.runner._spec import EvalSpec, default_concurrency
 
 __all__ = [
@@ -22,7 +20,6 @@ __all__ = [
     "RayExecutor",
     "Summary",
     "bench_items",
-    "bench_sha256",
     "blind_audit",
     "blind_text",
     "build_request",
@@ -34,10 +31,8 @@ __all__ = [
     "generation_turns",
     "index_dialogues",
     "items_of",
-    "open_bench",
     "picture_metadata",
     "question_of",
     "rejudge",
     "run_eval",
-    "select_dialogues",
 ]

@@ -40,13 +40,11 @@ from yanami.contract import (
 )
 from yanami.judges import judge_settings
 from yanami.models import TRANSPORT, ResponseCache, parse_strategy
-from yanami.runner._bench import bench_sha256, open_bench
 from yanami.runner._build import RunBench, bind_bench, build_judge, build_model
 from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, grade, stored_history, stored_outputs, work_left
 from yanami.runner._executors import Executor, LocalExecutor, RayExecutor
-from yanami.runner._select import Selection, select_dialogues
 from yanami.runner._spec import EvalSpec
-from yanami.store import Dataset
+from yanami.store import Dataset, Selection, bench_sha256, open_bench, select_dialogues
 from yanami.world import Parser
 
 

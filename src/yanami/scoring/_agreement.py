@@ -413,7 +413,7 @@ def calibrate_with_humans(
     grades the dataset's own picture of every reviewed turn of the first ``limit`` reviewed
     dialogues (round-robin over scenarios), under GT-History; the figures of `compare_with_humans`."""
     from yanami.contract import GT_HISTORY, ImagePart, JudgeError, Output
-    from yanami.runner import bench_sha256, select_dialogues
+    from yanami.store import bench_sha256, select_dialogues
 
     review = read_review(human)
     _same_dataset(review, bench_sha256(bench), str(bench.root))

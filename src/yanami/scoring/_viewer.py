@@ -18,9 +18,8 @@ from PIL import Image
 
 from yanami.contract import Dialogue, ImagePart, Prediction, Results, RunManifest, UserError, Verdict
 from yanami.models import question_prompt
-from yanami.runner import bench_sha256, open_bench
 from yanami.scoring._runs import SCENARIOS, Run
-from yanami.store import Dataset
+from yanami.store import Dataset, bench_sha256, open_bench
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Dataset directories: content-addressed images, sharded JSONL dialogues, a manifest."""
 
+from yanami.store._bench import bench_sha256, open_bench
 from yanami.store._images import (
     DEFAULT_MAX_PIXELS,
     ImageFileError,
@@ -16,6 +17,7 @@ from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicat
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest, provenance
 from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
 from yanami.store._reader import Dataset, Location, open_dataset_dir
+from yanami.store._select import Selection, select_dialogues
 from yanami.store._sources import Imported, import_source
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
 from yanami.store._trainers import export_bagel, export_llava, export_webdataset, read_webdataset
@@ -45,6 +47,8 @@ __all__ = [
     "NearDuplicate",
     "Problem",
     "ScenarioStats",
+    "Selection",
+    "bench_sha256",
     "dataset_stats",
     "dialogue_problems",
     "export_bagel",
@@ -59,6 +63,7 @@ __all__ = [
     "import_parquet",
     "import_source",
     "is_sha256",
+    "open_bench",
     "open_dataset_dir",
     "open_image_bytes",
     "phash",
@@ -66,6 +71,7 @@ __all__ = [
     "provenance",
     "read_webdataset",
     "scan_image_files",
+    "select_dialogues",
     "sha256_file",
     "stats_tables",
     "validate_dataset",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 from yanami.contract import Dialogue, Scenario, UnknownFamily, UserError, family_of
-from yanami.store import Dataset, Location
+from yanami.store._reader import Dataset, Location
 
 
 class Grouped(Protocol):

@@ -7,7 +7,8 @@ import hashlib
 from pathlib import Path
 
 from yanami.contract import RunManifest, UserError
-from yanami.store import MANIFEST, Dataset
+from yanami.store._manifest import MANIFEST
+from yanami.store._reader import Dataset
 
 __all__ = ["bench_sha256", "open_bench"]
 
