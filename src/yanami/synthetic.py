@@ -53,7 +53,7 @@ SHAPES = list(WORLD_SHAPES)
 def render_placeholder(rng: random.Random, width: int, height: int) -> bytes:
     """Draw a few coloured shapes on a plain ground and return PNG bytes."""
     ground = tuple(rng.randrange(150, 230) for _ in range(3))
-    img = Image.new("RGB", (width, height), ground)  # type: ignore[arg-type]
+    img = Image.new("RGB", (width, height), ground)
     draw = ImageDraw.Draw(img)
     for _ in range(rng.randrange(2, 6)):
         x, y = rng.randrange(width), rng.randrange(height)

@@ -349,8 +349,8 @@ def stand_in_model(name: str, url: str, cache: ResponseCache, *, answers: bool) 
 
     role = {"chat_model": name} if answers else {"image_model": name}
     # the stand-ins' server takes any size, as a local server does: the frame itself is asked for
-    config = ModelConfig(kind="openai", name=name, base_url=f"{url}/v1", max_concurrency=64,
-                         requests_per_minute=1e7, sizes=("frame",), **role)  # type: ignore[arg-type]  # fmt: skip
+    config = ModelConfig.model_validate({"kind": "openai", "name": name, "base_url": f"{url}/v1", "max_concurrency": 64,
+                                         "requests_per_minute": 1e7, "sizes": ("frame",), **role})  # fmt: skip
     return model_from_config(config, cache)
 
 

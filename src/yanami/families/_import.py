@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -26,6 +26,8 @@ WORKERS = max(1, min(4, (os.cpu_count() or 2) - 1))
 process that builds the dialogues)."""
 _ID_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 _ID = re.compile(ID_PATTERN)
+_T = TypeVar("_T")
+_U = TypeVar("_U")
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -56,7 +58,15 @@ def dialogue_id(*parts: object) -> str:
     return name
 
 
-def expect(value: Any, kind: type | tuple[type, ...], at: str, field: str) -> Any:
+@overload
+def expect(value: object, kind: type[_T], at: str, field: str) -> _T: ...
+
+
+@overload
+def expect(value: object, kind: tuple[type[_T], type[_U]], at: str, field: str) -> _T | _U: ...
+
+
+def expect(value: object, kind: type | tuple[type, ...], at: str, field: str) -> object:
     """``value`` when it has the type ``kind`` (a bool is never what a source means), else the error."""
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if isinstance(value, kinds) and not isinstance(value, bool):
@@ -66,10 +76,10 @@ def expect(value: Any, kind: type | tuple[type, ...], at: str, field: str) -> An
     raise fail(at, field, f"expected {names}, got {got}")
 
 
-def source_path(value: Any, at: str, field: str) -> str:
+def source_path(value: object, at: str, field: str) -> str:
     """``value`` when it is a string that can name a file (`path_problem`), else the one-line error:
     a NUL byte or a lone surrogate in a path of the source's JSON is an error of its record."""
-    path: str = expect(value, str, at, field)
+    path = expect(value, str, at, field)
     problem = path_problem(path)
     if problem is not None:
         raise fail(at, field, f"{path!r} is not a path: it holds {problem}")

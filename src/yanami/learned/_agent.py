@@ -12,16 +12,25 @@ import torch
 from yanami.contract import CHOICE_LETTERS, InputImage, Request
 from yanami.learned._features import (
     COLOUR_NAMES,
-    EXTENT,
     MATERIAL_NAMES,
     SHAPE_NAMES,
     SIZE_NAMES,
+    Encoded,
     Parsed,
     encode,
     single_turn,
 )
 from yanami.learned._train import choice_logits, collate, load_net, parsed_of
-from yanami.world import BASE_AZIMUTH, DEFAULT_STYLE, IN_PROCESS_PARSER, Parser, Scene, WorldObject, render_png
+from yanami.world import (
+    BASE_AZIMUTH,
+    DEFAULT_STYLE,
+    EXTENT,
+    IN_PROCESS_PARSER,
+    Parser,
+    Scene,
+    WorldObject,
+    render_png,
+)
 
 SAME_PLACE = 0.35
 """Two predicted objects on the same level nearer than this (world units): the likelier one stays."""
@@ -43,7 +52,7 @@ class CheckpointModel:
     def _see(self, image: InputImage) -> Parsed:
         return parsed_of(self.parser.cached(image.data, BASE_AZIMUTH, image.sha256))
 
-    def _read(self, request: Request, generate: bool) -> tuple[dict[str, object], dict[str, torch.Tensor], object]:
+    def _read(self, request: Request, generate: bool) -> tuple[dict[str, object], dict[str, torch.Tensor], Encoded]:
         if self.control == "single-turn":
             request = single_turn(request)
         enc = encode(request, self.vocabulary, self._see, generate=generate)
@@ -56,7 +65,7 @@ class CheckpointModel:
 
     def _answer(self, request: Request) -> str:
         _, out, enc = self._read(request, generate=False)
-        groups = enc.option_groups()  # type: ignore[attr-defined]
+        groups = enc.option_groups()
         if not groups:
             return "A"
         return CHOICE_LETTERS[int(choice_logits(out["answer"], 0, groups).argmax())]
@@ -66,8 +75,8 @@ class CheckpointModel:
         keep = torch.sigmoid(out["keep"][0])
         attrs = [logits[0].argmax(-1) for logits in out["attrs"]]
         candidates = []
-        base = enc.xy  # type: ignore[attr-defined]
-        for index in [i for i, _ in enc.objects] + list(enc.slots):  # type: ignore[attr-defined]
+        base = enc.xy
+        for index in [i for i, _ in enc.objects] + list(enc.slots):
             p = float(keep[index])
             if p <= 0.5:
                 continue
@@ -87,9 +96,9 @@ class CheckpointModel:
             )
         scene = _scene(candidates)
         style = DEFAULT_STYLE
-        if enc.pictures:  # type: ignore[attr-defined]
-            scores = out["background"][0, [i for i, _ in enc.pictures]]  # type: ignore[attr-defined]
-            style = enc.pictures[int(scores.argmax())][1]  # type: ignore[attr-defined]
+        if enc.pictures:
+            scores = out["background"][0, [i for i, _ in enc.pictures]]
+            style = enc.pictures[int(scores.argmax())][1]
         width, height = request.size
         return render_png(scene, BASE_AZIMUTH, style, width, height)
 

@@ -242,7 +242,7 @@ def render(figures: dict[str, Any]) -> str:
         "experiment",
         "Stateful training against the single-turn control",
         header,
-        rows,  # type: ignore[arg-type]
+        [list(row) for row in rows],  # (a table's rows are lists of any cell type)
         notes=[
             f"Bench {figures['bench']}; training set {figures['train']} ({s['train_dialogues']} dialogues, built "
             f"with --exclude BENCH); {s['steps']} steps of {s['batch']} examples, seed {s['seed']}; "

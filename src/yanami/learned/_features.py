@@ -241,7 +241,7 @@ class Target:
 def target_of(enc: Encoded, scene: Sequence[Shown], style: str) -> Target:
     """Match the target scene's objects to the request's object tokens and its new slots
     (a minimum-cost assignment, `KEEP_COST`, `AGE_COST`, `NEW_COST`)."""
-    from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]
+    from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]  # no stubs
 
     shown = enc.objects
     latest = max((enc.picture[i] for i, _ in shown), default=0)

@@ -131,6 +131,6 @@ class Net(nn.Module):
             "attrs": [
                 *(self.attr_proj[k](h) @ self.word(self._names(k)[1:]).T for k in range(4)),
                 self.stacked_head(h),
-            ],  # type: ignore[dict-item]
+            ],
             "xy": self.xy_head(h),
         }

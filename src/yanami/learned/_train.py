@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -47,8 +47,8 @@ from yanami.learned._features import (
 from yanami.learned._net import Net, NetConfig
 from yanami.learned._settings import CONTROLS, TrainSettings
 from yanami.models import question_prompt
-from yanami.runner import bench_sha256, build_request, items_of, question_of
-from yanami.store import Dataset
+from yanami.runner import build_request, items_of, question_of
+from yanami.store import Dataset, bench_sha256
 from yanami.world import BASE_AZIMUTH, Scene, in_frame
 
 FORMAT = "yanami-learned"
@@ -128,7 +128,7 @@ def examples_of(d: Dialogue, vocabulary: dict[str, int], parsed: dict[str, Parse
             request = single_turn(request)
         if item.kind == "turn":
             enc = encode(request, vocabulary, see, generate=True)
-            state: dict[str, Any] = d.turns[item.turn].hidden.state  # type: ignore[assignment]
+            state = cast(dict[str, Any], d.turns[item.turn].hidden.state)  # the world writes an object
             scene = in_frame(Scene.model_validate({"objects": state["scene"]}), state["azimuth"], BASE_AZIMUTH)
             objs: list[Shown] = [
                 (o.shape, o.colour, o.size, o.material, o.x, o.y, o.on is not None) for o in scene.objects
@@ -441,7 +441,7 @@ def train(
         batch = collate([train_ex[i] for i in plan[step]])
         loss, _ = losses(net, batch)
         optimizer.zero_grad()
-        loss.backward()
+        torch.autograd.backward(loss)  # loss.backward(), which torch leaves unannotated
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
         running.append(float(loss.detach()))

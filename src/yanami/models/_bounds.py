@@ -139,6 +139,7 @@ def _backend_class(hc: ModuleType) -> type:
         except TimeoutError as exc:
             raise hc.ReadTimeout(str(exc)) from None
 
+    # the bases are those of the httpcore module the client runs on, known only at run time
     class BoundedStream(hc.NetworkStream):  # type: ignore[misc,name-defined]
         def __init__(self, inner: Any) -> None:
             self._inner = inner
@@ -198,10 +199,10 @@ def bounded_transport(client_class: type, *, verify: bool, keepalive: int) -> An
     transport = httpx.HTTPTransport(verify=verify, limits=limits)
     pool = getattr(transport, "_pool", None)
     inner = getattr(pool, "_network_backend", None)
-    if inner is None:  # an HTTP stack laid out otherwise: the per-read timeout alone (a test says so)
+    if pool is None or inner is None:  # an HTTP stack laid out otherwise: the per-read timeout alone (a test says so)
         return transport
     hc = sys.modules[type(pool).__module__.split(".")[0]]
-    pool._network_backend = _backend_class(hc)(inner)  # type: ignore[union-attr]
+    pool._network_backend = _backend_class(hc)(inner)
     return transport
 
 
@@ -214,12 +215,12 @@ def is_bounded(transport: Any) -> bool:
 # urllib -------------------------------------------------------------------------------------------
 
 
-class _Watched:
+class _Watched(http.client.HTTPConnection):
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+        super().connect()
         bounds = current()
         if bounds is not None:
-            bounds.watch(self.sock)  # type: ignore[attr-defined]
+            bounds.watch(self.sock)
 
 
 class _HTTPConnection(_Watched, http.client.HTTPConnection):
@@ -237,6 +238,7 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
     def https_open(self, req: Any) -> Any:
+        # typeshed's HTTPSHandler lacks the private _context its __init__ sets
         return self.do_open(_HTTPSConnection, req, context=self._context)  # type: ignore[attr-defined]
 
 

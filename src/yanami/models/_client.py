@@ -25,7 +25,7 @@ import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from yanami.contract import InputImage, InputText, Refused, Request
 from yanami.models._bounds import bounded
@@ -43,6 +43,8 @@ from yanami.models._http import (
 if TYPE_CHECKING:
     from yanami.contract import Question
     from yanami.models._config import ModelConfig
+
+_T = TypeVar("_T")
 
 # The refusal rule ---------------------------------------------------------------------
 
@@ -393,14 +395,14 @@ class Client:
         """A failure of one attempt as what the runner needs (override per client library)."""
         return exc
 
-    def call(self, fn: Callable[[], Any], max_bytes: int) -> Any:
+    def call(self, fn: Callable[[], _T], max_bytes: int) -> _T:
         """``fn()`` within the endpoint's limits, retried on transient failures, errors redacted.
 
         Each attempt has ``timeout_s`` from its first byte sent to its last byte read, and may read
         at most ``max_bytes`` (`bounded`): a server that trickles or never stops is a timeout, a
         reply over the cap is `Malformed` (an error, never stored)."""
 
-        def attempt() -> Any:
+        def attempt() -> _T:
             with bounded(self.config.timeout_s, max_bytes) as bounds:
                 try:
                     return fn()

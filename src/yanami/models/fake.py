@@ -23,6 +23,7 @@ import base64
 import io
 import json
 import re
+import socket
 import sys
 import threading
 import time
@@ -32,10 +33,11 @@ from typing import Any
 
 from PIL import Image
 
+_b64encode: Callable[[bytes], bytes]
 try:  # the SIMD codec where the `api` extra brought it: a stand-in's CPU is the client's machine's too
     from pybase64 import b64encode as _b64encode
 except ImportError:  # pragma: no cover
-    from base64 import b64encode as _b64encode  # type: ignore[assignment]
+    from base64 import b64encode as _b64encode
 
 
 def to_base64(data: bytes) -> str:
@@ -229,6 +231,16 @@ def last_image(body: dict[str, Any]) -> bytes | None:
     return found
 
 
+class _Server(ThreadingHTTPServer):
+    """The standard threading server, quiet where a client hangs up."""
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
+        """A client that hung up mid-reply (what the trickle and oversized faults provoke) is no
+        error of the server's; anything else is printed as the standard server prints it."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeServer:
     """The scripted server (see the module docstring). Use as a context manager."""
 
@@ -280,16 +292,9 @@ class FakeServer:
         self.max_in_flight = 0
         """The most requests the server held at once."""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self._server = _Server((host, port), self._handler())
         self._server.daemon_threads = True
-        self._server.handle_error = self._handle_error  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def _handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up mid-reply (what the trickle and oversized faults provoke) is no
-        error of the server's; anything else is printed as the standard server prints it."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            ThreadingHTTPServer.handle_error(self._server, request, client_address)
 
     @property
     def url(self) -> str:
@@ -464,7 +469,8 @@ class FakeServer:
                 if ctype.startswith("multipart/form-data"):
                     return multipart_fields(ctype, raw)
                 try:
-                    return json.loads(raw or b"{}")
+                    body: dict[str, Any] = json.loads(raw or b"{}")
+                    return body
                 except ValueError:
                     return {}
 

@@ -19,7 +19,7 @@ def fleiss(decisions: Sequence[Sequence[str]]) -> float | None:
     common count (of at least two) are used. None when it is undefined (no such dialogue, or
     one category for everything)."""
     import numpy as np
-    from statsmodels.stats.inter_rater import fleiss_kappa  # type: ignore[import-untyped]
+    from statsmodels.stats.inter_rater import fleiss_kappa  # type: ignore[import-untyped]  # no stubs
 
     counts = [len(d) for d in decisions if len(d) >= 2]
     if not counts:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,7 +56,7 @@ class ImugJudge(ProtocolJudge):
         assert image is not None
         grids = [c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)]
         if is_grid_task(d.domain, d.subdomain) and grids and len(grids) == len(turn.checks):
-            truth: list[list[str]] = grids[0]["grid"]  # type: ignore[assignment]  # checked at import
+            truth = cast(list[list[str]], grids[0]["grid"])  # checked at import
             found = read_grid(image)
             points = grid_points(found, truth, len(turn.checks))
             reason = f"grid read: {found}" if found is not None else "no grid found"

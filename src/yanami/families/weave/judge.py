@@ -132,7 +132,7 @@ class _SourceScore(BaseModel):
 
 
 class _SourceAccuracy(_SourceScore):
-    score: Literal[0, 5, 10]  # type: ignore[assignment]
+    score: Literal[0, 5, 10]
 
 
 def _packed(text: str, images: list[InputImage], item: str) -> list[InputText | InputImage]:
