@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 from yanami.review._cli import review_app
 
 if TYPE_CHECKING:
-    from yanami.review._agreement import agreement
+    from yanami.review._annotators import agreement
     from yanami.review._app import create_app
     from yanami.review._db import Conflict, Decision, ReviewDB, ReviewError, Role, Verdict
     from yanami.review._export import Exported, export_approved
     from yanami.review._human import HumanCheck, HumanVerdicts, read_human_verdicts
 
 _LAZY = {
-    "agreement": "yanami.review._agreement",
+    "agreement": "yanami.review._annotators",
     "create_app": "yanami.review._app",
     "Conflict": "yanami.review._db",
     "Decision": "yanami.review._db",

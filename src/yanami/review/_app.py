@@ -25,7 +25,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.datastructures import FormData
 
-from yanami.review._agreement import agreement, fmt
+from yanami.review._annotators import agreement, fmt
 from yanami.review._db import (
     DECISION_LABELS,
     REVERT,

@@ -209,7 +209,7 @@ def agreement_(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Fleiss' kappa and Krippendorff's alpha per scenario; Cohen's kappa per annotator against the others."""
-    from yanami.review._agreement import agreement, fmt
+    from yanami.review._annotators import agreement, fmt
 
     result = agreement(_open(db).table())
     if as_json:

@@ -9,7 +9,7 @@ from typing import Any
 
 from yanami import __version__
 from yanami.contract import UserError
-from yanami.review._agreement import agreement
+from yanami.review._annotators import agreement
 from yanami.review._db import Decision, ReviewDB
 
 

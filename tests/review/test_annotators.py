@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from yanami.review._agreement import agreement, alpha, cohen, fleiss
+from yanami.review._annotators import agreement, alpha, cohen, fleiss
 
 
 def test_fleiss_kappa_on_decisions() -> None:
