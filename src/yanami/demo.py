@@ -18,9 +18,9 @@ from pathlib import Path
 
 from yanami import __version__
 from yanami.contract import RUN_VERSION, History, UserError, read_manifest
-from yanami.runner import bench_sha256, evaluate
+from yanami.runner import evaluate
 from yanami.scoring import Loaded, load_runs, tables, write_report
-from yanami.store import Dataset, validate_dataset
+from yanami.store import Dataset, bench_sha256, validate_dataset
 from yanami.world import Parser, build_world
 
 FLOORS = (
