@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -80,7 +80,7 @@ from yanami.contract import (
     sha256_hex,
 )
 from yanami.judges import ask_json, fence_code, parse_reply_source
-from yanami.models import CutOff, Fatal, Malformed, ResponseCache, Transient, load_model
+from yanami.models import CutOff, Fatal, Malformed, ResponseCache, Transient, Usage, load_model
 from yanami.store import (
     DEFAULT_MAX_PIXELS,
     DatasetWriter,
@@ -90,6 +90,9 @@ from yanami.store import (
     image_info,
     image_relpath,
 )
+
+if TYPE_CHECKING:
+    from yanami.models import ModelConfig
 
 STORE_SUFFIX = ".construct"
 SETTINGS = "settings.json"
@@ -274,7 +277,7 @@ def _int_seed(*parts: object) -> int:
 # the ledger -----------------------------------------------------------------------------------
 
 
-def _provenance(config: Any, request: Request, kind: str) -> tuple[str, str]:
+def _provenance(config: ModelConfig | None, request: Request, kind: str) -> tuple[str, str]:
     """Where a call went (the endpoint's host) and with what sampling parameters, as the ledger
     keeps them beside the model the server says answered."""
     if config is None:
@@ -328,7 +331,7 @@ class _Ledger:
             self.spent += estimate
             return int(cur.lastrowid or 0)
 
-    def finish(self, row: int, status: str, usage: Any, cost: float, estimate: float) -> None:
+    def finish(self, row: int, status: str, usage: Usage | None, cost: float, estimate: float) -> None:
         """How the call ``row`` ended: its outcome, usage and cost (the estimate gives way to it), and
         the model the server says answered."""
         values = (status, int(bool(usage and usage.cached)), usage.tokens_in if usage else 0,
@@ -1162,7 +1165,7 @@ _RAY_COLUMNS = ("k", "outcome", "message", "status", "stage", "reason", "record"
 
 def _ray_row(
     k: int, outcome: str, message: str = "", *, done: tuple[str, str, str, str, str] | None = None
-) -> dict[str, Any]:
+) -> dict[str, int | str]:
     status, stage, reason, record, line = done or ("", "", "", "", "")
     return {"k": k, "outcome": outcome, "message": message, "status": status, "stage": stage, "reason": reason,
             "record": record, "line": line}  # fmt: skip
@@ -1198,11 +1201,11 @@ class _DialogueMaker:
         except Exception as exc:
             self.broken = ("error", f"{type(exc).__name__}: {exc}")
 
-    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[int | str]]:
         rows = [self._one(int(k), bytes(blob)) for k, blob in zip(batch["k"], batch["task"], strict=True)]
         return {column: [row[column] for row in rows] for column in _RAY_COLUMNS}
 
-    def _one(self, k: int, blob: bytes) -> dict[str, Any]:
+    def _one(self, k: int, blob: bytes) -> dict[str, int | str]:
         """The dialogue's outcome as a row: ``done`` with what to settle, or why it was not made."""
         if self.broken is not None:
             return _ray_row(k, *self.broken)

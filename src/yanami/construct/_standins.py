@@ -34,14 +34,17 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
 
 from yanami.construct._pool import PoolEntry
 from yanami.contract import derived
-from yanami.models.fake import chat_images, chat_text, plain_png
+from yanami.models.fake import Reply, chat_images, chat_text, plain_png
+
+if TYPE_CHECKING:
+    from yanami.world import Scene, View, WorldObject
 
 BLANK_STD = 4.0
 """Pixel standard deviation (0–255) below which the filter stand-in sees a blank canvas."""
@@ -95,7 +98,7 @@ def world_pool(per_scenario: int, seed: int) -> Iterator[PoolEntry]:
 # scenes as instructions ----------------------------------------------------------------------
 
 
-def scene_instruction(view: Any) -> str:
+def scene_instruction(view: View) -> str:
     """A complete, readable description of a world view that `parse_instruction` reads back."""
     objects = "; ".join(
         f"#{o.id}: a {o.size} {o.colour} {o.material} {o.shape}"
@@ -109,7 +112,7 @@ def scene_instruction(view: Any) -> str:
     )
 
 
-def parse_instruction(text: str) -> Any | None:
+def parse_instruction(text: str) -> View | None:
     """The world view an instruction describes (None if it describes none)."""
     from yanami.world import Scene, View, WorldObject
 
@@ -128,11 +131,11 @@ def parse_instruction(text: str) -> Any | None:
     return View(Scene(objects=tuple(objects)), float(head["azimuth"]), head["style"])
 
 
-def _describe(o: Any) -> tuple[str, str, str, str]:
+def _describe(o: WorldObject) -> tuple[str, str, str, str]:
     return (o.size, o.colour, o.material, o.shape)
 
 
-def scene_differences(want: Any, got: Any) -> list[str]:
+def scene_differences(want: Scene, got: Scene) -> list[str]:
     """What differs between two scenes, by object description, in words (empty: the same)."""
     a = Counter(_describe(o) for o in want.objects)
     b = Counter(_describe(o) for o in got.objects)
@@ -180,7 +183,7 @@ class StandIns:
     """The author answers as a reasoning model may: ``<think>`` (braces in it), then its plan in a
     fenced block between sentences with braces of their own."""
 
-    def brain(self, path: str, body: dict[str, Any]) -> Any:
+    def brain(self, path: str, body: dict[str, Any]) -> Reply:
         """A `FakeServer` brain: a reply for the request, or None for the server's default."""
         if "/images/" in path:
             prompt = body.get("prompt", "")
@@ -360,6 +363,7 @@ def world_plan(scenario: str, dialogue_id: str, seed: int, offered: list[bytes])
         image = None
         if t.assistant.images():
             view = view_of(t)
+            assert view is not None  # a world turn that shows a picture holds its scene
             inputs = ([latest] if latest else []) + [f"pool:{k}" for k in shown if f"pool:{k}" != latest]
             image = {"mode": "edit" if inputs else "generate", "inputs": inputs, "instruction": scene_instruction(view)}
             latest = f"turn:{i}"

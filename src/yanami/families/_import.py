@@ -9,13 +9,16 @@ import sys
 from collections.abc import Callable, Iterator
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from pydantic import ValidationError
 
 from yanami._workers import quiet_worker, starting_workers
 from yanami.contract import ID_PATTERN, Dialogue, ImageSource, UserError, open_regular, path_problem, sha256_hex
 from yanami.store import DatasetWriter, Generator, ImageProblem, Manifest, image_header, place_file
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 MAX_IMAGE_BYTES = 64 << 20
 """An image file larger than this is refused before it is read."""
@@ -132,7 +135,7 @@ Probed = tuple[str, str, int, int] | str
 """An image file read, hashed, checked and placed: (sha256, format, width, height), or what is wrong."""
 
 
-def _probe(root: str, prefix: str, max_pixels: int, work: str, link: bool, rel: Any) -> Probed:
+def _probe(root: str, prefix: str, max_pixels: int, work: str, link: bool, rel: object) -> Probed:
     """`SourceImages`'s work on one file (also in a worker process): checked, hashed, and placed
     in the dataset being written (``work``, the writer's folder), its bytes never kept."""
     if not isinstance(rel, str) or path_problem(rel) is not None:
@@ -155,7 +158,7 @@ def _probe(root: str, prefix: str, max_pixels: int, work: str, link: bool, rel: 
     return sha, fmt.value, width, height
 
 
-def _probe_all(root: str, prefix: str, max_pixels: int, work: str, link: bool, rels: list[Any]) -> list[Probed]:
+def _probe_all(root: str, prefix: str, max_pixels: int, work: str, link: bool, rels: list[object]) -> list[Probed]:
     return [_probe(root, prefix, max_pixels, work, link, rel) for rel in rels]
 
 
@@ -186,8 +189,8 @@ class SourceImages:
         self._ready: dict[str, Probed] = {}
         self._unused: list[tuple[str, str, int, int]] = []
         self._results: Iterator[list[Probed]] | None = None
-        self._batches: Iterator[list[Any]] | None = None
-        self._pool: Any = None
+        self._batches: Iterator[list[object]] | None = None
+        self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> SourceImages:
         return self
@@ -196,7 +199,7 @@ class SourceImages:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def start(self, batches: list[list[Any]], workers: int) -> None:
+    def start(self, batches: list[list[object]], workers: int) -> None:
         """Read the files each record names (a batch per record, in order) in ``workers`` processes."""
         if workers > 0 and len(batches) >= PARALLEL_FROM and sys.platform == "linux":
             import multiprocessing
@@ -250,7 +253,7 @@ class SourceImages:
         return known if known["source"] == source.value else {**known, "source": source.value}
 
 
-Record = tuple[str, list[Any], Any]
+Record = tuple[str, list[object], Any]
 """A source record: where it is (``file: record n`` or ``file:line``), the image paths it names,
 and the record itself."""
 

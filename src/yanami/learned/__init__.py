@@ -11,10 +11,14 @@ and the current message alone. docs/learned.md says what it shows and what it do
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yanami.contract import UserError
 from yanami.learned._settings import CONTROLS, Setting, TrainSettings
+
+if TYPE_CHECKING:
+    from yanami.learned._agent import CheckpointModel
+    from yanami.world import Parser
 
 TRAIN_EXTRA = "pip install -e '.[train]'"
 
@@ -28,7 +32,7 @@ def require_torch() -> None:
         raise UserError(f"the learned model needs the train extra ({exc.name} is missing): {TRAIN_EXTRA}") from None
 
 
-def checkpoint_model(rest: str, parser: Any = None) -> Any:
+def checkpoint_model(rest: str, parser: Parser | None = None) -> CheckpointModel:
     """The ``checkpoint`` model kind: ``--model checkpoint:PATH`` (a directory `yanami train` wrote)."""
     require_torch()
     from yanami.learned._agent import CheckpointModel

@@ -20,6 +20,7 @@ from yanami.learned._features import (
     encode,
     single_turn,
 )
+from yanami.learned._net import Batch, Outputs
 from yanami.learned._train import choice_logits, collate, load_net, parsed_of
 from yanami.world import (
     BASE_AZIMUTH,
@@ -52,7 +53,7 @@ class CheckpointModel:
     def _see(self, image: InputImage) -> Parsed:
         return parsed_of(self.parser.cached(image.data, BASE_AZIMUTH, image.sha256))
 
-    def _read(self, request: Request, generate: bool) -> tuple[dict[str, object], dict[str, torch.Tensor], Encoded]:
+    def _read(self, request: Request, generate: bool) -> tuple[Batch, Outputs, Encoded]:
         if self.control == "single-turn":
             request = single_turn(request)
         enc = encode(request, self.vocabulary, self._see, generate=generate)

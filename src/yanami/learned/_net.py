@@ -15,7 +15,7 @@ and which; each picture marker, whether the new picture takes that picture's bac
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
@@ -32,6 +32,43 @@ from yanami.learned._features import (
     SHAPE_NAMES,
     SIZE_NAMES,
 )
+
+
+class Batch(TypedDict):
+    """Padded tensors for a batch (``(B, N)`` per token, ``attrs`` ``(B, N, 5)``, ``xy`` ``(B, N, 2)``,
+    ``length`` ``(B,)``), and the token indices each loss reads (`yanami.learned._train.collate`)."""
+
+    kind: torch.Tensor
+    word: torch.Tensor
+    role: torch.Tensor
+    turn: torch.Tensor
+    number: torch.Tensor
+    picture: torch.Tensor
+    option: torch.Tensor
+    slot: torch.Tensor
+    attrs: torch.Tensor
+    xy: torch.Tensor
+    length: torch.Tensor
+    answers: list[tuple[int, list[list[int]], int]]
+    """(row, each option's tokens, the right option) per question."""
+    keep: list[tuple[int, int, float]]
+    """(row, token, kept) per object token and new-object slot of a target turn."""
+    rows: list[tuple[int, int, int, int, int, int, int, float, float]]
+    """(row, token, shape, colour, size, material, stacked, x, y) per target object."""
+    backgrounds: list[tuple[int, list[list[int]], int]]
+    """(row, each picture marker's token, the picture whose background the target takes)."""
+
+
+class Outputs(TypedDict):
+    """The network's outputs per token (`Net.forward`)."""
+
+    answer: torch.Tensor
+    keep: torch.Tensor
+    background: torch.Tensor
+    attrs: list[torch.Tensor]
+    """Logits of shape, colour, size, material and stacked."""
+    xy: torch.Tensor
+
 
 ATTRIBUTES = (len(SHAPE_NAMES), len(COLOUR_NAMES), len(SIZE_NAMES), len(MATERIAL_NAMES), 2)
 """Classes of each attribute head: shape, colour, size, material, stacked."""
@@ -98,7 +135,7 @@ class Net(nn.Module):
         names: torch.Tensor = getattr(self, f"names_{k}")
         return names
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def forward(self, batch: Batch) -> Outputs:
         """Hidden states and every head's output, per token (the caller picks the tokens each applies to)."""
         kind = batch["kind"]
         n = kind.shape[1]

@@ -44,12 +44,12 @@ from yanami.learned._features import (
     single_turn,
     target_of,
 )
-from yanami.learned._net import Net, NetConfig
+from yanami.learned._net import Batch, Net, NetConfig, Outputs
 from yanami.learned._settings import CONTROLS, TrainSettings
 from yanami.models import question_prompt
 from yanami.runner import build_request, items_of, question_of
 from yanami.store import Dataset, bench_sha256
-from yanami.world import BASE_AZIMUTH, Scene, in_frame
+from yanami.world import BASE_AZIMUTH, Parse, Scene, in_frame
 
 FORMAT = "yanami-learned"
 FORMAT_VERSION = 2
@@ -76,7 +76,7 @@ class Example:
 # Reading a training set ---------------------------------------------------------------
 
 
-def parsed_of(parse: Any) -> Parsed:
+def parsed_of(parse: Parse) -> Parsed:
     """A `yanami.world.Parse` as the model reads it."""
     return parse.style, [(o.shape, o.colour, o.size, o.material, o.x, o.y, o.on is not None) for o in parse.objects]
 
@@ -159,7 +159,7 @@ def held_out(dialogue_id: str) -> bool:
 # Batches and losses --------------------------------------------------------------------
 
 
-def collate(examples: Sequence[Example]) -> dict[str, Any]:
+def collate(examples: Sequence[Example]) -> Batch:
     """Padded tensors for a batch, and the token indices each loss reads."""
     b, n = len(examples), max(len(e.enc) for e in examples)
     cols = {
@@ -190,12 +190,24 @@ def collate(examples: Sequence[Example]) -> dict[str, Any]:
             rows += [(i, *r) for r in t.rows]
             if t.background >= 0:
                 backgrounds.append((i, [[index] for index, _ in enc.pictures], t.background))
-    batch: dict[str, Any] = {k: torch.from_numpy(v) for k, v in cols.items()}
-    batch["attrs"] = torch.from_numpy(attrs)
-    batch["xy"] = torch.from_numpy(xy)
-    batch["length"] = torch.from_numpy(lengths)
-    batch["answers"], batch["keep"], batch["rows"], batch["backgrounds"] = answers, keep, rows, backgrounds
-    return batch
+    padded = {k: torch.from_numpy(v) for k, v in cols.items()}
+    return {
+        "kind": padded["kind"],
+        "word": padded["word"],
+        "role": padded["role"],
+        "turn": padded["turn"],
+        "number": padded["number"],
+        "picture": padded["picture"],
+        "option": padded["option"],
+        "slot": padded["slot"],
+        "attrs": torch.from_numpy(attrs),
+        "xy": torch.from_numpy(xy),
+        "length": torch.from_numpy(lengths),
+        "answers": answers,
+        "keep": keep,
+        "rows": rows,
+        "backgrounds": backgrounds,
+    }
 
 
 def choice_logits(scores: torch.Tensor, i: int, groups: list[list[int]]) -> torch.Tensor:
@@ -214,13 +226,13 @@ def _choice_loss(scores: torch.Tensor, groups: list[tuple[int, list[list[int]], 
     return total, right
 
 
-def losses(net: Net, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+def losses(net: Net, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
     """The batch's loss (answers, keeps, attributes, positions, backgrounds; each a mean over its
     terms) and figures for the learning curve."""
     return losses_of(net(batch), batch)
 
 
-def losses_of(out: dict[str, Any], batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
+def losses_of(out: Outputs, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
     """`losses` of the network's outputs for a batch."""
     parts: dict[str, torch.Tensor] = {}
     stats: dict[str, float] = {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -160,7 +161,9 @@ def _backend_class(hc: ModuleType) -> type:
         def close(self) -> None:
             self._inner.close()
 
-        def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        def start_tls(
+            self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+        ) -> BoundedStream:
             return BoundedStream(self._inner.start_tls(ssl_context, server_hostname, wait(timeout)))
 
         def get_extra_info(self, info: str) -> Any:
@@ -177,12 +180,12 @@ def _backend_class(hc: ModuleType) -> type:
             timeout: float | None = None,
             local_address: str | None = None,
             socket_options: Iterable[Any] | None = None,
-        ) -> Any:
+        ) -> BoundedStream:
             return BoundedStream(self._inner.connect_tcp(host, port, wait(timeout), local_address, socket_options))
 
         def connect_unix_socket(
             self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-        ) -> Any:
+        ) -> BoundedStream:
             return BoundedStream(self._inner.connect_unix_socket(path, wait(timeout), socket_options))
 
         def sleep(self, seconds: float) -> None:
@@ -206,7 +209,7 @@ def bounded_transport(client_class: type, *, verify: bool, keepalive: int) -> An
     return transport
 
 
-def is_bounded(transport: Any) -> bool:
+def is_bounded(transport: object) -> bool:
     """Whether ``transport`` came out of `bounded_transport` with its bounds in place."""
     backend = getattr(getattr(transport, "_pool", None), "_network_backend", None)
     return type(backend).__name__ == "BoundedBackend"
@@ -232,12 +235,12 @@ class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
-    def http_open(self, req: Any) -> Any:
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(_HTTPConnection, req)
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def https_open(self, req: Any) -> Any:
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         # typeshed's HTTPSHandler lacks the private _context its __init__ sets
         return self.do_open(_HTTPSConnection, req, context=self._context)  # type: ignore[attr-defined]
 

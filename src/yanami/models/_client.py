@@ -311,7 +311,7 @@ def question_prompt(q: Question) -> str:
     return f"{q.text}\n\nOptions:\n{options_text(q.choices)}\n\nReply with the letter of the correct option only."
 
 
-def key_messages(request: Request) -> list[Any]:
+def key_messages(request: Request) -> list[list[object]]:
     """The messages for a cache key: images by SHA-256."""
     return [
         [m.role, [p.text if isinstance(p, InputText) else {"image": p.sha256} for p in m.parts]]

@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from yanami.contract import UserError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 T = TypeVar("T")
 MAX_BACKOFF_S = 30.0
@@ -189,17 +192,17 @@ class ResponseCache:
         self.path = path
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[Any] = []
+        self._all: list[sqlite3.Connection] = []
         self._ready = False
         self._behind: dict[str, tuple[str, bytes]] | None = {} if write_behind else None
         self._wake = threading.Condition(self._lock)
         self._writer: threading.Thread | None = None
         self._closing = False
 
-    def _conn(self) -> Any:
+    def _conn(self) -> sqlite3.Connection:
         import sqlite3
 
-        db = getattr(self._local, "db", None)
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is not None:
             return db
         with self._lock:

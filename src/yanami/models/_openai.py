@@ -37,7 +37,7 @@ from yanami.models._http import CutOff, Fatal, Malformed, ResponseCache, Transie
 _DATA_URL = re.compile(r"data:image/[a-z+]+;base64,([A-Za-z0-9+/=]+)")
 
 
-def _error_message(exc: Any) -> str:
+def _error_message(exc: object) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -164,7 +164,7 @@ class OpenAIModel(Client):
             raise CutOff(max_tokens)
         return message
 
-    def _tokens(self, reply: Any) -> None:
+    def _tokens(self, reply: object) -> None:
         usage = reply.get("usage") if isinstance(reply, dict) else None
         if isinstance(usage, dict):
             tokens_in = usage.get("prompt_tokens", usage.get("input_tokens", 0))

@@ -44,7 +44,9 @@ def to_base64(data: bytes) -> str:
     return _b64encode(data).decode("ascii")
 
 
-Brain = Callable[[str, dict[str, Any]], Any]
+Reply = str | bytes | None
+"""What a brain replies (see `Brain`)."""
+Brain = Callable[[str, dict[str, Any]], Reply]
 """(path, request JSON) -> a reply: text for chat, PNG bytes for images; None for the default."""
 
 _CHECK_LINE = re.compile(r"^(c\d+): ", re.MULTILINE)
@@ -474,7 +476,7 @@ class FakeServer:
                 except ValueError:
                     return {}
 
-            def _reply(self, body: dict[str, Any]) -> Any:
+            def _reply(self, body: dict[str, Any]) -> Reply:
                 return server.brain(self.path, body) if server.brain else None
 
             def _chat(self, body: dict[str, Any], fault: str | None) -> None:

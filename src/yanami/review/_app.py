@@ -16,6 +16,7 @@ import hmac
 import json
 import re
 import secrets
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -199,7 +200,7 @@ def create_app(db: ReviewDB) -> FastAPI:
         return hmac.new(secret, value.encode(), hashlib.sha256).hexdigest()
 
     def page(
-        request: Request, name: str, status: int = 200, session: Session | None = None, **ctx: Any
+        request: Request, name: str, status: int = 200, session: Session | None = None, **ctx: object
     ) -> HTMLResponse:
         html = env.get_template(name).render(session=session, **ctx)
         return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
@@ -210,7 +211,7 @@ def create_app(db: ReviewDB) -> FastAPI:
         return page(request, "error.html", status, message=message)
 
     @app.middleware("http")
-    async def guard(request: Request, call_next: Any) -> Response:
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         length = request.headers.get("content-length")
         path = request.scope.get("path", "")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY):

@@ -8,9 +8,10 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from yanami.contract import Dialogue, sha256_hex
 from yanami.store._fast import fast_walk
@@ -52,12 +53,18 @@ class _Ref:
     where: tuple[int, str, int]  # (turn, side, part index)
 
 
+class _Digest(Protocol):
+    """What `_read_lines` feeds: a hash (``hashlib``'s), or nothing (`_NoDigest`)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
 def _image_field(where: tuple[int, str, int]) -> str:
     i, side, j = where
     return f"turns.{i}.{side}.parts.{j}.sha256"
 
 
-def _read_lines(path: Path, digest: Any) -> Iterator[memoryview | bytes]:
+def _read_lines(path: Path, digest: _Digest) -> Iterator[memoryview | bytes]:
     """The lines of a file without their newline, read in blocks that also feed ``digest``.
 
     Lines come as views into the block (no copy per line); use one before the next.
@@ -84,7 +91,7 @@ def _read_lines(path: Path, digest: Any) -> Iterator[memoryview | bytes]:
         yield rest
 
 
-def format_loc(loc: tuple[Any, ...]) -> str:
+def format_loc(loc: tuple[str | int, ...]) -> str:
     """A pydantic or dialogue location as a dotted field path (``turns.2.user.parts.0``)."""
     return ".".join(str(x) for x in loc) or "-"
 
@@ -107,7 +114,7 @@ def validate_dataset(
     manifest_text = (root / MANIFEST).read_text(encoding="utf-8", errors="replace")
     manifest: Manifest | None = None
 
-    def manifest_problem(loc: tuple[Any, ...], msg: str) -> None:
+    def manifest_problem(loc: tuple[str | int, ...], msg: str) -> None:
         problems.append(Problem(MANIFEST, _json_key_line(manifest_text, loc), format_loc(loc), msg))
 
     if manifest_error is not None:
@@ -286,7 +293,7 @@ def _slow_walk(line: memoryview | bytes, rel: str, lineno: int, problems: list[P
     return walk
 
 
-def _message(err: Any) -> str:
+def _message(err: ErrorDetails) -> str:
     if err["type"] == "string_pattern_mismatch" and err["loc"] and err["loc"][-1] == "sha256":
         return "not a SHA-256 hex digest (64 lower-case hex characters)"
     if err["type"] == "string_pattern_mismatch":
@@ -332,7 +339,7 @@ def _image_files(root: Path, problems: list[Problem]) -> dict[str, str]:
     return good
 
 
-def _json_key_line(text: str, loc: tuple[Any, ...]) -> int:
+def _json_key_line(text: str, loc: tuple[str | int, ...]) -> int:
     """Best-effort line number of a key path in an indented JSON file (1 if not found)."""
     lines = text.splitlines()
     start = 0

@@ -47,7 +47,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 from PIL import Image
@@ -66,7 +66,7 @@ from yanami.contract import (
 from yanami.store import MANIFEST, Dataset
 from yanami.world._free import realize, realize_anywhere
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
-from yanami.world._ops import OpError, View, apply_op
+from yanami.world._ops import Op, OpError, View, apply_op
 from yanami.world._parse import IN_PROCESS, Parser, parse_image
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._render import DEFAULT_STYLE, render_png
@@ -116,7 +116,7 @@ def image_azimuths(d: Dialogue, before_turn: int) -> list[float]:
     return out
 
 
-def _azimuth_after(op: dict[str, Any], current: float, azimuths: list[float]) -> float:
+def _azimuth_after(op: Op, current: float, azimuths: list[float]) -> float:
     kind = op.get("op")
     if kind == "orbit":
         return float(op["azimuth"])

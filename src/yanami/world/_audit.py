@@ -39,7 +39,7 @@ from typing import Any
 from yanami.contract import CHOICE_LETTERS, CheckKind, Dialogue, Turn
 from yanami.world._agents import jittered, union_of
 from yanami.world._frames import Shown, credited, in_frame, read_candidate
-from yanami.world._free import AUDIT_DRAWS, draw_rng, realizations, realize, realize_anywhere
+from yanami.world._free import AUDIT_DRAWS, Slot, draw_rng, realizations, realize, realize_anywhere
 from yanami.world._hidden import turn_intent, turn_state
 from yanami.world._language import lint
 from yanami.world._ops import OpError, View, apply_op
@@ -250,7 +250,7 @@ def _audit_target(
     intent = turn_intent(t)
     op = intent.op
     assert isinstance(op, dict)
-    free: list[dict[str, Any]] = list(intent.free)
+    free: list[Slot] = list(intent.free)
     variants = [after]
     if free:
         report.turns_with_free += 1

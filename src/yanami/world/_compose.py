@@ -45,7 +45,7 @@ from yanami.contract import (
     sha256_hex,
 )
 from yanami.world._camera import HEIGHT, WIDTH
-from yanami.world._free import BUILD_DRAWS, loose, realizations
+from yanami.world._free import BUILD_DRAWS, Slot, loose, realizations
 from yanami.world._language import (
     REL_WORDS,
     add_sentence,
@@ -56,8 +56,8 @@ from yanami.world._language import (
     names_one,
     phrase,
 )
-from yanami.world._ops import View, apply_op
-from yanami.world._predicates import STAY_ROLL, STAY_TOLERANCE, evaluate, select
+from yanami.world._ops import Op, View, apply_op
+from yanami.world._predicates import STAY_ROLL, STAY_TOLERANCE, Predicate, evaluate, select
 from yanami.world._render import render_png
 from yanami.world._scene import pairs, relation
 from yanami.world._shortcuts import (
@@ -72,9 +72,9 @@ from yanami.world._shortcuts import (
 )
 
 
-def _predicate(c: Check) -> dict[str, Any]:
-    """The predicate of one of the composer's checks: each carries one, a JSON object."""
-    return cast(dict[str, Any], c.hidden.predicate)
+def _predicate(c: Check) -> Predicate:
+    """The predicate of one of the composer's checks: each carries one."""
+    return cast(Predicate, c.hidden.predicate)
 
 
 @dataclass(frozen=True)
@@ -259,15 +259,15 @@ class Composer:
     def target(
         self,
         user_text: str,
-        op: dict[str, Any],
-        stateless: dict[str, Any],
+        op: Op,
+        stateless: Op,
         assistant_text: str,
         caps: set[Capability],
         *,
-        alternatives: dict[str, dict[str, Any]] | None = None,
+        alternatives: dict[str, Op] | None = None,
         focus: list[Check] | None = None,
-        correction: list[tuple[str, dict[str, Any]]] | None = None,
-        free: list[dict[str, Any]] | None = None,
+        correction: list[tuple[str, Predicate]] | None = None,
+        free: list[Slot] | None = None,
     ) -> int:
         """A turn whose assistant image is judged.
 
@@ -347,9 +347,9 @@ class Composer:
         out: list[Check] = []
         # What a capability check already states comes last (an atomic twin, when nothing else
         # changes). The facts are worked out one at a time, only as far as they are needed.
-        later: list[tuple[str, dict[str, Any], CheckCategory]] = []
+        later: list[tuple[str, Predicate, CheckCategory]] = []
 
-        def take(text: str, pred: dict[str, Any], category: CheckCategory) -> None:
+        def take(text: str, pred: Predicate, category: CheckCategory) -> None:
             if (
                 pred not in seen
                 and not evaluate(pred, latest.scene, latest.azimuth)
@@ -373,7 +373,7 @@ class Composer:
 
     def _facts(
         self, new: View, spots: set[int], attrs: dict[int, set[str]]
-    ) -> Iterator[tuple[str, dict[str, Any], CheckCategory]]:
+    ) -> Iterator[tuple[str, Predicate, CheckCategory]]:
         """Simple true facts about ``new`` that name only what the dialogue fixes, in a random
         order within each kind (objects, then what is gone, the count, relations, supports)."""
         scene, rng = new.scene, self.rng
@@ -510,7 +510,7 @@ class Composer:
     def _check(
         self,
         text: str,
-        predicate: dict[str, Any],
+        predicate: Predicate,
         *,
         category: CheckCategory | None = None,
         capability: Capability | None = None,
@@ -530,7 +530,7 @@ class Composer:
             id=cid, kind=CheckKind.ATOMIC, text=text, category=category, hidden=CheckHidden(predicate=predicate)
         )
 
-    def atomic(self, text: str, predicate: dict[str, Any], category: CheckCategory) -> Check:
+    def atomic(self, text: str, predicate: Predicate, category: CheckCategory) -> Check:
         """An atomic check (for a move's focus)."""
         return self._check(text, predicate, category=category)
 
@@ -618,7 +618,7 @@ class Composer:
         false of ``naive``, if one of the simple kinds exists."""
         variants, spots, attrs = variants or [], spots or set(), attrs or {}
 
-        def holds(pred: dict[str, Any]) -> bool:
+        def holds(pred: Predicate) -> bool:
             return all(evaluate(pred, v.scene, v.azimuth) for v in variants)
 
         for o in new.scene.objects:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from yanami.contract import Dialogue
 from yanami.world._ops import View
-from yanami.world._predicates import evaluate
+from yanami.world._predicates import Predicate, evaluate
 from yanami.world._scene import Scene, WorldObject
 from yanami.world._selfhistory import view_of
 
@@ -140,7 +139,7 @@ def shown_before(d: Dialogue, turn: int, own: Mapping[int, Scene]) -> list[Shown
 
 
 def credited(
-    predicates: dict[str, dict[str, Any] | None], passed: dict[str, bool | None], reading: Reading, latest: View
+    predicates: dict[str, Predicate | None], passed: dict[str, bool | None], reading: Reading, latest: View
 ) -> dict[str, bool | None]:
     """The verdicts ``passed`` with the two rules applied: a copy of an earlier picture fails every
     check that needs a change (one the latest picture shown fails); a picture drawn from another

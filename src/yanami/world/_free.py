@@ -37,13 +37,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from yanami.contract import seeded
-from yanami.world._ops import OpError, View, apply_op
+from yanami.world._ops import Op, OpError, View, apply_op
 from yanami.world._place import legible, place, side_mask, valid
 from yanami.world._predicates import displacement, select
 from yanami.world._scene import EXTENT, Scene, WorldObject
 
-Op = dict[str, Any]
 Slot = dict[str, Any]
+"""A choice an operation leaves open, as JSON: ``{"slot": "position" | "value" | "material" | "layout", ...}``."""
 
 BUILD_DRAWS = 6
 """Realizations the composer draws per target turn; a check must hold on all of them."""

@@ -12,6 +12,7 @@ import random
 import re
 from typing import Any
 
+from yanami.world._predicates import Where
 from yanami.world._scene import Scene, WorldObject
 
 ORDER = ("size", "colour", "material", "shape")
@@ -21,7 +22,7 @@ MATERIAL_WORDS = {"matte": ("matte", "rubber"), "metal": ("metal", "shiny")}
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
-def phrase(attrs: dict[str, Any], rng: random.Random | None = None) -> str:
+def phrase(attrs: Where, rng: random.Random | None = None) -> str:
     """``large red metal cube`` for the given attributes (the shape word always ends it)."""
     words = []
     for key in ORDER:
@@ -34,9 +35,7 @@ def phrase(attrs: dict[str, Any], rng: random.Random | None = None) -> str:
     return " ".join([*words, shape])
 
 
-def minimal_where(
-    o: WorldObject, scene: Scene, rng: random.Random, loose: dict[int, set[str]] | None = None
-) -> dict[str, Any]:
+def minimal_where(o: WorldObject, scene: Scene, rng: random.Random, loose: dict[int, set[str]] | None = None) -> Where:
     """A smallest attribute filter that selects ``o`` alone in ``scene`` (always includes shape).
 
     ``loose`` (object id -> attributes a free choice sets) makes the filter hold whatever
@@ -94,7 +93,7 @@ _COMBOS = tuple(
 """Per number of attributes besides the shape, the filters `minimal_where` tries, in order, with their bits."""
 
 
-def names_one(where: dict[str, Any], o: WorldObject, scene: Scene, loose: dict[int, set[str]] | None = None) -> bool:
+def names_one(where: Where, o: WorldObject, scene: Scene, loose: dict[int, set[str]] | None = None) -> bool:
     """Whether ``where`` singles out ``o`` in ``scene`` whatever the free attributes (``loose``,
     object id -> attributes a free choice sets) turn out to be."""
     items = where.items()
@@ -114,12 +113,12 @@ def names_one(where: dict[str, Any], o: WorldObject, scene: Scene, loose: dict[i
     return True
 
 
-def full_where(o: WorldObject) -> dict[str, Any]:
+def full_where(o: WorldObject) -> Where:
     """Every attribute of ``o``."""
     return {"shape": o.shape, "colour": o.colour, "size": o.size, "material": o.material}
 
 
-def a(attrs: dict[str, Any], rng: random.Random | None = None) -> str:
+def a(attrs: Where, rng: random.Random | None = None) -> str:
     """``a large red cube`` / ``an ...``."""
     text = phrase(attrs, rng)
     return ("an " if text[0] in "aeiou" else "a ") + text
@@ -130,7 +129,7 @@ def ordinal(n: int) -> str:
     return ORDINALS[n - 1] if 1 <= n <= len(ORDINALS) else f"{n}th"
 
 
-def pick(rng: random.Random, options: list[str] | tuple[str, ...], **fields: Any) -> str:
+def pick(rng: random.Random, options: list[str] | tuple[str, ...], **fields: object) -> str:
     """One paraphrase, filled in, with its first letter capitalised."""
     text = rng.choice(options).format(**fields)
     return text[0].upper() + text[1:]

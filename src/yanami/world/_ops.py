@@ -29,8 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from yanami.world._predicates import select
+from yanami.world._predicates import Where, select
 from yanami.world._scene import Scene, WorldObject
+
+Op = dict[str, Any]
+"""An operation, as JSON (the forms above)."""
 
 
 class OpError(ValueError):
@@ -46,7 +49,7 @@ class View:
     style: str
 
 
-def _one(scene: Scene, where: dict[str, Any]) -> WorldObject:
+def _one(scene: Scene, where: Where) -> WorldObject:
     found = select(scene, where)
     if len(found) != 1:
         raise OpError(f"{where} selects {len(found)} objects")
@@ -57,7 +60,7 @@ def _replace(scene: Scene, objs: list[WorldObject]) -> Scene:
     return Scene.model_construct(objects=tuple(sorted(objs, key=lambda o: o.id)))  # already valid objects
 
 
-def apply_op(op: dict[str, Any], view: View, images: Sequence[View]) -> View:
+def apply_op(op: Op, view: View, images: Sequence[View]) -> View:
     """The view after ``op``; ``images`` are the dialogue's earlier images, in order."""
     kind = op["op"]
     scene = view.scene

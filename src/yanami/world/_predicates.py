@@ -57,10 +57,15 @@ import numpy as np
 from yanami.world._camera import Camera
 from yanami.world._scene import Scene, WorldObject, axes, relation
 
+Where = dict[str, Any]
+"""A ``where`` filter, as JSON: attribute (or ``id``) -> the value an object must have."""
+Predicate = dict[str, Any]
+"""A predicate, as JSON (the forms above)."""
+
 ATTRIBUTES = ("shape", "colour", "size", "material")
 
 
-def select(scene: Scene, where: dict[str, Any]) -> list[WorldObject]:
+def select(scene: Scene, where: Where) -> list[WorldObject]:
     """The objects whose attributes match every key of ``where``."""
     items = where.items()
     out = []
@@ -73,12 +78,12 @@ def select(scene: Scene, where: dict[str, Any]) -> list[WorldObject]:
     return out
 
 
-def _one(scene: Scene, where: dict[str, Any]) -> WorldObject | None:
+def _one(scene: Scene, where: Where) -> WorldObject | None:
     found = select(scene, where)
     return found[0] if len(found) == 1 else None
 
 
-def evaluate(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
+def evaluate(predicate: Predicate, scene: Scene, azimuth: float) -> bool:
     """Whether ``scene`` (seen from ``azimuth``) satisfies ``predicate``."""
     op = predicate["op"]
     if op == "exists":
@@ -162,7 +167,7 @@ photographed or re-encoded picture may be turned by a degree or two, which shift
 position the parser reads by up to 0.25, all together and all one way round the centre."""
 
 
-def placed(predicate: dict[str, Any], scene: Scene, azimuth: float) -> bool:
+def placed(predicate: Predicate, scene: Scene, azimuth: float) -> bool:
     """Whether a ``stays`` predicate holds (see the module docstring).
 
     Positions are compared in the picture: each ground position is projected by the camera of

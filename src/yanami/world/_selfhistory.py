@@ -30,13 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from yanami.contract import Dialogue, Turn
-from yanami.world._free import loose
+from yanami.world._free import Slot, loose
 from yanami.world._hidden import turn_intent, turn_state
-from yanami.world._ops import View, apply_op
-from yanami.world._predicates import ATTRIBUTES, evaluate, select
+from yanami.world._ops import Op, View, apply_op
+from yanami.world._predicates import ATTRIBUTES, Predicate, Where, evaluate, select
 from yanami.world._scene import Scene, WorldObject, relation
 
-Slot = dict[str, Any]
 Spot = tuple[int, int]
 """Where an open spot comes from: (the turn that chose it, the object whose spot it was then)."""
 
@@ -178,12 +177,12 @@ def _track(d: Dialogue) -> dict[int, Tracked]:
     return out
 
 
-def _named(pred: dict[str, Any]) -> list[dict[str, Any]]:
+def _named(pred: Predicate) -> list[Where]:
     names = [pred[k] for k in ("where", "a", "b") if isinstance(pred.get(k), dict)]
     return names[:1] if pred["op"] == "moved" else names
 
 
-def exposed(pred: dict[str, Any], scene: Scene, tracked: Tracked) -> bool:
+def exposed(pred: Predicate, scene: Scene, tracked: Tracked) -> bool:
     """Whether a check names a value that an earlier free choice set (GT-History shows the
     ground truth's pick; under Self-History the model's own may differ)."""
     opened = tracked.before if pred["op"] == "moved" else tracked.carried
@@ -270,8 +269,8 @@ def _rebased(scene: Scene, own: Own) -> Scene:
 
 
 def _selector(
-    where: dict[str, Any], gt: Scene, rebased: Scene, own: Own, also: Scene | None = None, own_also: Own | None = None
-) -> dict[str, Any]:
+    where: Where, gt: Scene, rebased: Scene, own: Own, also: Scene | None = None, own_also: Own | None = None
+) -> Where:
     """A selector naming, with the model's own values, what it names in the ground truth (or,
     for what a turn removed, in the scene before it, ``also``, with the values open then)."""
     found = select(gt, where)
@@ -290,8 +289,8 @@ def _selector(
 
 
 def rebase_predicate(
-    pred: dict[str, Any], gt: View, before: View | None, own: Own, own_before: Own | None = None
-) -> dict[str, Any]:
+    pred: Predicate, gt: View, before: View | None, own: Own, own_before: Own | None = None
+) -> Predicate:
     """``pred`` (a check on ``gt``, the ground truth after the turn) with the model's own values.
 
     ``own`` holds the values open after the turn's operation, ``own_before`` those open
@@ -339,7 +338,7 @@ def rebase_predicate(
     return out
 
 
-def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, dict[str, Any] | None]:
+def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, Predicate | None]:
     """The predicates of a target turn's checks under Self-History, by check id: each as the
     model's own earlier images (``own``: parsed, by target turn) make it fair.
 
@@ -365,7 +364,7 @@ def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str
         if pred is None or pred["op"] != "stays":
             continue
         original = next(c.hidden.predicate for c in turn.checks if c.id == cid)
-        found = select(gt.scene, cast(dict[str, Any], original["where"])) if isinstance(original, dict) else []
+        found = select(gt.scene, cast(Where, original["where"])) if isinstance(original, dict) else []
         was = [o for o in before.scene.objects if len(found) == 1 and o.id == found[0].id]
         if not was or (was[0].x, was[0].y) != (found[0].x, found[0].y):
             continue  # sent to a place the words fix, not left where it stood
@@ -377,9 +376,9 @@ def rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str
     return out
 
 
-def _rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, dict[str, Any] | None]:
+def _rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[str, Predicate | None]:
     """`rebase_checks` but for where the model's own previous picture shows what stays."""
-    checks: dict[str, dict[str, Any] | None] = {
+    checks: dict[str, Predicate | None] = {
         c.id: c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)
     }
     if not own:
@@ -396,7 +395,7 @@ def _rebase_checks(d: Dialogue, turn: Turn, own: Mapping[int, Scene]) -> dict[st
     if not mine and not mine_before:
         return checks
     expected = _rebased(gt.scene, mine)  # what following every instruction with its own choices shows
-    out: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, Predicate | None] = {}
     for cid, p in checks.items():
         assert p is not None
         rebased = rebase_predicate(p, gt, before, mine, mine_before)
@@ -468,12 +467,12 @@ def read_in_history(d: Dialogue, turn: Turn, op: Any, free: list[Slot], seen: Se
 
 def _own_revert(
     d: Dialogue,
-    op: dict[str, Any],
+    op: Op,
     before: View,
     position: dict[int, int],
     scenes: Mapping[int, Scene],
     tracks: dict[int, Tracked],
-) -> dict[str, Any]:
+) -> Op:
     """A correction that brings a value back (``"reverts": k``): where that value was a free
     choice in picture k, the model's own choice, read from its own image of the choosing turn."""
     back = int(op.get("reverts", 0)) - 1

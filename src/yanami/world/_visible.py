@@ -51,16 +51,15 @@ from yanami.world._agents import REDRAWS, _reads_back, draw, see
 from yanami.world._frames import POSITION_TOLERANCE, credited, in_frame, read_candidate, shown_before
 from yanami.world._free import Slot, loose, realize, realize_anywhere
 from yanami.world._language import MATERIAL_WORDS, ORDINALS, REL_WORDS, full_where, phrase
-from yanami.world._ops import OpError, View, apply_op
+from yanami.world._ops import Op, OpError, View, apply_op
 from yanami.world._parse import IN_PROCESS, Parser
 from yanami.world._place import VIEWS, legible
-from yanami.world._predicates import ATTRIBUTES, evaluate, select
+from yanami.world._predicates import ATTRIBUTES, Where, evaluate, select
 from yanami.world._scenarios._skeleton import COLOUR_THINGS, EXTREMES, STANDING, extreme
 from yanami.world._scenarios.world_modeling import OPPOSITE, ORBIT_WORDS, PUSH_WORDS
 from yanami.world._scene import COLOURS, MARGIN, SHAPES, SIZES, Scene, WorldObject, camera_coords
 from yanami.world._selfhistory import view_of
 
-Op = dict[str, Any]
 Eyes = Callable[[int, float], View]
 """What the agent sees: picture ``k`` of the dialogue (0-based, in the order shown) read in the
 camera frame of an azimuth (the parser, or the ground truth's scene for `visible_misses`)."""
@@ -175,7 +174,7 @@ def _colour(words: str) -> str:
     return _THING_COLOUR[words.removeprefix("the colour of ")] if words.startswith("the colour of ") else words
 
 
-def where_of(words: str) -> dict[str, Any]:
+def where_of(words: str) -> Where:
     """The attribute filter a phrase names: "small red shiny cube" -> size, colour, material, shape."""
     out: dict[str, Any] = {}
     for w in words.split():
@@ -207,11 +206,11 @@ class Did:
     target: int | None = None
     """The object the turn acted on (its id)."""
     attr: str | None = None
-    before: Any = None
+    before: str | None = None
     """The value of ``attr`` the turn replaced (what a correction of it brings back)."""
-    told: Any = None
+    told: str | None = None
     """The value the assistant's words gave ``before`` (they name a substitute colour it chose)."""
-    set_to: Any = None
+    set_to: str | None = None
     """What a correction set ``attr`` to, as the words name it (the CU question's answer)."""
     open: bool = False
     """Whether ``before`` was a free choice (a correction that brings it back reopens it)."""
@@ -261,7 +260,7 @@ class Reader:
     forbidden: str | None = None
     protected: WorldObject | None = None
     focus: int | None = None
-    told: dict[tuple[int, str], Any] = field(default_factory=dict)
+    told: dict[tuple[int, str], str | None] = field(default_factory=dict)
     """Values the assistant's words named where it chose them (by object id and attribute)."""
     chosen: dict[int, set[str]] = field(default_factory=dict)
     """Per object id, the attributes a free choice set (the words of a later turn were written
@@ -448,7 +447,7 @@ class Reader:
                 return intent
         return Intent({"op": "none"}, did=did)
 
-    def _select(self, scene: Scene, where: dict[str, Any]) -> WorldObject | None:
+    def _select(self, scene: Scene, where: Where) -> WorldObject | None:
         """The one object ``where`` names in ``scene``. Where several or none fit (its own earlier
         free choices may differ from those the words were written against), the one that fits
         without a value a free choice set, or the one that fits but for such values."""

@@ -213,7 +213,7 @@ def import_imug(
     params = {"family": "imug", "source": BENCHMARK, "classes": classes_from, "unassigned": unassigned}
     generator = Generator(name="import", version=__version__, params=params)
 
-    def files(obj: dict[str, Any]) -> list[Any]:
+    def files(obj: dict[str, Any]) -> list[object]:
         tasks = obj.get("tasks")
         inputs = [t.get("input") for t in tasks if isinstance(t, dict)] if isinstance(tasks, list) else []
         return [i.get("image") for items in inputs if isinstance(items, list) for i in items if isinstance(i, dict)]

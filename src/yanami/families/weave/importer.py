@@ -85,7 +85,7 @@ def import_weave(
     params = {"family": "weave", "source": file.name, "unshown": unshown}
     generator = Generator(name="import", version=__version__, params=params)
 
-    def files(record: Any) -> list[Any]:
+    def files(record: Any) -> list[object]:
         """Every image a record lists (one it never shows is read, then discarded)."""
         paths = record.get("images") if isinstance(record, dict) else None
         return paths if isinstance(paths, list) else []

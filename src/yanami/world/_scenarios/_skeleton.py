@@ -33,7 +33,7 @@ from yanami.world._compose import Composer, Constraint
 from yanami.world._free import Slot
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY
 from yanami.world._language import full_where, listing, minimal_where, ordinal, phrase, pick
-from yanami.world._ops import OpError, View, apply_op
+from yanami.world._ops import Op, OpError, View, apply_op
 from yanami.world._place import VIEWS, free_positions, place, random_scene, side_mask, valid
 from yanami.world._render import STYLES
 from yanami.world._scene import COLOURS, MATERIALS, SHAPES, SIZES, Scene, Size, WorldObject, camera_coords
@@ -43,9 +43,6 @@ RETRIEVAL = Capability.RETRIEVAL
 SPATIAL = Capability.SPATIAL
 CONSTRAINT = Capability.CONSTRAINT
 CORRECTION = Capability.CORRECTION
-
-Op = dict[str, Any]
-"""An operation (see `yanami.world._ops`): what a turn does to the scene."""
 
 LACKING = ABLATIONS
 """The reference agent without a capability: where a turn needs it, the agent reads the turn alone."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 from yanami.contract import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._language import REL_WORDS, full_where, minimal_where, ordinal, phrase, pick
+from yanami.world._ops import Op
 from yanami.world._place import free_positions, side_mask
 from yanami.world._scenarios._moves import corrections, edit_questions, pronoun_edit, violating_edit
 from yanami.world._scenarios._skeleton import (
     COREF,
     RETRIEVAL,
     Ask,
-    Op,
     Retry,
     checked,
     colours_for,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from yanami.contract import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._language import a, full_where, listing, minimal_where, ordinal, phrase, pick
-from yanami.world._ops import View
+from yanami.world._ops import Op, View
 from yanami.world._place import VIEWS, place, random_scene
 from yanami.world._predicates import select
 from yanami.world._render import STYLES
@@ -15,7 +15,6 @@ from yanami.world._scenarios._skeleton import (
     COREF,
     RETRIEVAL,
     Ask,
-    Op,
     Retry,
     banned_reply,
     checked,

@@ -6,6 +6,7 @@ from yanami.contract import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import Slot
 from yanami.world._language import a, full_where, minimal_where, ordinal, phrase, pick
+from yanami.world._ops import Op
 from yanami.world._scenarios._skeleton import (
     COLOUR_THINGS,
     CONSTRAINT,
@@ -13,7 +14,6 @@ from yanami.world._scenarios._skeleton import (
     CORRECTION,
     RETRIEVAL,
     Ask,
-    Op,
     Retry,
     ask_dsu,
     checked,

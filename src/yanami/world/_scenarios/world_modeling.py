@@ -6,6 +6,7 @@ from yanami.contract import Check, CheckCategory
 from yanami.world._compose import Composer
 from yanami.world._free import PUSH_LEAST, accept_rule
 from yanami.world._language import REL_WORDS, full_where, minimal_where, ordinal, phrase, pick
+from yanami.world._ops import Op
 from yanami.world._place import free_positions, place, side_mask
 from yanami.world._predicates import map_relation, select
 from yanami.world._scenarios._moves import violating_edit
@@ -15,7 +16,6 @@ from yanami.world._scenarios._skeleton import (
     RETRIEVAL,
     SPATIAL,
     Ask,
-    Op,
     Retry,
     ask_dsu,
     checked,
