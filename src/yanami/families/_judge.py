@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel
 
@@ -65,6 +65,9 @@ class Grade:
     reason: str = ""
 
 
+_Reply = TypeVar("_Reply", bound=BaseModel)
+
+
 class ProtocolJudge(ABC):
     """A benchmark's own protocol; a VLM judge for what needs judgement (subclassed per family)."""
 
@@ -85,11 +88,13 @@ class ProtocolJudge(ABC):
         self.settings = vlm.settings if vlm is not None else None
 
     def _ask(
-        self, item: str, parts: list[InputText | InputImage], schema: type[BaseModel], system: str | None = None
-    ) -> Any:
+        self, item: str, parts: list[InputText | InputImage], schema: type[_Reply], system: str | None = None
+    ) -> _Reply:
+        """The VLM judge's reply, validated by ``schema``."""
         if self.vlm is None:
             raise JudgeError(f"{item}: this needs a VLM judge (--judge FILE); the rules alone cannot grade it")
-        return self.vlm._ask(item, parts, schema, system)
+        reply: _Reply = self.vlm._ask(item, parts, schema, system)
+        return reply
 
     def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
         """The family's protocol on the model's output for a target turn (an image, or the text of

@@ -298,7 +298,7 @@ def _is_trainer_export(out: Path) -> bool:
     return isinstance(info, dict) and info.get("exporter") == "yanami" and "not_carried" in info
 
 
-def _dumps(obj: Any) -> str:
+def _dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True)
 
 
