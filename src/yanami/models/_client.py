@@ -143,7 +143,7 @@ def mime_of(data: bytes) -> str:
 try:  # the `api` extra's SIMD codec: 40x the standard library's on a picture, and the GIL is free sooner
     import pybase64 as _pybase64
 except ImportError:  # pragma: no cover - the base install: the standard library's
-    _pybase64 = None  # type: ignore[assignment]
+    _pybase64 = None  # type: ignore[assignment]  # mypy types the name as the module
 
 
 def from_base64(text: str | bytes) -> bytes:
