@@ -78,28 +78,28 @@ def eval_(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
-    from yanami.runner import EvalSpec, run_eval  # keeps yanami --help fast
+    from yanami.runner import evaluate  # keeps yanami --help fast
     from yanami.scoring import markdown, scorer_for  # keeps yanami --help fast
 
-    spec = EvalSpec(
-        bench=str(bench),
-        model=model,
-        out=str(out_dir),
-        history=history,
-        layout=layout,
-        judge=judge,
-        concurrency=concurrency,
-        limit=limit,
-        retry_errors=retry_errors,
-        cache=str(cache) if cache is not None else None,
-        workers=workers,
-        strategy=strategy,
-        protocol_source=str(protocol_source) if protocol_source is not None else None,
-        backend=backend.value,
-        ray_address=ray_address,
-    )
     with eval_progress(f"evaluating {_model_label(model)}") as update:
-        summary = run_eval(spec, on_progress=update)
+        summary = evaluate(
+            bench,
+            model,
+            out_dir,
+            history=history,
+            layout=layout,
+            judge=judge,
+            concurrency=concurrency,
+            limit=limit,
+            retry_errors=retry_errors,
+            strategy=strategy,
+            on_progress=update,
+            cache=cache,
+            workers=workers,
+            protocol_source=protocol_source,
+            backend=backend.value,
+            ray_address=ray_address,
+        )
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items())) or "nothing new"
     out.print(
         f"{out_dir}: {summary.items} items, {summary.skipped} already done, {summary.written} written ({statuses})",
