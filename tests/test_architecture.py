@@ -188,7 +188,7 @@ def test_every_seed_key_is_made_in_one_place() -> None:
         if path.name != "_seeds.py"
         for line in _keyed_draws(ast.parse(path.read_text(encoding="utf-8")))
     ]
-    assert found == []  # every draw is keyed by yanami._seeds (seeded, derived)
+    assert found == []  # every draw is keyed by yanami.contract (seeded, derived)
     assert _keyed_draws(ast.parse('import random\nrandom.Random(f"{seed}/{k}")')) == [2]  # the scan sees one
 
 

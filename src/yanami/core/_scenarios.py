@@ -1,7 +1,7 @@
 """The scenario facts, as one table, and the build presets that size a dataset of them.
 
 Everything else that names scenarios derives from `FACTS`: the data model's `Scenario`
-(defined here, re-exported by `yanami.schema`), the scores and the paper's tables
+(defined here, exported by `yanami.contract`), the scores and the paper's tables
 (`yanami.scoring`), the training mix of ``yanami build`` (`yanami.world`) and the command
 line's help and errors. The dialogues of a scenario are written by the module
 ``yanami/world/_scenarios/<value>.py`` (its ``compose``).

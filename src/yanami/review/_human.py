@@ -42,7 +42,7 @@ class HumanCheck:
     turn: int
     check: str
     kind: str
-    """The check's kind (``atomic``, ``capability``; `yanami.schema.CheckKind`)."""
+    """The check's kind (``atomic``, ``capability``; `yanami.contract.CheckKind`)."""
     aspect: str | None
     """What it looks at: an atomic check's category, a capability check's capability (None: not given)."""
     scenario: str

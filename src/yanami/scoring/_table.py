@@ -56,7 +56,7 @@ def markdown(t: Table, *, escaped: bool = True) -> str:
     """A table in GitHub Markdown, its notes under it; every text escaped (`_markdown_escape`).
 
     ``escaped=False`` is the same layout for a terminal, which renders no Markdown: texts as they
-    are but for a cell's ``|``, control characters written out (`yanami.errors.printable`)."""
+    are but for a cell's ``|``, control characters written out (`yanami.contract.printable`)."""
 
     def text(s: str) -> str:
         return _markdown_escape(s) if escaped else printable(s)

@@ -1,6 +1,6 @@
 """The consistency rules of one dialogue, in one pass (`DialogueWalk`, `dialogue_problems`): what
 the store's writer refuses and `yanami validate` reports, beyond the field types the data model
-(`yanami.schema`) checks. The validator's fast path runs it on decoded objects that mirror the
+(`yanami.contract`) checks. The validator's fast path runs it on decoded objects that mirror the
 models field by field."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ by pronoun, by turn or by picture, retrieves something only the history holds, a
 corrects an earlier decision, so each dialogue exercises at least four capabilities and
 carries one question of each DSU type.
 
-A new scenario: its entry in `yanami.scenarios` and its module here; `COMPOSERS` finds it.
+A new scenario: its entry in `yanami/core/_scenarios.py` and its module here; `COMPOSERS` finds it.
 """
 
 from __future__ import annotations
