@@ -140,14 +140,14 @@ def projection(costs: dict[str, float]) -> None:
 def bench_writer(per_scenario: int, tmp: Path) -> float:
     """Seconds per dialogue the driver spends writing (compose excluded): the dialogues composed
     first, then written through the same writer and balancer as a build."""
-    from yanami.contract import PRESETS
+    from yanami.contract import PRESETS, Scenario
     from yanami.store import DatasetWriter, Generator
     from yanami.world import plan
     from yanami.world._build import _one
     from yanami.world._shortcuts import Balancer
 
     # the floors a bench build measures per dialogue are compose's share, not the writer's
-    scenarios = list(__import__("yanami").schema.Scenario)
+    scenarios = list(Scenario)
     todo = [(s, did, 9, False) for s, did in plan("bench", per_scenario, None, scenarios)]
     results = [_one(t) for t in todo]
     t = time.perf_counter()
