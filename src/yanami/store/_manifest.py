@@ -45,6 +45,10 @@ class Counts(BaseModel):
     checks: int = Field(ge=0)
 
 
+def _default_protocol(schema: dict[str, Any]) -> None:
+    schema["default"] = family_of(DEFAULT_FAMILY).protocol  # the default family's, read when the schema is written
+
+
 class Manifest(BaseModel):
     """``manifest.json``: format, split, generator, counts and checksums."""
 
@@ -57,7 +61,9 @@ class Manifest(BaseModel):
     """``bench``, ``train`` or another lower-case name."""
     family: str = DEFAULT_FAMILY
     """The benchmark family every dialogue belongs to."""
-    protocol: str = Field(default_factory=lambda: family_of(DEFAULT_FAMILY).protocol)
+    protocol: str = Field(
+        default_factory=lambda: family_of(DEFAULT_FAMILY).protocol, json_schema_extra=_default_protocol
+    )
     """The protocol version the family is scored under (`yanami.families`)."""
     generator: Generator
     counts: Counts
