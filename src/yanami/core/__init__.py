@@ -17,6 +17,7 @@ the protocol needs only the standard library, the data model pydantic. Each name
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
+the protocol needs only the standard library, the data model pydantic. Each name loads its own module on first use:
 the protocol needs only the standard library, the data model pydantic.
 """
 
@@ -118,6 +119,7 @@ if TYPE_CHECKING:
     from yanami.core._schema import (
         CHOICE_LETTERS,
         ID_PATTERN,
+        KIND_CHECK,
         MAX_CHOICES,
         SCHEMA_VERSION,
         SHA256_PATTERN,
@@ -190,6 +192,7 @@ _WHERE = {
     "Capability": "_schema",
     "QuestionType": "_schema",
     "CheckKind": "_schema",
+    "KIND_CHECK": "_schema",
     "CheckCategory": "_schema",
     "ImageSource": "_schema",
     "ImageFormat": "_schema",
@@ -268,6 +271,7 @@ __all__ = [
     "GT_HISTORY",
     "HISTORIES",
     "ID_PATTERN",
+    "KIND_CHECK",
     "LAYOUTS",
     "MAX_CHOICES",
     "OUTPUTS",

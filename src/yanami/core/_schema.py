@@ -73,11 +73,16 @@ def _kinds_schema(schema: dict[str, Any]) -> None:
 
 
 def _check_kind(kind: str) -> str:
-    if kind in CheckKind.__members__.values():
+    if kind in CheckKind._value2member_map_:
         return CheckKind(kind)
     if kind not in check_kinds():
         raise ValueError(f"not a check kind any installed family declares ({', '.join(check_kinds())})")
     return kind
+
+
+KIND_CHECK = AfterValidator(_check_kind)
+"""A check's kind against the installed families' kinds; the store's fast path leaves it to its
+`DialogueWalk`, which checks it against the dialogue's own family."""
 
 
 class CheckCategory(StrEnum):
@@ -186,7 +191,7 @@ class Check(_Model):
 
     id: Id
     """Unique within the dialogue."""
-    kind: Annotated[str, AfterValidator(_check_kind)] = Field(json_schema_extra=_kinds_schema)
+    kind: Annotated[str, KIND_CHECK] = Field(json_schema_extra=_kinds_schema)
     """YANAMI's `CheckKind`, or a kind another family declares (`FamilyFacts.check_kinds`)."""
     text: str = Field(min_length=1)
     """What a human or VLM judge reads."""

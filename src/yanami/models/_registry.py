@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from yanami.contract import Model, ReadsBench, UserError
 from yanami.models._http import ResponseCache
@@ -99,7 +99,7 @@ def model_from_config(config: ModelConfig, cache: ResponseCache | None = None, p
     return model
 
 
-def reads_bench(model: object) -> bool:
+def reads_bench(model: object) -> TypeGuard[ReadsBench]:
     """Whether the runner hands ``model`` the bench (it has ``bind_bench``: `ReadsBench`), which makes
     its run privileged: it reads the bench, so its scores are not a model result. The one place
     that decides it; the manifest records the answer (``privileged``)."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from yanami.contract import Dialogue, Judge, Model, Reachable, ReadsBench, UserError
+from yanami.contract import Dialogue, Judge, Model, Reachable, UserError
 from yanami.judges import JudgeContext, make_judge
-from yanami.models import ResponseCache, StrategyModel, load_model, parse_strategy
+from yanami.models import ResponseCache, StrategyModel, load_model, parse_strategy, reads_bench
 from yanami.runner._spec import EvalSpec
 from yanami.store import Dataset
 from yanami.world import Parser
@@ -44,7 +44,7 @@ def build_model(spec: EvalSpec, responses: ResponseCache, parser: Parser | None,
 def bind_bench(model: Model, dataset: Dataset) -> bool:
     """Hand the bench to a model that reads it (`ReadsBench`: the reference agents); whether it does
     (the run is then privileged: not a model result)."""
-    if isinstance(model, ReadsBench):
+    if reads_bench(model):
         model.bind_bench(dataset.root)
         return True
     return False

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
 import msgspec
-from pydantic import AfterValidator, BaseModel, JsonValue
+from pydantic import BaseModel, JsonValue
 from pydantic.fields import FieldInfo
 
-from yanami.contract import ID_PATTERN, SHA256_PATTERN, Dialogue
+from yanami.contract import ID_PATTERN, KIND_CHECK, SHA256_PATTERN, Dialogue
 from yanami.store._walk import DialogueWalk
 
 PATTERNED_FIELDS = {
@@ -168,7 +168,7 @@ def _constrained(tp: object, metadata: Sequence[object]) -> object:
             kw["min_length"] = m.min_length
         elif isinstance(m, at.MaxLen):
             kw["max_length"] = m.max_length
-        elif isinstance(m, AfterValidator) and m.func.__name__ == "_check_kind":
+        elif m is KIND_CHECK:
             pass  # a check's kind: `DialogueWalk` checks it against the kinds of the dialogue's family
         elif getattr(m, "pattern", None) is None:
             raise TypeError(f"no fast form for constraint {m!r}")
