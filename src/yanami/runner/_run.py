@@ -10,11 +10,9 @@ score: every item's request, seed and verdict depend only on the item. ``yanami 
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -41,7 +39,7 @@ from yanami.contract import (
 from yanami.judges import judge_settings
 from yanami.models import TRANSPORT, ResponseCache, parse_strategy
 from yanami.runner._build import RunBench, bind_bench, build_judge, build_model
-from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, grade, stored_history, stored_outputs, work_left
+from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, work_left
 from yanami.runner._executors import Executor, LocalExecutor, RayExecutor
 from yanami.runner._spec import EvalSpec
 from yanami.store import Dataset, Selection, bench_sha256, open_bench, select_dialogues
@@ -436,8 +434,9 @@ def rejudge(
 
     Verdicts are stored under the judge's name next to the run's own (``yanami score
     --judge NAME`` reads them); items this version of the judge already graded are
-    skipped, and those an older version graded are graded again. ``backend`` "ray" grades
-    them in Ray actors (as `evaluate` runs chains there), ``concurrency`` dialogues at once.
+    skipped, and those an older version graded are graded again. Each prediction to grade is a
+    chain with nothing to ask, run by the executor `evaluate` uses: threads here, ``concurrency``
+    items at once, or (``backend`` "ray") Ray actors.
     """
     spec = EvalSpec(
         bench=str(bench) if bench is not None else "",
@@ -463,84 +462,45 @@ def rejudge(
         _record_judge(run, the_judge)
         done, todo = store.judging_left(the_judge.name, the_judge.version)
         summary = Summary(run, todo + done, done)
+        executor: Executor
         if backend == "ray":
-            resolved = spec.resolved(dataset.root, responses.path)
-            _rejudge_on_ray(RayExecutor(resolved, manifest, concurrency, ray_address), dataset, store, the_judge,
-                            summary, on_progress)  # fmt: skip
-            return summary
-        selfh = manifest.history == "self"
-        worked: set[str] = set()  # the dialogues judged here: a second dialogue with one of their ids is refused
-        in_flight: collections.deque[Future[Verdict | None]] = collections.deque()
+            executor = RayExecutor(spec.resolved(dataset.root, responses.path), manifest, concurrency, ray_address)
+        else:  # a chain per prediction to grade: ``concurrency`` items judged at once
+            executor = LocalExecutor(ChainRunner(dataset, None, the_judge, manifest, store), concurrency)
+        reader = held.enter_context(Results(run))  # the chains' own connection: read while this thread writes
 
-        def record(f: Future[Verdict | None]) -> None:
-            v = f.result()
-            if v is not None:
-                store.write_verdict(v)
-                summary.statuses[v.status] = summary.statuses.get(v.status, 0) + 1
-            summary.written += 1
+        def on_rows(rows: list[Row]) -> None:
+            for _, verdict, _ in rows:
+                if verdict is not None:
+                    store.write_verdict(verdict)
+                    summary.statuses[verdict.status] = summary.statuses.get(verdict.status, 0) + 1
+                summary.written += 1
             if on_progress:
                 on_progress(done + summary.written, summary.items)
 
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            # the bench read a dialogue at a time, its stored rows with it; only the items in
-            # flight (and their dialogues) are held, and reading stops once every item is judged
-            dialogues = iter(dataset)
-            while summary.written + len(in_flight) < todo:
-                d = next(dialogues, None)
-                if d is None:
-                    break
-                if d.id in worked:
-                    raise _duplicate(dataset, d.id)
-                graded = {
-                    k
-                    for k, v in store.verdicts_of(d.id, the_judge.name).items()
-                    if v.status == "ok" and v.judge_version == the_judge.version
-                }
-                past = store.predictions_of(d.id)
-                for p in past.values():
-                    if p.status != "ok" or p.item in graded:
-                        continue
-                    worked.add(d.id)
-                    own = stored_history(d, p, past) if selfh else None
-                    earlier = stored_outputs(d, past, store)
-                    in_flight.append(pool.submit(grade, the_judge, d, p, store, own=own, earlier=earlier))
-                    while len(in_flight) > 2 * concurrency:
-                        record(in_flight.popleft())
-            while in_flight:
-                record(in_flight.popleft())
+        executor.run(_grading(dataset, reader, the_judge, todo), on_rows)
         return summary
 
 
-def _rejudge_on_ray(
-    executor: RayExecutor,
-    dataset: Dataset,
-    store: Results,
-    judge: Judge,
-    summary: Summary,
-    on_progress: Callable[[int, int], None] | None,
-) -> None:
-    """`rejudge`'s grading in Ray actors: one chain per dialogue with predictions left to grade,
-    nothing to ask."""
-
-    def chains() -> Iterator[Chain]:
-        for d in _run_dialogues(dataset, store):
-            graded = {k for k, v in store.verdicts_of(d.id, judge.name).items()
-                      if v.status == "ok" and v.judge_version == judge.version}  # fmt: skip
-            past = store.predictions_of(d.id)
-            left = [p for p in past.values() if p.status == "ok" and p.item not in graded]
-            if left:
-                yield Chain(d, [], past, left)
-
-    def on_rows(rows: list[Row]) -> None:
-        for _, verdict, _ in rows:
-            if verdict is not None:
-                store.write_verdict(verdict)
-                summary.statuses[verdict.status] = summary.statuses.get(verdict.status, 0) + 1
-            summary.written += 1
-            if on_progress:
-                on_progress(summary.skipped + summary.written, summary.items)
-
-    executor.run(chains(), on_rows)
+def _grading(dataset: Dataset, store: Results, judge: Judge, todo: int) -> Iterator[Chain]:
+    """`rejudge`'s chains: one per stored ok prediction this version of ``judge`` has not graded,
+    with nothing to ask. The bench is read a dialogue at a time, its stored rows with it, and
+    reading stops once ``todo`` predictions are handed out; a second dialogue with the id of one
+    that has predictions to grade is refused."""
+    worked: set[str] = set()
+    for d in _run_dialogues(dataset, store) if todo > 0 else iter(()):
+        if d.id in worked:
+            raise _duplicate(dataset, d.id)
+        graded = {k for k, v in store.verdicts_of(d.id, judge.name).items()
+                  if v.status == "ok" and v.judge_version == judge.version}  # fmt: skip
+        past = store.predictions_of(d.id)
+        for p in past.values():
+            if p.status == "ok" and p.item not in graded:
+                worked.add(d.id)
+                todo -= 1
+                yield Chain(d, [], past, [p])
+        if todo <= 0:
+            return
 
 
 def _run_dialogues(dataset: Dataset, store: Results) -> Iterator[Dialogue]:
