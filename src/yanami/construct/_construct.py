@@ -44,7 +44,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -81,6 +80,7 @@ from yanami.contract import (
 )
 from yanami.judges import ask_json, fence_code, parse_reply_source
 from yanami.models import CutOff, Fatal, Malformed, ResponseCache, Transient, Usage, load_model
+from yanami.scale import Executor, LocalExecutor, RayExecutor, check_backend, share_endpoint_limits
 from yanami.store import (
     DEFAULT_MAX_PIXELS,
     DatasetWriter,
@@ -917,7 +917,7 @@ def construct(
 ) -> ConstructSummary:
     """Construct dialogues from a prepared pool into ``out`` (see the module docstring).
 
-    ``backend="ray"``: the dialogues are made by Ray actors (`_drive_on_ray`); everything
+    ``backend="ray"``: the dialogues are made by Ray actors (`_on_ray`); everything
     else (the checks, the store, the ledger's settling, OUT) stays in this process, and OUT is
     the same bytes as a local run's for the same responses."""
     if preset not in ("bench", "train"):
@@ -936,8 +936,6 @@ def construct(
     if budget is not None and budget < 0:
         raise UserError("--budget: must be 0 or more")
     if backend != "local" or ray_address is not None:
-        from yanami.scale import check_backend
-
         check_backend(backend, ray_address)  # before any store is made
     scenarios = scenarios or list(Scenario)
     manifest, groups, labels = _open_pool(pooldir)
@@ -990,15 +988,16 @@ def construct(
         todo = [t for t in chosen if t.k not in settled]
         started = time.perf_counter()
         gc.freeze()  # what exists now (modules, schemas, clients) lives for the run: collections skip it
+        executor: Executor[_Task, _Outcome]
         try:
             if backend == "ray":
                 parts = _RayParts(pooldir=str(pooldir), store=str(store), specs=dict(specs), stand_ins=stand_ins,
                                   templates=None if templates is None else str(templates), bench=bench,
                                   rounds=rounds, probe=probe, seed=seed, cwd=str(Path.cwd()))  # fmt: skip
-                stopped, fatal = _drive_on_ray(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen),
-                                               on_progress, parts, ray_address)  # fmt: skip
+                executor, stop = _on_ray(c, notes, concurrency, parts, ray_address)
             else:
-                stopped, fatal = _drive(c, todo, notes, concurrency, len(chosen) - len(todo), len(chosen), on_progress)
+                executor, stop = _locally(c, notes, concurrency)
+            stopped, fatal = _drive(c, todo, executor, stop, len(chosen) - len(todo), len(chosen), on_progress)
         finally:
             gc.unfreeze()
         if fatal is not None:
@@ -1015,51 +1014,96 @@ def construct(
 def _drive(
     c: _Constructor,
     todo: list[_Task],
-    notes: dict[str, str],
-    concurrency: int,
+    executor: Executor[_Task, _Outcome],
+    stop: Callable[[str], None],
     done: int,
     total: int,
     on_progress: Progress,
 ) -> tuple[str, Exception | None]:
-    """Run the dialogues, at most ``concurrency`` at once, settling each in the ledger as it ends."""
+    """Run the dialogues with ``executor`` (threads here, or Ray actors: `_on_ray`), settling each
+    in the ledger, in this process, as its outcome arrives. The budget and the stop are the run's
+    (``stop`` stops it everywhere: a fatal error, a failed dialogue).
+
+    Every outcome is awaited: after a stop the dialogues still to start end at their first call,
+    and no call is left unsettled; a failed dialogue's error is raised then."""
+    on_progress("constructing", done, total)
     stopped = ""
     fatal: Exception | None = None
-    on_progress("constructing", done, total)
-    pending = iter(todo)
-    with ThreadPoolExecutor(max_workers=concurrency) as ex:
-        running: dict[Future[tuple[str, str, str, dict[str, Any], str]], _Task] = {}
+    failure: Exception | None = None
+    tasks = {t.k: t for t in todo}
 
-        def submit() -> None:
-            t = next(pending, None)
-            if t is not None:
-                running[ex.submit(c.one, t, notes[t.group.group])] = t
+    def on_results(rows: list[_Outcome]) -> None:
+        nonlocal stopped, fatal, failure, done
+        for row in rows:
+            outcome, message = row["outcome"], str(row["message"])
+            if outcome == "budget":
+                stopped = "budget"
+                continue
+            if outcome == "stopped":
+                continue
+            if outcome != "done":
+                if outcome == "fatal":
+                    fatal = fatal or Fatal(message)
+                elif failure is None and fatal is None:
+                    failure = UserError(message) if outcome == "user" else RuntimeError(message)
+                stop(message)
+                continue
+            t = tasks[int(row["k"])]
+            record = json.loads(str(row["record"]))
+            c.ledger.settle(t, str(row["status"]), str(row["stage"]), str(row["reason"]), record, str(row["line"]))
+            done += 1
+            on_progress("constructing", done, total)
 
-        try:
-            for _ in range(concurrency):
-                submit()
-            while running:
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    t = running.pop(f)
-                    try:
-                        status, stage, reason, record, line = f.result()
-                    except BudgetReached:
-                        stopped = "budget"
-                        continue
-                    except _Stopped:
-                        continue
-                    except Fatal as exc:
-                        fatal = fatal or exc
-                        c.stop.set()
-                        continue
-                    if not c.stop.is_set():
-                        submit()  # the freed slot first: its next request should not wait on the ledger
-                    c.ledger.settle(t, status, stage, reason, record, line)
-                    done += 1
-                    on_progress("constructing", done, total)
-        finally:
-            c.stop.set()  # an interrupt: the workers stop at their next call
+    try:
+        executor.run(iter(todo), on_results)
+    finally:
+        c.stop.set()  # an interrupt: the workers here stop at their next call
+    if failure is not None and fatal is None:
+        raise failure
     return stopped, fatal
+
+
+_Outcome = dict[str, int | str]
+"""A dialogue's outcome as a row (`_outcome`): what to settle, or why it was not made."""
+
+_COLUMNS = ("k", "outcome", "message", "status", "stage", "reason", "record", "line")
+
+
+def _row(k: int, outcome: str, message: str = "", *, done: tuple[str, str, str, str, str] | None = None) -> _Outcome:
+    status, stage, reason, record, line = done or ("", "", "", "", "")
+    return {"k": k, "outcome": outcome, "message": message, "status": status, "stage": stage, "reason": reason,
+            "record": record, "line": line}  # fmt: skip
+
+
+def _outcome(c: _Constructor, t: _Task, note: str, *, bugs: bool = True) -> _Outcome:
+    """Make one dialogue: ``done`` with what to settle, or why it was not made (``bugs`` False:
+    an error of the code itself is raised here, with its traceback, rather than reported)."""
+    try:
+        status, stage, reason, record, line = c.one(t, note)
+    except BudgetReached:
+        return _row(t.k, "budget")
+    except _Stopped:
+        return _row(t.k, "stopped")
+    except Fatal as exc:
+        return _row(t.k, "fatal", str(exc))
+    except UserError as exc:
+        return _row(t.k, "user", str(exc))
+    except Exception as exc:
+        if not bugs:
+            raise
+        return _row(t.k, "error", f"{type(exc).__name__}: {exc}")
+    return _row(t.k, "done", done=(status, stage, reason, json.dumps(record, sort_keys=True), line))
+
+
+def _locally(
+    c: _Constructor, notes: dict[str, str], concurrency: int
+) -> tuple[LocalExecutor[_Task, _Outcome], Callable[[str], None]]:
+    """The dialogues in threads of this process, ``concurrency`` at once, and the run's stop."""
+
+    def work(t: _Task, stop: threading.Event) -> list[_Outcome]:
+        return [_outcome(c, t, notes[t.group.group], bugs=False)]
+
+    return LocalExecutor(work, concurrency, c.stop), lambda message: c.stop.set()
 
 
 # on Ray --------------------------------------------------------------------------------------
@@ -1160,25 +1204,12 @@ class _RayParts:
     """The driver's working directory: relative paths (a config file, the pool, the store) mean the same there."""
 
 
-_RAY_COLUMNS = ("k", "outcome", "message", "status", "stage", "reason", "record", "line")
-
-
-def _ray_row(
-    k: int, outcome: str, message: str = "", *, done: tuple[str, str, str, str, str] | None = None
-) -> dict[str, int | str]:
-    status, stage, reason, record, line = done or ("", "", "", "", "")
-    return {"k": k, "outcome": outcome, "message": message, "status": status, "stage": stage, "reason": reason,
-            "record": record, "line": line}  # fmt: skip
-
-
 class _DialogueMaker:
     """A Ray actor's share of a construction: its own models (from the same specs), the store's
     response cache, its own connection to the store's ledger (every call recorded before it is
     sent, as here); one dialogue per call, several at once (Ray's threads)."""
 
     def __init__(self, parts: _RayParts, budget: Any, actors: int) -> None:
-        from yanami.scale import share_endpoint_limits
-
         share_endpoint_limits(actors)  # the pool's actors share each endpoint's limits
         self.broken: tuple[str, str] | None = None
         """Why this actor cannot make dialogues (each row it gets says so, and the run stops)."""
@@ -1203,85 +1234,55 @@ class _DialogueMaker:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[int | str]]:
         rows = [self._one(int(k), bytes(blob)) for k, blob in zip(batch["k"], batch["task"], strict=True)]
-        return {column: [row[column] for row in rows] for column in _RAY_COLUMNS}
+        return {column: [row[column] for row in rows] for column in _COLUMNS}
 
-    def _one(self, k: int, blob: bytes) -> dict[str, int | str]:
-        """The dialogue's outcome as a row: ``done`` with what to settle, or why it was not made."""
+    def _one(self, k: int, blob: bytes) -> _Outcome:
         if self.broken is not None:
-            return _ray_row(k, *self.broken)
-        t, notes = pickle.loads(blob)
+            return _row(k, *self.broken)
+        t, note = pickle.loads(blob)
+        return _outcome(self.c, t, note)
+
+
+class _SharedStop:
+    """A Ray run's `_Budget`, made for the run's actors (`setup`) and ended with it; ``stop`` stops
+    the whole cluster at its next call."""
+
+    def __init__(self, c: _Constructor, parts: _RayParts) -> None:
+        self.c, self.parts = c, parts
+        self.actor: Any = None
+
+    @contextlib.contextmanager
+    def setup(self, ray: Any, actors: int, per_actor: int) -> Iterator[tuple[Any, ...]]:
+        self.actor = _budget_actor(ray, self.c.store, self.c.budget, self.c.ledger.spent)
         try:
-            status, stage, reason, record, line = self.c.one(t, notes)
-        except BudgetReached:
-            return _ray_row(k, "budget")
-        except _Stopped:
-            return _ray_row(k, "stopped")
-        except Fatal as exc:
-            return _ray_row(k, "fatal", str(exc))
-        except UserError as exc:
-            return _ray_row(k, "user", str(exc))
-        except Exception as exc:
-            return _ray_row(k, "error", f"{type(exc).__name__}: {exc}")
-        return _ray_row(k, "done", done=(status, stage, reason, json.dumps(record, sort_keys=True), line))
-
-
-def _drive_on_ray(
-    c: _Constructor,
-    todo: list[_Task],
-    notes: dict[str, str],
-    concurrency: int,
-    done: int,
-    total: int,
-    on_progress: Progress,
-    parts: _RayParts,
-    address: str | None,
-) -> tuple[str, Exception | None]:
-    """`_drive` on Ray: each dialogue a row of a Ray Data dataset made by a `_DialogueMaker`,
-    ``concurrency`` at once across the cluster (one actor per CPU at most), settled here in the
-    ledger as its row arrives. The budget and the stop are the cluster's (`_Budget`).
-
-    Every row is awaited, as `_drive` awaits its threads: after a stop the dialogues still to
-    start end at their first call, and no call is left unsettled."""
-
-    from yanami.scale import actor_rows, cluster_cpus, ray_concurrency, ray_session
-
-    on_progress("constructing", done, total)
-    if not todo:
-        return "", None
-    stopped = ""
-    fatal: Exception | None = None
-    failure: Exception | None = None
-    tasks = {t.k: t for t in todo}
-    with ray_session(address) as ray:
-        actors, per_actor = ray_concurrency(cluster_cpus(ray), concurrency)
-        budget = _budget_actor(ray, c.store, c.budget, c.ledger.spent)
-        try:
-            rows = [{"k": t.k, "task": pickle.dumps((t, notes[t.group.group]))} for t in todo]
-            queued = (RAY_QUEUED - 1) * per_actor  # settled as they end; OUT is written in plan order
-            for row in actor_rows(ray, rows, _DialogueMaker, (parts, budget, actors), actors, per_actor, queued):
-                outcome, message = row["outcome"], str(row["message"])
-                if outcome == "budget":
-                    stopped = "budget"
-                    continue
-                if outcome == "stopped":
-                    continue
-                if outcome != "done":
-                    if outcome == "fatal":
-                        fatal = fatal or Fatal(message)
-                    elif failure is None and fatal is None:
-                        failure = UserError(message) if outcome == "user" else RuntimeError(message)
-                    budget.stop.remote(message)
-                    continue
-                t = tasks[int(row["k"])]
-                c.ledger.settle(t, row["status"], row["stage"], row["reason"], json.loads(row["record"]), row["line"])
-                done += 1
-                on_progress("constructing", done, total)
+            yield self.parts, self.actor, actors
         finally:
             with contextlib.suppress(Exception):
-                ray.kill(budget)
-    if failure is not None and fatal is None:
-        raise failure
-    return stopped, fatal
+                ray.kill(self.actor)
+            self.actor = None
+
+    def stop(self, message: str) -> None:
+        if self.actor is not None:
+            self.actor.stop.remote(message)
+
+
+def _on_ray(
+    c: _Constructor, notes: dict[str, str], concurrency: int, parts: _RayParts, address: str | None
+) -> tuple[RayExecutor[_Task, _Outcome], Callable[[str], None]]:
+    """The dialogues made by Ray actors (`_DialogueMaker`), each a row of a Ray Data dataset,
+    ``concurrency`` at once across the cluster (one actor per CPU at most), and the run's stop.
+    The budget and the stop are the cluster's (`_Budget`)."""
+    shared = _SharedStop(c, parts)
+
+    def encode(t: _Task) -> dict[str, Any]:
+        return {"k": t.k, "task": pickle.dumps((t, notes[t.group.group]))}
+
+    # each actor makes its share at once in Ray's threads, with as many more queued
+    executor: RayExecutor[_Task, _Outcome] = RayExecutor(
+        _DialogueMaker, shared.setup, encode, dict, concurrency=concurrency, address=address, threads=1,
+        queued=RAY_QUEUED - 1,
+    )  # fmt: skip
+    return executor, shared.stop
 
 
 def _reason_kind(stage: str, reason: str) -> str:

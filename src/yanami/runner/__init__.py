@@ -3,7 +3,7 @@
 from yanami._lock import DirLock
 from yanami.runner._blind import BlindAudit, blind_audit, blind_text, picture_metadata
 from yanami.runner._chains import Chain, ChainRunner, bench_items, chain_of
-from yanami.runner._executors import Executor, LocalExecutor, RayExecutor
+from yanami.runner._executors import ray_chains
 from yanami.runner._items import Item, build_request, composite, frame_of, generation_turns, items_of, question_of
 from yanami.runner._run import Summary, evaluate, index_dialogues, rejudge, run_eval
 from yanami.runner._spec import EvalSpec, default_concurrency
@@ -14,10 +14,7 @@ __all__ = [
     "ChainRunner",
     "DirLock",
     "EvalSpec",
-    "Executor",
     "Item",
-    "LocalExecutor",
-    "RayExecutor",
     "Summary",
     "bench_items",
     "blind_audit",
@@ -33,6 +30,7 @@ __all__ = [
     "items_of",
     "picture_metadata",
     "question_of",
+    "ray_chains",
     "rejudge",
     "run_eval",
 ]

@@ -40,8 +40,9 @@ from yanami.judges import judge_settings
 from yanami.models import TRANSPORT, ResponseCache, parse_strategy
 from yanami.runner._build import RunBench, bind_bench, build_judge, build_model
 from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, work_left
-from yanami.runner._executors import Executor, LocalExecutor, RayExecutor
+from yanami.runner._executors import ray_chains
 from yanami.runner._spec import EvalSpec
+from yanami.scale import Executor, LocalExecutor
 from yanami.store import Dataset, Selection, bench_sha256, open_bench, select_dialogues
 from yanami.world import Parser
 
@@ -235,13 +236,13 @@ def run_eval(
         raise
     try:
         with Results(run) as store, own_parser or contextlib.nullcontext():
-            executor: Executor
+            executor: Executor[Chain, Row]
             if spec.backend == "ray":
-                executor = RayExecutor(spec.resolved(dataset.root, responses.path), manifest, spec.concurrency,
-                                       spec.ray_address)  # fmt: skip
+                executor = ray_chains(spec.resolved(dataset.root, responses.path), manifest, spec.concurrency,
+                                      spec.ray_address)  # fmt: skip
             else:
-                executor = LocalExecutor(ChainRunner(dataset, the_model, the_judge, manifest, store),
-                                         spec.items_in_flight)  # fmt: skip
+                runner = ChainRunner(dataset, the_model, the_judge, manifest, store)
+                executor = LocalExecutor(runner.run_chain, spec.items_in_flight)
             return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress)
     finally:
         responses.close()
@@ -249,7 +250,7 @@ def run_eval(
 
 
 def _execute(
-    executor: Executor,
+    executor: Executor[Chain, Row],
     store: Results,
     selection: Selection,
     manifest: RunManifest,
@@ -462,11 +463,11 @@ def rejudge(
         _record_judge(run, the_judge)
         done, todo = store.judging_left(the_judge.name, the_judge.version)
         summary = Summary(run, todo + done, done)
-        executor: Executor
+        executor: Executor[Chain, Row]
         if backend == "ray":
-            executor = RayExecutor(spec.resolved(dataset.root, responses.path), manifest, concurrency, ray_address)
+            executor = ray_chains(spec.resolved(dataset.root, responses.path), manifest, concurrency, ray_address)
         else:  # a chain per prediction to grade: ``concurrency`` items judged at once
-            executor = LocalExecutor(ChainRunner(dataset, None, the_judge, manifest, store), concurrency)
+            executor = LocalExecutor(ChainRunner(dataset, None, the_judge, manifest, store).run_chain, concurrency)
         reader = held.enter_context(Results(run))  # the chains' own connection: read while this thread writes
 
         def on_rows(rows: list[Row]) -> None:
