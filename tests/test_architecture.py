@@ -150,6 +150,20 @@ def test_the_scan_sees_imports_under_type_checking_and_in_functions() -> None:
     assert ("judges/_context.py", "yanami.world") in found  # under TYPE_CHECKING
 
 
+def test_the_command_modules_import_at_their_top() -> None:
+    """No import inside a function of `yanami.cli`: a command's module is loaded when the command
+    runs (`yanami.cli._app.COMMANDS`), so what it uses is imported at its top, where it is seen."""
+    inside = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted((ROOT / "cli").glob("*.py"))
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    assert inside == []
+
+
 @pytest.mark.parametrize("module", ["yanami.core", "yanami.contract"])
 def test_the_contract_and_the_run_format_load_without_numpy_pillow_or_the_world(module: str) -> None:
     code = (

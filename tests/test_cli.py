@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -110,10 +111,10 @@ def test_help_names_arguments_plainly_and_shows_choices(cli) -> None:
     """Every command's help: plain argument names, no typer type labels, and the choices of enum options."""
     import re
 
-    from yanami.cli import app
+    from yanami.cli._app import COMMANDS
 
-    names = [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
-    assert {"eval", "score", "report", "build", "serve-fake", "demo"} <= set(names)
+    names = list(COMMANDS)
+    assert {"eval", "score", "report", "build", "serve-fake", "demo", "review", "experiment"} <= set(names)
     for name in names:
         r = cli(name, "--help")
         assert r.code == 0, name
@@ -121,6 +122,33 @@ def test_help_names_arguments_plainly_and_shows_choices(cli) -> None:
     assert "RUN..." in cli("score", "--help").out
     assert "<html|md|latex>" in cli("report", "--help").out
     assert "<bench|train|tiny>" in cli("build", "--help").out
+
+
+def test_help_lists_every_command_whole_without_loading_one() -> None:
+    """``yanami --help`` lists each command with its whole summary, in `COMMANDS`' order, from the
+    table alone: no command module is imported (so the command modules import at their top)."""
+    from yanami.cli._app import COMMANDS
+
+    script = (
+        "import sys\nsys.argv = ['yanami', '--help']\nfrom yanami.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('yanami.cli.') and m != 'yanami.cli._app'))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=_wide())
+    assert r.returncode == 0, r.stderr
+    help_text, loaded = r.stdout.split("LOADED")
+    assert loaded.strip() == "[]"
+    listed = [line.split()[0] for line in help_text.split("Commands:")[1].splitlines() if line.startswith("  ") and
+              not line.startswith("   ")]  # fmt: skip
+    assert listed == list(COMMANDS)
+    listing = " ".join(help_text.split("Commands:")[1].split())
+    assert "..." not in listing
+    for command in COMMANDS.values():
+        assert command.summary in listing
+
+
+def _wide() -> dict[str, str]:
+    return {**os.environ, "COLUMNS": "400"}
 
 
 def test_an_error_never_sends_a_control_sequence_to_the_terminal(cli: Callable[..., Any], tmp_path: Path) -> None:

@@ -6,13 +6,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from yanami.cli._app import err
 from yanami.contract import UserError
-
-if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
 
 T = TypeVar("T")
 
@@ -67,14 +73,6 @@ class _Lines:
 
 def _bar() -> Progress:
     """A Rich progress bar on stderr (silent when stderr is not a terminal: see `_Lines`)."""
-    from rich.progress import (  # keeps yanami --help fast (only a terminal shows a bar)
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -21,6 +21,8 @@ from yanami.cli._options import (
     concurrency_option,
 )
 from yanami.cli._progress import stages
+from yanami.construct import construct as run_construct
+from yanami.construct import prepare as run_prepare
 from yanami.contract import UserError, parse_scenarios
 
 
@@ -75,9 +77,6 @@ def prepare(
     concurrency: Annotated[int, concurrency_option("Model calls in flight at once.")] = 4,
     cache: Annotated[Path | None, cache_option("Response cache file (default POOLDIR/cache.sqlite).")] = None,
 ) -> None:
-    """Stage a: screen a pool of images with a filter VLM, repair what may be, route groups to scenarios."""
-    from yanami.construct import prepare as run_prepare  # keeps yanami --help fast
-
     with stages() as update:
         summary = run_prepare(
             pool,
@@ -159,9 +158,6 @@ def construct(
     backend: BackendOpt = Backend.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Stages b and c: an author LLM writes dialogues over a prepared pool; images made, verified, repaired."""
-    from yanami.construct import construct as run_construct  # keeps yanami --help fast
-
     try:
         chosen = parse_scenarios(scenarios)
     except ValueError as exc:

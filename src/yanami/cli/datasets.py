@@ -12,7 +12,25 @@ import typer
 from yanami.cli._app import MAX_PROBLEMS_SHOWN, err, out
 from yanami.cli._options import DatasetArg, JsonOpt, NewDatasetOpt, OverwriteDatasetOpt, workers_option
 from yanami.cli._progress import counting, progress
-from yanami.contract import UserError, printable
+from yanami.construct import plan_schema
+from yanami.contract import Dialogue, UserError, printable
+from yanami.judges import supported_judges
+from yanami.store import (
+    Dataset,
+    Manifest,
+    Problem,
+    dataset_stats,
+    export_bagel,
+    export_llava,
+    export_parquet,
+    export_webdataset,
+    find_leakage,
+    import_source,
+    open_dataset_dir,
+    stats_tables,
+    validate_dataset,
+)
+from yanami.world import Parser, reparse_bench
 
 
 class SchemaOf(StrEnum):
@@ -24,11 +42,6 @@ class SchemaOf(StrEnum):
 def schema(
     of: Annotated[SchemaOf, typer.Option("--of", help="Which document to describe.")] = SchemaOf.dialogue,
 ) -> None:
-    """Print the JSON Schema of a dialogue line, of the manifest or of an author's plan (construct)."""
-    from yanami.construct import plan_schema  # keeps yanami --help fast
-    from yanami.contract import Dialogue  # keeps yanami --help fast
-    from yanami.store import Manifest  # keeps yanami --help fast
-
     schemas = {SchemaOf.dialogue: Dialogue.model_json_schema, SchemaOf.manifest: Manifest.model_json_schema,
                SchemaOf.plan: plan_schema}  # fmt: skip
     out.print_json(json.dumps(schemas[of]()), indent=2)
@@ -49,15 +62,11 @@ def validate(
     ] = False,
     workers: Annotated[int, workers_option("Processes that parse pictures (--deep); never changes a result.")] = 1,
 ) -> None:
-    """Check a dataset directory and list every problem.
-
-    Each problem is one line, path:line: field: message (the first 50, then a count).
+    """Each problem is one line, path:line: field: message (the first 50, then a count).
     --deep also re-parses every picture of a world bench against its turn's hidden state, a
     problem line for each that differs (a picture changed and re-hashed consistently passes
     the plain check). Exit 0 if the dataset is valid, 1 if it has problems, 2 if DIR is no dataset.
     """
-    from yanami.store import Dataset, Problem, open_dataset_dir, validate_dataset  # keeps yanami --help fast
-
     _, raw, _ = open_dataset_dir(directory)
     counts = raw.get("counts") if isinstance(raw, dict) else None
     total = counts.get("dialogues") if isinstance(counts, dict) else None
@@ -67,8 +76,6 @@ def validate(
     if deep and problems:
         err.print("--deep: the pictures were not re-parsed (the dataset has the problems below)", markup=False)
     elif deep:
-        from yanami.world import Parser, reparse_bench  # keeps yanami --help fast
-
         with Parser(workers) as parser, progress("re-parsing pictures", None) as advance:
             reparsed = reparse_bench(Dataset(directory, max_pixels=max_pixels), parser, on_image=advance)
         problems = [Problem(d.shard, d.line, d.field, d.message) for d in reparsed.disagreements]
@@ -79,7 +86,6 @@ def validate(
             out.print(f"… and {len(problems) - MAX_PROBLEMS_SHOWN} more problems", markup=False)
         err.print(f"{directory}: {len(problems)} problem(s)", markup=False)
         raise typer.Exit(1)
-    from yanami.judges import supported_judges  # keeps yanami --help fast
 
     ds = Dataset(directory, max_pixels=max_pixels)
     c = ds.manifest.counts
@@ -97,9 +103,6 @@ def stats(
     directory: DatasetArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
-    """Print dataset statistics (the paper's Tables 7 and 8)."""
-    from yanami.store import Dataset, dataset_stats, stats_tables  # keeps yanami --help fast
-
     ds = Dataset(directory)
     with progress("dialogues", len(ds)) as advance:
         s = dataset_stats(counting(ds, advance))
@@ -133,17 +136,9 @@ def export(
         ),
     ] = None,
 ) -> None:
-    """Export a dataset: Parquet for Hugging Face datasets (lossless, `yanami import` reads it back),
-    LLaVA conversation JSON, BAGEL's unified_edit and vlm_sft layouts, or WebDataset tar shards
-    (lossless). Each export's README.md says what its format cannot carry and where that went."""
-    from yanami.store import (  # keeps yanami --help fast
-        Dataset,
-        export_bagel,
-        export_llava,
-        export_parquet,
-        export_webdataset,
-    )
-
+    """Parquet (for Hugging Face datasets) and WebDataset tar shards are lossless; LLaVA is its
+    conversation JSON, BAGEL its unified_edit and vlm_sft layouts. Each export's README.md says
+    what its format cannot carry and where that went."""
     if bagel_root is not None and fmt is not ExportFormat.bagel:
         raise UserError(f"--bagel-root: only for --format bagel, not {fmt.value}")
     n = len(Dataset(directory))
@@ -189,14 +184,10 @@ def import_(
         ),
     ] = False,
 ) -> None:
-    """Make a dataset directory from a Parquet export, WEAVE's test.json or IMUG-Bench's data folder.
-
-    yanami import weave SRC --out DIR: SRC is WEAVE's test.json or the folder with it and imgs/.
+    """yanami import weave SRC --out DIR: SRC is WEAVE's test.json or the folder with it and imgs/.
     yanami import imug SRC --out DIR: SRC is IMUG-Bench's folder (data/benchmark.jsonl, its side
     files and data/images/). yanami import SOURCE --out DIR: a Parquet export (yanami export).
     """
-    from yanami.store import import_source  # keeps yanami --help fast
-
     kind = kind_or_source if source is not None else "parquet"
     src = source if source is not None else Path(kind_or_source)
     with progress("importing", None) as advance:
@@ -215,14 +206,10 @@ def leakage(
     workers: Annotated[int, workers_option("Processes for perceptual hashing.")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find images shared by a train set and a bench.
-
-    Prints a summary line, then the exact copies (same SHA-256), which make the exit
+    """Prints a summary line, then the exact copies (same SHA-256), which make the exit
     status 1, then the closest 50 near-duplicates (perceptual hashes of what stands out
     from the background within --threshold of 64 bits), listed for review without failing.
     """
-    from yanami.store import find_leakage  # keeps yanami --help fast
-
     with progress("hashing images", None) as advance:
         report = find_leakage(train, bench, threshold=threshold, workers=workers, on_image=advance)
     if as_json:

@@ -21,6 +21,10 @@ from yanami.cli._options import (
 )
 from yanami.cli._progress import eval_progress, progress, resumable
 from yanami.contract import History, Layout, UserError, printable
+from yanami.demo import run_demo
+from yanami.models import load_config, looks_like_config
+from yanami.runner import evaluate
+from yanami.scoring import markdown, scorer_for
 
 
 def eval_(
@@ -77,10 +81,6 @@ def eval_(
     backend: BackendOpt = Backend.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Evaluate a model on a bench: target turns and DSU questions, judged, stored per item, resumable."""
-    from yanami.runner import evaluate  # keeps yanami --help fast
-    from yanami.scoring import markdown, scorer_for  # keeps yanami --help fast
-
     with eval_progress(f"evaluating {_model_label(model)}") as update:
         summary = evaluate(
             bench,
@@ -127,8 +127,6 @@ def eval_(
 
 def _model_label(spec: str) -> str:
     """How progress names a model: the model a config file serves (with the file), else the spec."""
-    from yanami.models import load_config, looks_like_config  # keeps yanami --help fast
-
     if not looks_like_config(spec):
         return spec
     try:
@@ -147,14 +145,10 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the build.", metavar="N")] = 42,
     workers: Annotated[int, workers_option("Processes that build the bench and parse images.")] = 2,
 ) -> None:
-    """Build the world bench, evaluate the reference agents, write the report, print the main table.
-
-    The agents run from the floor up: copy-input and random (trivial), stateless, the four
+    """The agents run from the floor up: copy-input and random (trivial), stateless, the four
     ablations of the stateful agent, stateful, oracle, and stateful under Self-History. A
     second call resumes: it rebuilds or reruns only what is missing or made by another yanami.
     """
-    from yanami.demo import run_demo  # keeps yanami --help fast
-
     started = time.monotonic()
     with resumable():
         result = run_demo(

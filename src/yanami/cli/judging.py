@@ -22,6 +22,23 @@ from yanami.cli._options import (
 )
 from yanami.cli._progress import eval_progress, progress
 from yanami.contract import is_stdout, write_output
+from yanami.judges import JudgeContext, calibration_lines, own_judge
+from yanami.judges import calibrate as run_calibration
+from yanami.models import ResponseCache
+from yanami.runner import rejudge
+from yanami.scoring import (
+    agreement_lines,
+    calibrate_with_humans,
+    human_agreement_lines,
+    is_ratings_csv,
+    read_review,
+    run_agreement,
+    run_human_agreement,
+)
+from yanami.store import (
+    Dataset,
+    select_dialogues,
+)
 
 
 def judge_(
@@ -34,9 +51,6 @@ def judge_(
     backend: BackendOpt = Backend.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Judge a run's stored predictions again with another judge, without calling the model."""
-    from yanami.runner import rejudge  # keeps yanami --help fast
-
     with eval_progress(f"judging {run}") as update:
         s = rejudge(
             run,
@@ -67,15 +81,6 @@ def agreement(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Judge reliability: Pearson (95 % bootstrap interval), Spearman and Cohen's kappa against humans or a judge."""
-    from yanami.scoring import (  # keeps yanami --help fast
-        agreement_lines,
-        human_agreement_lines,
-        is_ratings_csv,
-        run_agreement,
-        run_human_agreement,
-    )
-
     if human is not None and not is_ratings_csv(human):
         results = run_human_agreement(run, judge, human)
         lines = human_agreement_lines(results)
@@ -108,16 +113,6 @@ def calibrate(
         ),
     ] = None,
 ) -> None:
-    """Calibrate a judge on world data: its verdicts against the exact judge's, on corrupted and injected candidates."""
-    from yanami.judges import JudgeContext, calibration_lines, own_judge  # keeps yanami --help fast
-    from yanami.judges import calibrate as run_calibration  # keeps yanami --help fast
-    from yanami.models import ResponseCache  # keeps yanami --help fast
-    from yanami.scoring import calibrate_with_humans, human_agreement_lines, read_review  # keeps yanami --help fast
-    from yanami.store import (
-        Dataset,  # keeps yanami --help fast
-        select_dialogues,  # keeps yanami --help fast
-    )
-
     dataset = Dataset(bench)
     if human is not None:
         read_review(human)  # a bad --human is one line before any judging

@@ -33,9 +33,7 @@ def train(
     seed: Annotated[int, typer.Option(help="Seed; the same seed gives the same checkpoint.", metavar="N")] = 0,
     workers: Annotated[int, workers_option("Processes that read the pictures.")] = 1,
 ) -> None:
-    """Train the small learned model on world dialogues (needs the train extra: PyTorch on the CPU).
-
-    Writes a checkpoint (model.safetensors, config.json) that `yanami eval --model
+    """Writes a checkpoint (model.safetensors, config.json) that `yanami eval --model
     checkpoint:CKPT` evaluates like any model; an interrupted run resumes with the same command.
     """
     require_torch()

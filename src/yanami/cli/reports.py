@@ -12,6 +12,7 @@ import typer
 from yanami.cli._app import err, out
 from yanami.cli._options import JudgeNameOpt, RunsArg
 from yanami.contract import STDOUT, is_stdout, write_output
+from yanami.scoring import latex, markdown, scorer_for
 
 
 class TableFormat(StrEnum):
@@ -34,13 +35,9 @@ def score(
         ),
     ] = None,
 ) -> None:
-    """Scores of one or more runs: the paper's tables, analyses across runs, coverage.
-
-    Rows that are not comparable (other bench, limit, judge or history; coverage under 100 %)
+    """Rows that are not comparable (other bench, limit, judge or history; coverage under 100 %)
     are marked, and a warning on standard error says why.
     """
-    from yanami.scoring import latex, markdown, scorer_for  # keeps yanami --help fast
-
     scored = scorer_for(runs).score(runs, judge)
     for line in scored.warnings:
         err.print(f"warning: {line}", markup=False)
@@ -86,9 +83,6 @@ def report(
         typer.Option(help="The runs' bench, if it moved (its manifest's SHA-256 must match the run's).", metavar="DIR"),
     ] = None,
 ) -> None:
-    """Write a report of one or more runs: one self-contained HTML file (or the tables in md / LaTeX)."""
-    from yanami.scoring import latex, markdown, scorer_for  # keeps yanami --help fast
-
     scorer = scorer_for(runs)
     target = out_file if out_file is not None else Path(f"report.{REPORT_SUFFIX[format_]}")
     if format_ == ReportFormat.html:

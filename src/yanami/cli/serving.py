@@ -11,6 +11,9 @@ import typer
 from yanami.cli._app import err, out
 from yanami.cli._options import PortOpt, workers_option
 from yanami.contract import UserError
+from yanami.models import InferServer, load_model
+from yanami.models.fake import FakeServer
+from yanami.world import Parser
 
 
 def serve(
@@ -20,14 +23,9 @@ def serve(
     port: PortOpt = 8766,
     workers: Annotated[int, workers_option("Processes that read pictures.")] = 1,
 ) -> None:
-    """Serve a model over IMUG-Bench's /infer protocol on loopback (a checkpoint, or any model).
-
-    Point a config file (kind: infer-http) at the printed URL; `yanami eval` then reaches the
+    """Point a config file (kind: infer-http) at the printed URL; `yanami eval` then reaches the
     model over HTTP, as it would a remote one. Ctrl-C stops it.
     """
-    from yanami.models import InferServer, load_model  # keeps yanami --help fast
-    from yanami.world import Parser  # keeps yanami --help fast
-
     spec = model
     if Path(model).is_dir():
         spec = f"checkpoint:{model}"
@@ -51,14 +49,10 @@ def serve_fake(
     port: PortOpt = 8765,
     latency: Annotated[float, typer.Option(min=0.0, help="Seconds before each answer.", metavar="SECONDS")] = 0.0,
 ) -> None:
-    """Serve a scripted model on loopback: OpenAI-compatible (/v1) and IMUG's /infer, for dry runs.
-
-    It answers like a cooperative model and judge (option A, every check passes, quality 8;
+    """It answers like a cooperative model and judge (option A, every check passes, quality 8;
     images echo the latest input image). Point a config file's base_url at the printed URL;
     Ctrl-C stops it.
     """
-    from yanami.models.fake import FakeServer  # keeps yanami --help fast
-
     try:
         server = FakeServer(latency_s=latency, port=port)
     except OSError as exc:

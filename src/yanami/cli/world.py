@@ -23,6 +23,9 @@ from yanami.cli._options import (
 )
 from yanami.cli._progress import progress
 from yanami.contract import Preset, UserError, describe_presets, parse_scenarios
+from yanami.runner import blind_audit, blind_text
+from yanami.store import Dataset
+from yanami.world import Parser, audit_bench, audit_text, build_world, plan, reparse_bench
 
 
 def build(
@@ -51,14 +54,10 @@ def build(
     backend: BackendOpt = Backend.local,
     ray_address: RayAddressOpt = None,
 ) -> None:
-    """Build a dataset of world dialogues (offline, exact by construction).
-
-    The default bench (seed 42) is public: anyone can rebuild it from the code, so a model may
+    """The default bench (seed 42) is public: anyone can rebuild it from the code, so a model may
     have been trained on it. --private builds one nobody has seen (docs/evaluation.md,
     "Contamination").
     """
-    from yanami.world import build_world, plan  # keeps yanami --help fast
-
     if per_scenario is not None and dialogues is not None:
         raise UserError("--per-scenario and --dialogues: give one or the other")
     try:
@@ -96,9 +95,7 @@ def audit(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     workers: Annotated[int, workers_option("Processes that parse pictures; never changes a result.")] = 1,
 ) -> None:
-    """Prove a world bench's checks decidable and its target turns irreducible.
-
-    For each target turn, the turn's free choices (a substitute colour, a spot, how far)
+    """For each target turn, the turn's free choices (a substitute colour, a spot, how far)
     are drawn again DRAWS times; every check must hold on each realization. The stateless
     reading (the request applied to the latest image alone) must fail some check. Under
     Self-History, rollouts that make their own free choices must pass every check as the
@@ -108,10 +105,6 @@ def audit(
     loopback: nothing but the conversation may vary with the item. Exit 1 if any check is
     undecidable, any picture differs or any request field varies with the item.
     """
-    from yanami.runner import blind_audit, blind_text  # keeps yanami --help fast
-    from yanami.store import Dataset  # keeps yanami --help fast
-    from yanami.world import Parser, audit_bench, audit_text, reparse_bench  # keeps yanami --help fast
-
     ds = Dataset(bench)
     with progress("auditing", len(ds)) as advance:
         result = audit_bench(ds, draws, on_dialogue=advance)
