@@ -92,13 +92,16 @@ def imug_samples() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def write_imug(root: Path, samples: list[dict[str, Any]] | None = None) -> Path:
-    """IMUG-Bench's folder: ``root/data/benchmark.jsonl``, its side files and ``data/images/``."""
+def write_imug(root: Path, samples: list[dict[str, Any]] | None = None, *, side_files: bool = True) -> Path:
+    """IMUG-Bench's folder: ``root/data/benchmark.jsonl``, its side files (those of
+    `imug_samples`' grid task) and ``data/images/``."""
     data = root / "data"
     picture(data / "images" / "cubes_1.png", "white")
     picture(data / "images" / "sprout.jpg", "green", "JPEG")
     lines = imug_samples() if samples is None else samples
     (data / "benchmark.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
+    if not side_files:
+        return root
     key = {"domain": "Geometric_Coloring", "subdomain": "cubes_coloring", "sample_id": "1"}
     (data / "dynamic_references.jsonl").write_text(json.dumps({**key, "turn_idx": 3, "ref_turn_idxs": [2]}) + "\n")
     links = [{"turn_idx": 2, "refs": [{"ref_turn": 1, "ref_type": "input"}]}]

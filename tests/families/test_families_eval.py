@@ -60,8 +60,9 @@ def test_weave_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any])
     assert cli("import", "weave", write_weave(tmp_path / "src"), "--out", tmp_path / "bench").code == 0
     with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
         model, judge = _configs(tmp_path, msrv, jsrv)
-        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", "exact", "--out", tmp_path / "x")
-        assert r.code == 2 and "a WEAVE bench is graded by a VLM judge: --judge FILE" in r.err
+        r = cli("eval", tmp_path / "bench", "--model", model, "--out", tmp_path / "x")
+        assert r.code == 2 and "of this WEAVE bench needs a VLM judge: --judge FILE" in r.err
+        assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
         for history in ("gt", "self"):
             r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--history", history,
                     "--out", tmp_path / history)  # fmt: skip
@@ -110,11 +111,23 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     assert cli("import", "imug", write_imug(tmp_path / "src", samples), "--out", tmp_path / "bench").code == 0
     with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
         model, judge = _configs(tmp_path, msrv, jsrv)
-        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "gt")
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--history", "gt",
+                "--out", tmp_path / "gt")  # fmt: skip
         assert r.code == 2 and "GT-History is not defined; use --history self" in r.err
-        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--history", "self",
-                "--out", tmp_path / "run", "--concurrency", "3")  # fmt: skip
+        # a dynamic answer and an image turn's points need judgement: without --judge, one line naming the first
+        r = cli("eval", tmp_path / "bench", "--model", model, "--out", tmp_path / "nojudge")
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+        assert (
+            "imug-Geometric_Coloring-cubes_coloring-1/t2 (a dynamic answer) of this IMUG-Bench bench needs a VLM "
+            "judge: --judge FILE"
+            in r.err
+            and not (tmp_path / "nojudge").exists()
+        )
+        # Self-History is IMUG-Bench's default: no --history needed
+        r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "run",
+                "--concurrency", "3")  # fmt: skip
         assert r.code == 0, r.err
+        assert json.loads((tmp_path / "run" / "manifest.json").read_text())["history"] == "self"
         # Self-History: the dynamic question sees the model's own answer "B" and its own grid
         (ask,) = [b for p, b in msrv.requests if "/chat" in p and "Which cells" in chat_text(b)]
         said = [m["content"] for m in ask["messages"] if m["role"] == "assistant"]
@@ -165,6 +178,24 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     assert again["mcq"]["dynamic"]["paper"] == pytest.approx(
         0.0
     )  # resolved to A alone: "AB" adds a wrong B, (1 - 1) / 1
+
+
+def test_an_imug_bench_its_rules_grade_alone_runs_with_no_judge_and_no_history(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """Static answers only: ``yanami eval BENCH --model M --out RUN`` and nothing else; the
+    benchmark's rules grade every turn, no judge is asked, Self-History is the default."""
+    static = [imug_samples()[1]]
+    assert cli("import", "imug", write_imug(tmp_path / "src", static, side_files=False), "--out", tmp_path / "bench").code == 0
+    with FakeServer(brain=model_brain) as msrv:
+        model, _ = _configs(tmp_path, msrv, msrv)
+        r = cli("eval", tmp_path / "bench", "--model", model, "--out", tmp_path / "run")
+        assert r.code == 0, r.err
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["history"] == "self" and manifest["judge"]["name"] == "rules"
+    s = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
+    assert s["coverage"]["valid"] == s["coverage"]["expected"] == 1
+    assert s["mcq"]["static"]["n"] == 1
 
 
 def test_a_strategy_counts_its_calls_and_the_report_shows_score_against_calls(

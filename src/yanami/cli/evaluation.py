@@ -37,14 +37,25 @@ def eval_(
         ),
     ],
     out_dir: Annotated[Path, typer.Option("--out", help="The run directory (created, or resumed).", metavar="DIR")],
-    history: Annotated[History, typer.Option(help="gt: ground-truth earlier images; self: the model's own.")] = (
-        History.GT
-    ),
+    history: Annotated[
+        History | None,
+        typer.Option(
+            help="gt: ground-truth earlier images; self: the model's own. Default: the bench family's (self for "
+            "IMUG-Bench, which has no ground truth for its image turns; gt otherwise).",
+            show_default=False,
+        ),
+    ] = None,
     layout: Annotated[
         Layout | None,
         typer.Option(help="How images are placed in the input (default: the model config's, else yes-first)."),
     ] = None,
-    judge: Annotated[str, judge_spec_option("exact (world data), or a judge config file (a VLM judge).")] = "exact",
+    judge: Annotated[
+        str,
+        judge_spec_option(
+            "exact: world data's exact judge, or a WEAVE or IMUG-Bench bench's own rules where no turn needs "
+            "judgement; else a judge config file (a VLM judge)."
+        ),
+    ] = "exact",
     concurrency: Annotated[
         int | None,
         concurrency_option(

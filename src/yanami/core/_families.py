@@ -45,6 +45,9 @@ class FamilyFacts:
     from the source's own config and files a domain it does not list under "Unassigned"."""
     gt_history: str = ""
     """Why GT-History is not defined for it ("" where it is)."""
+    default_history: str = "gt"
+    """The history ``yanami eval`` runs it under when ``--history`` is not given: ``gt`` or
+    ``self`` (``self`` where GT-History is not defined)."""
     self_history_min_turns: int = 0
     """Self-History is reported on its dialogues with at least this many generation turns."""
     check_kinds: dict[str, int] = field(default_factory=dict)
@@ -63,6 +66,11 @@ class FamilyFacts:
     context)`` -> a `Judge`); None: yanami's own judges (``exact`` or a VLM judge) grade it."""
     scorer: str = "yanami.scoring:YANAMI_SCORER"
     """``module:attribute`` of its scorer (`yanami.scoring.Scorer`): its scores, tables and report."""
+
+    def __post_init__(self) -> None:
+        if self.default_history not in ("gt", "self") or (self.gt_history and self.default_history == "gt"):
+            raise ValueError(f"{self.family}: default_history {self.default_history!r}: gt or self, and self where "
+                             "GT-History is not defined")  # fmt: skip
 
     def hook(self, name: str) -> Any:
         """The object a hook names (``importer``, ``judge``, ``scorer``), imported on first use;

@@ -117,6 +117,13 @@ class ProtocolJudge(ABC):
         family's judge grades by its own protocol."""
 
     @classmethod
+    def needs_judgement(cls, d: Dialogue) -> str | None:
+        """The first of a dialogue's target turns that only a VLM judge can grade (``id/tN (what
+        it is)``), None where the benchmark's rules grade them all. By default every one does."""
+        turn = next((t for t in d.turns if t.checks or t.answer is not None), None)
+        return None if turn is None else f"{d.id}/t{turn.index}"
+
+    @classmethod
     def load_source(cls, root: Path) -> dict[str, str]:
         """The benchmark's own prompts in its repository checkout ``root``, by name."""
         raise UserError(f"--protocol-source: {cls.__name__} reads no prompts of its benchmark")
@@ -171,10 +178,12 @@ def make_protocol_judge(cls: type[ProtocolJudge], spec: str, context: JudgeConte
         if not root.is_dir():
             raise UserError(f"--protocol-source: {root}: not a directory")
         source = ProtocolSource(facts.family, root, cls.load_source(root))
-    if spec == "exact":
-        raise UserError(
-            f"{dataset.root}: a {facts.title} bench is graded by a VLM judge: --judge FILE (docs/benchmarks.md)"
-        )
+    if spec == "exact":  # the default: the benchmark's rules alone, where they grade every turn of the run
+        needs = next((why for d in dataset if (why := cls.needs_judgement(d)) is not None), None)
+        if needs is not None:
+            raise UserError(f"{dataset.root}: {needs} of this {facts.title} bench needs a VLM judge: --judge FILE "
+                            "(docs/benchmarks.md)")  # fmt: skip
+        return cls(None, dataset, source)
     vlm = own_judge(spec, context)
     if not isinstance(vlm, VLMJudge):
         raise UserError(f"--judge {spec}: a {facts.title} bench needs a VLM judge (a model config file)")

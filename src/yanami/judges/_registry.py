@@ -58,7 +58,10 @@ def supported_judges(dataset: Dataset) -> str:
 
     facts = family_of(dataset.manifest.family)
     if facts.judge is not None:
-        return f"{facts.title}'s own protocol over a VLM judge (--judge FILE)"
+        return (
+            f"{facts.title}'s own protocol: its rules alone where no turn needs judgement (the default), else "
+            "over a VLM judge (--judge FILE)"
+        )
     where = unreadable_check(dataset)
     if where is not None:
         return f"a VLM judge (--judge FILE) only: check {where} carries no predicate the exact judge evaluates"

@@ -107,7 +107,7 @@ def evaluate(
     model: str,
     out: str | Path,
     *,
-    history: History | str = History.GT,
+    history: History | str | None = None,
     layout: Layout | str | None = None,
     judge: str = "exact",
     concurrency: int | None = None,
@@ -129,7 +129,7 @@ def evaluate(
         bench=str(bench),
         model=model,
         out=str(out),
-        history=cast(History, history),  # validated (and made a History) by the spec
+        history=cast(History | None, history),  # validated (and made a History) by the spec
         layout=cast(Layout | None, layout),
         judge=judge,
         concurrency=concurrency,
@@ -177,9 +177,10 @@ def run_eval(
     own_parser = Parser(spec.workers) if parser is None else None
     run = Path(spec.out)
     the_model = build_model(spec, responses, parser or own_parser, check=not (run / RUN_MANIFEST).exists())
-    history = spec.history
     family = dataset.manifest.family
-    why = family_of(family).gt_history
+    facts = family_of(family)
+    history = spec.history or History(facts.default_history)
+    why = facts.gt_history
     if why and history == History.GT:
         raise UserError(f"{dataset.root}: {why}, so GT-History is not defined; use --history self (docs/benchmarks.md)")
     config = the_model.config if isinstance(the_model, Configured) else None

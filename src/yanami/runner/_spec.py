@@ -25,7 +25,8 @@ class EvalSpec:
     """The ``--model`` spec; None: grade a run's stored predictions only (``yanami judge``)."""
     out: str
     """The run directory."""
-    history: History = History.GT
+    history: History | None = None
+    """None: the bench family's default (`FamilyFacts.default_history`)."""
     layout: Layout | None = None
     """None: the model config's, else yes-first."""
     judge: str = "exact"
@@ -46,10 +47,11 @@ class EvalSpec:
 
     def __post_init__(self) -> None:
         history, layout = self.history, self.layout
-        if history not in HISTORIES or (layout is not None and layout not in LAYOUTS):
-            bad = f"--history {history}" if history not in HISTORIES else f"--layout {layout}"
-            raise UserError(f"{bad}: not one of {', '.join(HISTORIES if history not in HISTORIES else LAYOUTS)}")
-        object.__setattr__(self, "history", History(history))
+        wrong = history is not None and history not in HISTORIES
+        if wrong or (layout is not None and layout not in LAYOUTS):
+            bad = f"--history {history}" if wrong else f"--layout {layout}"
+            raise UserError(f"{bad}: not one of {', '.join(HISTORIES if wrong else LAYOUTS)}")
+        object.__setattr__(self, "history", History(history) if history is not None else None)
         object.__setattr__(self, "layout", Layout(layout) if layout is not None else None)
         if self.backend != "local" or self.ray_address is not None:
             from yanami.scale import check_backend  # Ray's own checks: the ray extra, loaded when asked for

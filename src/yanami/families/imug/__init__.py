@@ -25,6 +25,7 @@ FACTS = FamilyFacts(
     },
     open_domains=True,
     gt_history="IMUG-Bench has no reference images for its image turns",
+    default_history="self",
     check_kinds={EVALUATION_POINT: 5},
     importer="yanami.families.imug.importer:import_imug",
     judge="yanami.families.imug.judge:make_judge",

@@ -38,6 +38,13 @@ PROMPT_FILES = {"points": "scripts/auxiliary/eval_prompt.txt", "dynamic": "scrip
 """Where IMUG-Bench's scorers keep their prompts, in its repository."""
 
 
+def _graded_by_grid(d: Dialogue, turn: Turn) -> bool:
+    """Whether an image turn is graded by reading its drawn grid (Geometric Coloring, every
+    point with its grid), not by a judge."""
+    grids = [c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)]
+    return is_grid_task(d.domain, d.subdomain) and bool(grids) and len(grids) == len(turn.checks)
+
+
 class ImugJudge(ProtocolJudge):
     """IMUG-Bench's protocol: its rules, and a VLM judge for what needs judgement."""
 
@@ -52,10 +59,21 @@ class ImugJudge(ProtocolJudge):
             return self._imug_reply(d, turn, text or "", earlier)
         return self._imug_image(d, turn, image, earlier)
 
+    @classmethod
+    def needs_judgement(cls, d: Dialogue) -> str | None:
+        """A dynamic answer (its letters are resolved from the model's own outputs) or an image
+        turn's evaluation points need a VLM judge; a static answer and a grid do not."""
+        for turn in d.turns:
+            if turn.answer is not None and turn.answer.dynamic:
+                return f"{d.id}/t{turn.index} (a dynamic answer)"
+            if turn.answer is None and turn.checks and not _graded_by_grid(d, turn):
+                return f"{d.id}/t{turn.index} (an image turn's evaluation points)"
+        return None
+
     def _imug_image(self, d: Dialogue, turn: Turn, image: bytes | None, earlier: Earlier) -> Grade:
         assert image is not None
         grids = [c.hidden.predicate for c in turn.checks if isinstance(c.hidden.predicate, dict)]
-        if is_grid_task(d.domain, d.subdomain) and grids and len(grids) == len(turn.checks):
+        if _graded_by_grid(d, turn):
             truth = cast(list[list[str]], grids[0]["grid"])  # checked at import
             found = read_grid(image)
             points = grid_points(found, truth, len(turn.checks))
