@@ -165,6 +165,9 @@ def test_imug_import_eval_score_report(tmp_path: Path, cli: Callable[..., Any]) 
     assert s["by_turn"]["1"]["n"] == 4 and s["by_turn"]["3"]["all"] == pytest.approx(100.0)
     md = cli("score", tmp_path / "run", "--format", "md").out
     assert "IMUG-Bench static and dynamic answers" in md and "Text (code)" in md
+    # every table carries the code's readings beside the headline's, labelled: by domain, class and turn too
+    code_cols = "| All | Text | Image | All (code) | Text (code) | Image (code) | Items |"
+    assert all(f"| {name} {code_cols}" in md for name in ("Domain", "Class", "Turn index")), md
 
     # graded again by another judge, without asking the model: the fake's default judge gives every point 4
     with FakeServer() as other:

@@ -98,12 +98,13 @@ class ImugScoring(ProtocolScoring):
         tables.append(Table("imug-overall", f"{title}: overall", header, rows, [headline, *notes]))
         for e in entries:
             for key, name in (("by_domain", "domain"), ("by_class", "class"), ("by_turn", "turn index")):
-                trows = [[k, v["all"], v["text"], v["image"], v["text_code"], v["n"]] for k, v in e[key].items()]
+                readings = ("all", "text", "image", "all_code", "text_code", "image_code")
+                trows = [[k, *(v[c] for c in readings), v["n"]] for k, v in e[key].items()]
                 tables.append(
                     Table(
                         f"imug-{key}",
                         f"{title} by {name}: {e['label']}",
-                        [name.capitalize(), "All", "Text", "Image", "Text (code)", "Items"],
+                        [name.capitalize(), *header[1:7], "Items"],
                         trows,
                     )
                 )
