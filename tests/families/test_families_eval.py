@@ -189,7 +189,8 @@ def test_an_imug_bench_its_rules_grade_alone_runs_with_no_judge_and_no_history(
     """Static answers only: ``yanami eval BENCH --model M --out RUN`` and nothing else; the
     benchmark's rules grade every turn, no judge is asked, Self-History is the default."""
     static = [imug_samples()[1]]
-    assert cli("import", "imug", write_imug(tmp_path / "src", static, side_files=False), "--out", tmp_path / "bench").code == 0
+    src = write_imug(tmp_path / "src", static, side_files=False)
+    assert cli("import", "imug", src, "--out", tmp_path / "bench").code == 0
     with FakeServer(brain=model_brain) as msrv:
         model, _ = _configs(tmp_path, msrv, msrv)
         r = cli("eval", tmp_path / "bench", "--model", model, "--out", tmp_path / "run")
