@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -206,7 +206,8 @@ def agreement_lines(results: dict[str, dict[str, object]]) -> list[str]:
     lines = []
     for pair, r in results.items():
         ci = r["pearson_95ci"]
-        ci_text = "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"  # type: ignore[index]
+        low, high = cast(tuple[float, float], ci) if ci is not None else (None, None)
+        ci_text = "-" if ci is None else f"[{low:.3f}, {high:.3f}]"
         lines.append(
             f"{pair}: {r['items']} items, Pearson {num(r['pearson'])} (95 % CI {ci_text}), "
             f"Spearman {num(r['spearman'])}; {r['checks']} checks, kappa {num(r['kappa'])}"
@@ -474,7 +475,7 @@ def human_agreement_lines(results: Mapping[str, Mapping[str, Any]]) -> list[str]
         return "-" if x is None else f"{x:.3f}"
 
     def pct(x: object) -> str:
-        return "-" if x is None else f"{100 * x:.1f} %"  # type: ignore[operator]
+        return "-" if x is None else f"{100 * cast(float, x):.1f} %"
 
     def row(name: str, r: Mapping[str, Any], width: int) -> str:
         ci = r["pearson_95ci"]
