@@ -396,3 +396,99 @@ def test_the_models_answer_is_fenced_in_weaves_accuracy_prompt(tmp_path: Path, c
     assert ask.count(planted) == 1
     assert ask.rindex(opened) < ask.index(planted) and ask.index(planted) + len(planted) <= ask.rindex(closed)
     assert ask[ask.index(planted) + len(planted) : ask.rindex(closed)].strip() == ""  # nothing of it outside
+
+
+# --protocol-source: the code's call, its pictures, its failure rules and its arithmetic ---------------
+
+
+def _weave_checkout(tmp_path: Path) -> Path:
+    checkout = tmp_path / "weave-repo"
+    (checkout / "eval").mkdir(parents=True)
+    (checkout / "eval" / "prompts.py").write_text(WEAVE_PROMPTS)
+    return checkout
+
+
+def _as_weave_sends(data: bytes) -> bytes:
+    """eval/vlm_tools.py's load_image and encode_pil_image, written out: upright, RGB, JPEG at Pillow's default."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    with Image.open(io.BytesIO(data)) as img:
+        buf = io.BytesIO()
+        (ImageOps.exif_transpose(img) or img).convert("RGB").save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def test_weave_protocol_source_calls_the_judge_as_its_code_does(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """max_tokens 1400 and no temperature or seed; every picture re-encoded as JPEG; a reply its
+    parse_json cannot read is not repaired, and the whole record goes, as eval/main.py drops it."""
+    assert cli("import", "weave", write_weave(tmp_path / "src"), "--out", tmp_path / "bench").code == 0
+
+    def judge(path: str, body: dict[str, Any]) -> Any:
+        reply = source_judge(path, body)
+        if "TOY ACCURACY" in chat_text(body):  # prose around the JSON: yanami's reader takes it, WEAVE's does not
+            return f"Here it is: {reply} Hope that helps."
+        return reply
+
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge) as jsrv:
+        model, config = _configs(tmp_path, msrv, jsrv)
+        args = ["eval", tmp_path / "bench", "--model", model, "--judge", config]
+        assert cli(*args, "--out", tmp_path / "code", "--protocol-source", _weave_checkout(tmp_path)).code == 0
+        bodies = [b for _, b in jsrv.requests]
+    assert bodies and all("temperature" not in b and "seed" not in b and b["max_tokens"] == 1400 for b in bodies)
+    # the produced pictures go as WEAVE sends them: the stored output, re-encoded as a JPEG
+    outputs = {p.read_bytes() for p in (tmp_path / "code" / "outputs").rglob("*") if p.is_file()}
+    sent = {img for b in bodies for img in chat_images(b)}
+    assert sent and sent <= {_as_weave_sends(o) for o in outputs} | {
+        _as_weave_sends(p.read_bytes()) for p in (tmp_path / "bench" / "images").rglob("*") if p.is_file()
+    }
+    assert all(img[:3] == b"\xff\xd8\xff" for img in sent)
+    assert sum("TOY ACCURACY" in chat_text(b) for b in bodies) == 1  # no repair request
+    s = json.loads(cli("score", tmp_path / "code", "--json").out)["runs"][0]
+    # the edit record's text turn was not scored, so none of that record is: the story's one turn is left
+    assert (s["coverage"]["valid"], s["coverage"]["expected"]) == (1, 4)
+    unscored = s["coverage"]["not_scored_by_code"]
+    assert sum(unscored.values()) == 3 and any("does not parse as WEAVE's eval/main.py reads it" in k for k in unscored)
+    assert s["overall"]["accuracy"] is None and set(s["by_domain"]) == {"story"}
+    md = cli("score", tmp_path / "code").out
+    assert "3 item(s)" not in md and "item(s) not scored by the benchmark's code" in md
+
+
+def test_imug_protocol_source_keeps_fractions_and_leaves_out_what_its_code_cannot_read(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """temperature 0.1, no max_tokens, no seed; points 2.5 and 2.5 make 50 (not 40); a turn whose first
+    input item is a picture is not scored by IMUG-Bench's score_image.py (KeyError 'text'), nor asked."""
+    samples = [
+        {"domain": "Cooking", "subdomain": "plating", "sample_id": 3, "tasks": [
+            {"turn": 1, "modality": "image", "input": [{"text": "Plate the salad."}],
+             "output": {"evaluation_points": ["Salad on a plate.", "Tidy."]}}]},
+        {"domain": "DIY", "subdomain": "shelf", "sample_id": 4, "tasks": [
+            {"turn": 1, "modality": "image", "input": [{"image": "cubes_1.png"}, {"text": "Paint this shelf."}],
+             "output": {"evaluation_points": ["Painted."]}}]},
+    ]  # fmt: skip
+    src = write_imug(tmp_path / "src", samples, side_files=False)
+    assert cli("import", "imug", src, "--out", tmp_path / "bench").code == 0
+    checkout = tmp_path / "IMUG-Bench"
+    (checkout / "scripts" / "auxiliary").mkdir(parents=True)
+    (checkout / "scripts" / "auxiliary" / "eval_prompt.txt").write_text("TOY POINTS PROMPT")
+    (checkout / "scripts" / "auxiliary" / "dynamic_prompt.txt").write_text("TOY DYNAMIC PROMPT")
+
+    def judge(path: str, body: dict[str, Any]) -> Any:
+        points = [{"point_id": 1, "score": 2.5}, {"point_id": 2, "score": 2.5}]
+        return "Scores follow.\n" + json.dumps({"evaluation_results": points}) + "\nDone."  # its regex takes it
+
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge) as jsrv:
+        model, config = _configs(tmp_path, msrv, jsrv)
+        args = ["eval", tmp_path / "bench", "--model", model, "--judge", config]
+        assert cli(*args, "--out", tmp_path / "run", "--protocol-source", checkout).code == 0
+        bodies = [b for _, b in jsrv.requests]
+    assert len(bodies) == 1  # the shelf turn is never asked: the code fails before its call
+    assert bodies[0]["temperature"] == 0.1 and "max_tokens" not in bodies[0] and "seed" not in bodies[0]
+    s = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
+    assert s["by_domain"]["Cooking"]["image"] == pytest.approx(50.0)
+    assert s["by_domain"]["Cooking"]["image_code"] == pytest.approx(50.0)
+    assert (s["coverage"]["valid"], s["coverage"]["expected"]) == (1, 2)
+    (reason,) = s["coverage"]["not_scored_by_code"]
+    assert "first input item has no text" in reason and "score_image.py" in reason

@@ -419,7 +419,8 @@ class _Constructor:
         # the reply's length as this role's replies have run so far (its limit is the worst case,
         # which would hold back far more than one dialogue costs); before any reply, a plausible one
         done, total = self._replies.get((model.name, kind), (0, 0))
-        typical = total / done if done else min(config.tokens(request.max_tokens), FIRST_REPLY_TOKENS)
+        asked = config.tokens(request.max_tokens) or FIRST_REPLY_TOKENS
+        typical = total / done if done else min(asked, FIRST_REPLY_TOKENS)
         return float(config.cost(tokens_in, round(typical), 0))
 
     def call(self, t: _Task, role: Role, stage: Stage, kind: str, fn: Callable[[Request], _T], request: Request) -> _T:

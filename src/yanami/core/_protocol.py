@@ -75,7 +75,9 @@ class Request:
     """The seed sent with the request: the run's (the model config's ``seed``; none by default), or
     a test-time strategy's per-sample one (Best-of-N draws distinct candidates). Never derived from
     the item: a seed that varies per item lets a model read which item it is answering (issue 33)."""
-    max_tokens: int = 512
+    max_tokens: int | None = 512
+    """The most tokens the reply may have; None: no limit is sent (a benchmark's own code that sends
+    none, ``--protocol-source``)."""
     temperature: float = 0.0
     json_schema: Mapping[str, object] | None = None
     """The JSON Schema a text reply must follow; an adapter whose server takes structured output

@@ -13,13 +13,16 @@ else it is left out (an IMUG-Bench output reference), and the verdict's reason s
 
 from __future__ import annotations
 
+import hashlib
+import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from PIL import Image, ImageOps
 from pydantic import BaseModel
 
 from yanami.contract import (
@@ -40,7 +43,8 @@ from yanami.contract import (
     family_of,
 )
 from yanami.families._sources import ProtocolSource
-from yanami.judges import JudgeContext, VLMJudge, input_image, own_judge
+from yanami.judges import JudgeContext, VLMJudge, input_image, own_judge, vlm_judge
+from yanami.models import looks_like_config
 from yanami.store import Dataset
 
 FAMILY_PROMPT_VERSION = "v2"
@@ -67,12 +71,45 @@ class Grade:
 
 _Reply = TypeVar("_Reply", bound=BaseModel)
 
+NOT_SCORED = "not scored by the benchmark's code"
+"""The reason a verdict with no metrics starts with: under ``--protocol-source`` the benchmark's
+own code would score nothing there (a judge reply it cannot parse, a turn it cannot read). Such
+a verdict is final (status ``ok``, ``scores`` empty): every reading leaves the item out, and
+coverage counts it with its reason."""
+
+
+@dataclass(frozen=True)
+class CodeCall:
+    """How a benchmark's own code calls its judge: what ``--protocol-source`` follows."""
+
+    where: str
+    """The code's file that makes the call, for messages."""
+    temperature: float | None
+    """The temperature it sends (None: none, the server's default)."""
+    max_tokens: int | None
+    """The token limit it sends (None: none)."""
+    reads: Callable[[str], str]
+    """How it finds the JSON in a reply (its text; ValueError where it finds none)."""
+    jpeg_quality: int | None = None
+    """It re-encodes every picture as an RGB JPEG of this quality, turned upright by its EXIF
+    orientation first, before sending it (None: the picture's own bytes)."""
+
+    def parse(self, text: str, schema: type[BaseModel]) -> Any:
+        """A reply read as the code reads it, then validated by ``schema`` (ValueError if not)."""
+        return schema.model_validate_json(self.reads(text))
+
+
+class NotScoredByCode(Exception):
+    """The benchmark's own code would score nothing for this item; the message says why."""
+
 
 class ProtocolJudge(ABC):
     """A benchmark's own protocol; a VLM judge for what needs judgement (subclassed per family)."""
 
     PROMPTS: ClassVar[str] = ""
     """The package whose ``prompts/`` folder holds the family's own versioned prompts."""
+    CODE: ClassVar[CodeCall]
+    """How the benchmark's own code calls its judge (followed with ``--protocol-source``)."""
 
     def __init__(self, vlm: VLMJudge | None, bench: Dataset, source: ProtocolSource | None = None) -> None:
         self.vlm = vlm
@@ -90,16 +127,30 @@ class ProtocolJudge(ABC):
     def _ask(
         self, item: str, parts: list[InputText | InputImage], schema: type[_Reply], system: str | None = None
     ) -> _Reply:
-        """The VLM judge's reply, validated by ``schema``."""
+        """The VLM judge's reply, validated by ``schema``: yanami's call (temperature 0, seed 0, one
+        repair request), or, with ``--protocol-source``, the benchmark's code's (`CODE`: its
+        parameters, its pictures, no repair; a reply that does not parse is `NotScoredByCode`)."""
         if self.vlm is None:
             raise JudgeError(f"{item}: this needs a VLM judge (--judge FILE); the rules alone cannot grade it")
-        reply: _Reply = self.vlm._ask(item, parts, schema, system)
-        return reply
+        if self.source is None:
+            reply: _Reply = self.vlm._ask(item, parts, schema, system)
+            return reply
+        code = self.CODE
+        sent = [code_picture(p, code.jpeg_quality) if isinstance(p, InputImage) else p for p in parts]
+        try:
+            as_code: _Reply = self.vlm.ask_once(item, sent, schema, system, max_tokens=code.max_tokens,
+                                                parse=code.parse)  # fmt: skip
+        except ValueError:
+            raise NotScoredByCode(f"the judge's reply does not parse as {code.where} reads it") from None
+        return as_code
 
     def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:
         """The family's protocol on the model's output for a target turn (an image, or the text of
         a reply), with ``history.earlier`` giving its own outputs at the dialogue's earlier turns."""
-        g = self._grade(d, d.turns[output.turn], output.image, output.text, history.earlier)
+        try:
+            g = self._grade(d, d.turns[output.turn], output.image, output.text, history.earlier)
+        except NotScoredByCode as exc:
+            g = Grade({}, reason=f"{NOT_SCORED}: {exc}")
         return Verdict(
             item=output.item,
             judge=self.name,
@@ -164,6 +215,19 @@ class ProtocolJudge(ABC):
         return self.source.prompts[name]
 
 
+def code_picture(image: InputImage, jpeg_quality: int | None) -> InputImage:
+    """A picture as a benchmark's code sends it: its own bytes, or re-encoded as an RGB JPEG of
+    ``jpeg_quality`` (what the request then carries, and its digest)."""
+    if jpeg_quality is None:
+        return image
+    with Image.open(io.BytesIO(image.data)) as img:
+        buf = io.BytesIO()
+        upright = ImageOps.exif_transpose(img) or img
+        upright.convert("RGB").save(buf, format="JPEG", quality=jpeg_quality)
+    data = buf.getvalue()
+    return InputImage(data, hashlib.sha256(data).hexdigest(), image.width, image.height)
+
+
 def make_protocol_judge(cls: type[ProtocolJudge], spec: str, context: JudgeContext) -> ProtocolJudge:
     """A family's judge hook (a `yanami.judges.JudgeFactory` once ``cls`` is bound): its protocol
     over the VLM judge SPEC names, asking the benchmark's own prompts from the context's
@@ -184,7 +248,9 @@ def make_protocol_judge(cls: type[ProtocolJudge], spec: str, context: JudgeConte
             raise UserError(f"{dataset.root}: {needs} of this {facts.title} bench needs a VLM judge: --judge FILE "
                             "(docs/benchmarks.md)")  # fmt: skip
         return cls(None, dataset, source)
-    vlm = own_judge(spec, context)
+    # with the benchmark's code, its judge is asked at the temperature the code sends (or none)
+    code = source is not None and looks_like_config(spec)
+    vlm = vlm_judge(spec, context, temperature=cls.CODE.temperature) if code else own_judge(spec, context)
     if not isinstance(vlm, VLMJudge):
         raise UserError(f"--judge {spec}: a {facts.title} bench needs a VLM judge (a model config file)")
     return cls(vlm, dataset, source)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from yanami.contract import Dialogue, RunManifest, UserError, family_of, own_prompts, read_rows
+from yanami.families._judge import NOT_SCORED
 from yanami.scoring import (
     PRIVILEGED_MARK,
     PRIVILEGED_NOTE,
@@ -79,6 +80,9 @@ class ProtocolScoring(ABC):
     unassigned: ClassVar[str] = ""
     """The class of a domain its class list does not name."""
     coverage_note: ClassVar[str] = "Coverage under 100 %: failed or unjudged items are left out of every score."
+    drops_record: ClassVar[bool] = False
+    """Whether the benchmark's code, failing to score one turn of a record (a reply it cannot
+    parse), writes nothing of the whole record (WEAVE); else it leaves out that turn alone."""
 
     @abstractmethod
     def row(self, records: list[Record]) -> Row:
@@ -110,6 +114,7 @@ def load_family_run(
     dataset = open_bench(path, m, bench, hint="give --bench where it is now")
     dialogues = {d.id: d for d in dataset.read_all()}
     records: list[Record] = []
+    unscored: dict[str, str] = {}
     coverage: dict[str, Any] = {
         "expected": m.items,
         "predicted": len(rows.predictions),
@@ -136,9 +141,27 @@ def load_family_run(
         if v.status != "ok":
             coverage["judge_errors"] += 1
             continue
+        if not v.scores:  # (--protocol-source) the benchmark's code scores nothing here: `NOT_SCORED`
+            unscored[d.id] = v.reason
+            _not_scored(coverage, v.reason)
+            continue
         records.append(_record(m.family, rules, item, d, p.turn, dict(v.scores)))
         coverage["valid"] += 1
+    if rules.drops_record and unscored:  # the rest of each such record goes with it, as the code drops it
+        kept = [r for r in records if r.item.split("/", 1)[0] not in unscored]
+        for r in records:
+            if r.item.split("/", 1)[0] in unscored:
+                _not_scored(coverage, f"{NOT_SCORED}: another turn of the record was not scored, and the code "
+                                      "writes nothing of the record")  # fmt: skip
+                coverage["valid"] -= 1
+        records = kept
     return FamilyRun(path, m, m.family, path.name, records, coverage)
+
+
+def _not_scored(coverage: dict[str, Any], reason: str) -> None:
+    """Count an item the benchmark's code does not score, under its reason."""
+    counts = coverage.setdefault("not_scored_by_code", {})
+    counts[reason] = counts.get(reason, 0) + 1
 
 
 def _record(
@@ -351,6 +374,9 @@ def comparable_notes(runs: list[FamilyRun], rules: ProtocolScoring) -> list[str]
         notes.append("Not comparable: these runs were graded by different judges.")
     if any(r.coverage["valid"] < r.coverage["expected"] for r in runs):
         notes.append(rules.coverage_note)
+    for r in runs:  # (--protocol-source) what the benchmark's code would not score, and why
+        for reason, n in sorted(r.coverage.get("not_scored_by_code", {}).items()):
+            notes.append(f"{r.label}: {n} item(s) {reason}.")
     return notes
 
 

@@ -171,9 +171,16 @@ def ask_json(
     schema: type[BaseModel],
     *,
     before: Sequence[InputMessage] = (),
-    max_tokens: int = 512,
+    max_tokens: int | None = 512,
+    repair: bool = True,
+    seed: int | None = 0,
+    parse: Callable[[str, type[BaseModel]], Any] | None = None,
 ) -> Any:
     """Ask a model for a JSON reply that ``schema`` validates, at temperature 0 and seed 0.
+
+    ``repair`` False, ``seed`` None and ``max_tokens`` None: one request, no seed, no limit sent
+    (as a benchmark's own code asks its judge; the caller applies its rule to a reply that does
+    not parse, the ValueError raised); ``parse``: how the reply is read (default `parse_reply`).
 
     ``before`` are earlier messages of the same conversation (an author's plan, say, before a
     request to revise it). The schema travels with the request (an adapter whose config has
@@ -187,12 +194,17 @@ def ask_json(
 
     def ask() -> str:  # the same question gets the same grading
         size = (OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)
-        return answer(Request(item, tuple(messages), seed=0, size=size, max_tokens=max_tokens, json_schema=json_schema))
+        return answer(
+            Request(item, tuple(messages), seed=seed, size=size, max_tokens=max_tokens, json_schema=json_schema)
+        )
 
+    read = parse or parse_reply
     reply = ask()
     try:
-        return parse_reply(reply, schema)
+        return read(reply, schema)
     except ValueError as first:
+        if not repair:
+            raise
         messages += [
             InputMessage("assistant", (InputText(reply),)),
             InputMessage("user", (InputText(f"That reply is invalid ({first}). Reply again with the JSON only."),)),
@@ -200,13 +212,14 @@ def ask_json(
     return parse_reply(ask(), schema)
 
 
-def vlm_judge(spec: str, context: JudgeContext) -> VLMJudge:
-    """The VLM judge of the model the config file ``spec`` describes, at temperature 0; it reads
-    the ground-truth targets from the context's bench and caches its calls in its response cache."""
+def vlm_judge(spec: str, context: JudgeContext, *, temperature: float | None = 0.0) -> VLMJudge:
+    """The VLM judge of the model the config file ``spec`` describes, at temperature 0 (or, for a
+    benchmark's own code, the temperature it sends, None: none); it reads the ground-truth targets
+    from the context's bench and caches its calls in its response cache."""
     from yanami.models import load_config  # YAML: loaded when a config file is read
 
     config = load_config(spec)
-    model = model_from_config(config.model_copy(update={"temperature": 0.0}), context.responses)
+    model = model_from_config(config.model_copy(update={"temperature": temperature}), context.responses)
     return VLMJudge(model, context.dataset, config.model_dump(mode="json"))
 
 
@@ -234,6 +247,27 @@ class VLMJudge:
         except ValueError as exc:
             raise JudgeError(f"{self.name}: invalid judge output after a repair request ({exc})") from None
         except (Transient, Malformed, Refused, RuntimeError) as exc:  # a judge that fails grades nothing
+            raise JudgeError(f"{self.name}: {exc}") from None
+
+    def ask_once(
+        self,
+        item: str,
+        parts: list[InputText | InputImage],
+        schema: type[BaseModel],
+        system: str | None = None,
+        *,
+        max_tokens: int | None,
+        parse: Callable[[str, type[BaseModel]], Any],
+    ) -> Any:
+        """One request as a benchmark's own code makes it: no repair round, no seed, ``max_tokens``
+        as it sends it (None: none), the reply read by its ``parse``. A reply that does not parse
+        raises ValueError, for the caller to apply the code's rule; a judge that cannot be reached
+        is a `JudgeError`, as in `_ask`."""
+        before = (InputMessage("system", (InputText(system),)),) if system else ()
+        try:
+            return ask_json(self._answer, item, parts, schema, before=before, max_tokens=max_tokens, repair=False,
+                            seed=None, parse=parse)  # fmt: skip
+        except (Transient, Malformed, Refused, RuntimeError) as exc:
             raise JudgeError(f"{self.name}: {exc}") from None
 
     def grade(self, d: Dialogue, output: Output, history: OwnHistory) -> Verdict:

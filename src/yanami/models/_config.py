@@ -104,7 +104,9 @@ class ModelConfig(BaseModel):
     generates: bool = True
     """For ``kind: infer-http``: whether the server generates images."""
     layout: Literal["yes-first", "yes-front", "concatenate"] = "yes-first"
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float | None = Field(0.0, ge=0.0, le=2.0)
+    """None: no temperature is sent (the server's default), as a benchmark's own code that sends
+    none calls its judge (``--protocol-source``)."""
     seed: int | None = Field(None, ge=0, lt=2**63)
     """The seed every request of a run carries (the same for every item); None: none is sent."""
     max_tokens: int | None = Field(None, ge=1)
@@ -112,8 +114,8 @@ class ModelConfig(BaseModel):
     protocol says; more for a construction plan). Set, it is what every request gets, never less
     and never silently capped."""
 
-    def tokens(self, asked: int) -> int:
-        """The token limit a request that asks for ``asked`` gets."""
+    def tokens(self, asked: int | None) -> int | None:
+        """The token limit a request that asks for ``asked`` gets (None: none is sent)."""
         return self.max_tokens if self.max_tokens is not None else asked
 
     timeout_s: float = Field(120.0, gt=0)

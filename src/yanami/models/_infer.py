@@ -95,8 +95,12 @@ class InferHTTPModel(Client):
 
     def _infer(self, request: Request, mode: str) -> dict[str, Any]:
         c = self.config
-        cap = text_reply_cap(c.tokens(request.max_tokens)) if mode == "text_only" else c.max_image_bytes
-        out = self._post({"history": infer_history(request), "output_mode": mode, "temperature": c.temperature}, cap)
+        tokens = c.tokens(request.max_tokens)
+        cap = text_reply_cap(tokens) if mode == "text_only" and tokens is not None else c.max_image_bytes
+        body: dict[str, Any] = {"history": infer_history(request), "output_mode": mode}
+        if c.temperature is not None:
+            body["temperature"] = c.temperature
+        out = self._post(body, cap)
         if "error" in out:
             message = str(out["error"])
             if policy_refusal(message):

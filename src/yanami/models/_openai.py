@@ -132,7 +132,9 @@ class OpenAIModel(Client):
         The SDK sends the request and raises its errors; the reply is read as plain JSON (the
         few fields used here), not built into the SDK's nested response models.
         """
-        params: dict[str, Any] = {"model": model, "temperature": self.config.temperature}
+        params: dict[str, Any] = {"model": model}
+        if self.config.temperature is not None:  # None: the server's default, as a benchmark's code may leave it
+            params["temperature"] = self.config.temperature
         if request.seed is not None:  # the run's (or a Best-of candidate's), never the item's
             params["seed"] = request.seed
         if max_tokens is not None:

@@ -373,6 +373,9 @@ def _turn(
             kind = "an image" if modality == "image" else "a text"
             msg = f"turn {number} of sample {key[2]} is {kind} turn; this entry is for {belongs} turns"
             raise fail(where, "turn", msg)
+    intent: dict[str, Any] = {"turn": number, "modality": modality}
+    if "text" not in inputs[0]:  # IMUG-Bench's scorers read ``input[0]["text"]``: noted where there is none
+        intent["first_text"] = False
     return {
         "index": i,
         "user": {"role": "user", "parts": parts},
@@ -381,5 +384,5 @@ def _turn(
         "checks": checks,
         "answer": answer,
         "references": refs,
-        "hidden": {"intent": {"turn": number, "modality": modality}},
+        "hidden": {"intent": intent},
     }

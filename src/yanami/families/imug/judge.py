@@ -11,6 +11,7 @@ on. With yanami's own prompts (``prompts/``), or IMUG-Bench's own, read from the
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -18,7 +19,15 @@ from typing import cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from yanami.contract import CheckResult, Dialogue, InputImage, InputText, JudgeError, TextPart, Turn
-from yanami.families._judge import Earlier, Grade, ProtocolJudge, make_protocol_judge, request_text
+from yanami.families._judge import (
+    CodeCall,
+    Earlier,
+    Grade,
+    NotScoredByCode,
+    ProtocolJudge,
+    make_protocol_judge,
+    request_text,
+)
 from yanami.families._sources import prompt_file
 from yanami.families.imug import EVALUATION_POINT, FACTS
 from yanami.families.imug.rules import (
@@ -45,10 +54,24 @@ def _graded_by_grid(d: Dialogue, turn: Turn) -> bool:
     return is_grid_task(d.domain, d.subdomain) and bool(grids) and len(grids) == len(turn.checks)
 
 
+_FIRST_TO_LAST_BRACE = re.compile(r"(\{.*\})", re.DOTALL)
+
+
+def _imug_reads(text: str) -> str:
+    """IMUG-Bench's ``parse_scores``: from the first ``{`` to the last ``}`` of the reply."""
+    found = _FIRST_TO_LAST_BRACE.search(text)
+    if found is None:
+        raise ValueError("no {...} in the reply")
+    return found.group(1)
+
+
 class ImugJudge(ProtocolJudge):
     """IMUG-Bench's protocol: its rules, and a VLM judge for what needs judgement."""
 
     PROMPTS = "yanami.families.imug"
+    # scripts/auxiliary/score_image.py and resolve_dynamic_answers.py: the OpenAI SDK at
+    # temperature 0.1, no max_tokens, no seed; the pictures' own bytes
+    CODE = CodeCall("IMUG-Bench's scorer", temperature=0.1, max_tokens=None, reads=_imug_reads)
 
     @classmethod
     def load_source(cls, root: Path) -> dict[str, str]:
@@ -82,9 +105,13 @@ class ImugJudge(ProtocolJudge):
             code = read_grid_code(image)
             code_points = grid_points(code, truth, len(turn.checks))
             reason += f"; IMUG-Bench's analyzer reads {code}" if code != found else ""
-        elif self.source is not None:
-            points, reason = self._imug_points_source(d, turn, image, earlier)
-            code_points = points
+        elif self.source is not None:  # the code's reading is the only one: its call, its arithmetic
+            given, score, reason = self._imug_points_source(d, turn, image, earlier)
+            checks = [
+                CheckResult(id=c.id, kind=str(c.kind), capability=None, passed=None, score=p)
+                for c, p in zip(turn.checks, given, strict=True)
+            ]
+            return Grade({"image": score, "image_code": score}, checks=checks, reason=reason)
         else:
             notes: list[str] = []
             refs = self._refs(d, turn.references, earlier, notes)
@@ -153,10 +180,15 @@ class ImugJudge(ProtocolJudge):
         out = self._ask(f"{d.id}/t{turn.index}/dynamic", [InputText(prompt), *images], _Letters)
         return resolved_answer(answer.letters, out.letters), out.reason
 
-    def _imug_points_source(self, d: Dialogue, turn: Turn, image: bytes, earlier: Earlier) -> tuple[list[int], str]:
+    def _imug_points_source(
+        self, d: Dialogue, turn: Turn, image: bytes, earlier: Earlier
+    ) -> tuple[list[float | None], float, str]:
         """IMUG-Bench's ``score_image.py``: its prompt as the system message; the references found,
         then the produced image, then the sequence description, the turn's first text and the
-        numbered evaluation points."""
+        numbered evaluation points. Its arithmetic: the turn's score is the mean of the points the
+        reply gives (however many, whatever their ids) x 20, fractions kept; each point's own
+        score where the reply names it."""
+        _readable(turn, "score_image.py")
         notes: list[str] = []
         images: list[InputImage] = []
         described: list[str] = []
@@ -176,17 +208,20 @@ class ImugJudge(ProtocolJudge):
         )
         item = f"{d.id}/t{turn.index}"
         out = self._ask(item, [*images, InputText(text)], _SourcePoints, system=self._prompt("points"))
+        given = [r.score for r in out.evaluation_results]
+        if not given:  # its summary keeps a turn only where the reply gave a score
+            raise NotScoredByCode(
+                "the judge's reply gives no evaluation point; IMUG-Bench's summary leaves the turn out"
+            )
         by_id = {str(r.point_id): r.score for r in out.evaluation_results}
-        want = [str(n) for n in range(1, len(turn.checks) + 1)]
-        top = FACTS.check_kinds[EVALUATION_POINT]
-        if sorted(by_id) != sorted(want) or any(not 0 <= v <= top for v in by_id.values()):
-            raise JudgeError(f"{self.name}: the evaluation results must name points 1-{len(want)}, each 0-{top}")
-        return [round(by_id[n]) for n in want], "; ".join(notes)
+        each = [by_id.get(str(n)) for n in range(1, len(turn.checks) + 1)]
+        return each, imug_image_score(given), "; ".join(notes)
 
     def _resolve_source(self, d: Dialogue, turn: Turn, earlier: Earlier) -> tuple[str, str]:
         """IMUG-Bench's ``resolve_dynamic_answers.py``: its prompt as the system message; each
         referenced turn's first text and, where the model drew a picture there, that picture, else
         the benchmark's stored answer of that turn (as its code does); then the target question."""
+        _readable(turn, "resolve_dynamic_answers.py")
         answer = turn.answer
         assert answer is not None
         context = "### REFERENCE CONTEXT PROVIDED ###\n"
@@ -239,6 +274,14 @@ class _SourceAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
     determined_answer: str | list[str] = ""
     reasoning: str = ""
+
+
+def _readable(turn: Turn, script: str) -> None:
+    """IMUG-Bench's ``script`` reads the text of the turn's first input item and fails on a turn
+    whose first item has none (``KeyError: 'text'``): such a turn is not scored by its code."""
+    intent = turn.hidden.intent if isinstance(turn.hidden.intent, dict) else {}
+    if intent.get("first_text") is False:
+        raise NotScoredByCode(f"its first input item has no text, which IMUG-Bench's {script} reads (KeyError 'text')")
 
 
 def _first_text(turn: Turn) -> str:

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from yanami.contract import Dialogue, InputImage, InputText, JudgeError, Turn
-from yanami.families._judge import Earlier, Grade, ProtocolJudge, make_protocol_judge, request_text
+from yanami.families._judge import CodeCall, Earlier, Grade, ProtocolJudge, make_protocol_judge, request_text
 from yanami.families._sources import string_constants
 from yanami.judges import fence_code, input_image
 
@@ -26,10 +26,19 @@ PROMPTS_FILE = "eval/prompts.py"
 PROMPT_NAMES = ("prompt_keypoint_checklist", "prompt_visual_consistency", "prompt_image_quality", "prompt_txt_acc")
 
 
+def _weave_reads(text: str) -> str:
+    """WEAVE's ``parse_json``: the reply with every ```json and ``` taken out, read whole."""
+    return text.replace("```json", "").replace("```", "")
+
+
 class WeaveJudge(ProtocolJudge):
     """WEAVE's protocol over a VLM judge."""
 
     PROMPTS = "yanami.families.weave"
+    # eval/vlm_tools.py: one user message, max_tokens 1400 and nothing else (no temperature, no
+    # seed); every picture opened, turned upright, made RGB and saved as a JPEG (Pillow's default
+    # quality, 75); eval/utils.py's parse_json reads the reply
+    CODE = CodeCall("WEAVE's eval/main.py", temperature=None, max_tokens=1400, reads=_weave_reads, jpeg_quality=75)
 
     @classmethod
     def load_source(cls, root: Path) -> dict[str, str]:

@@ -12,6 +12,8 @@ from yanami.scoring import Table
 class WeaveScoring(ProtocolScoring):
     """Each metric pooled over a group's turns, on WEAVE's 0-1 scale; a failed item is left out."""
 
+    drops_record = True  # eval/main.py: one try around a record's every call; a failure writes none of it
+
     headline = "score"
     headline_name = "WEAVE score, 0-1"
     coverage_note = (
