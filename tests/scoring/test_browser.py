@@ -114,6 +114,20 @@ def test_the_sample_viewer_filters_by_scenario_id_run_and_failed_checks(small_de
             "details.sample:not([hidden]) [data-run]", "os => os.filter(o => !o.hidden).map(o => o.dataset.run)"
         )
         assert runs and set(runs) == {"reference:stateless"}
+        # and hidden on the screen, not only in the DOM: no output of another run is displayed
+        displayed = page.eval_on_selector_all(
+            "details.sample:not([hidden]) [data-run]",
+            "os => os.filter(o => getComputedStyle(o).display !== 'none').map(o => o.dataset.run)",
+        )
+        assert displayed and set(displayed) == {"reference:stateless"}
+        # the ✗ mark follows the run shown: the oracle's view marks no dialogue
+        page.uncheck("input[name=failed]")
+        page.select_option("select[name=run]", "reference:oracle")
+        marks = page.eval_on_selector_all(".badge", "bs => bs.filter(b => getComputedStyle(b).display !== 'none')")
+        assert marks == []
+        page.select_option("select[name=run]", "")
+        every_mark = page.eval_on_selector_all(".badge", "bs => bs.map(b => b.textContent)")
+        assert every_mark and all(" of " in m and "run(s)" in m for m in every_mark)
         assert errors == []
     finally:
         browser.close()
