@@ -147,6 +147,14 @@ def test_help_lists_every_command_whole_without_loading_one() -> None:
         assert command.summary in listing
 
 
+def test_demo_help_names_every_kind_of_floor_it_runs(cli: Callable[..., Any]) -> None:
+    from yanami.demo import FLOORS
+
+    text = " ".join(cli("demo", "--help").out.split())
+    kinds = {f.removeprefix("reference:").split("-")[0] for f in FLOORS}
+    assert kinds and all(k in text for k in kinds), (kinds, text)
+
+
 def _wide() -> dict[str, str]:
     return {**os.environ, "COLUMNS": "400"}
 

@@ -156,7 +156,8 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the build.", metavar="N")] = 42,
     workers: Annotated[int, workers_option("Processes that build the bench and parse images.")] = 2,
 ) -> None:
-    """The agents run from the floor up: copy-input and random (trivial), stateless, the four
+    """The agents run from the floor up: every trivial strategy (copy, jitter, union, collage,
+    blank, noise, random: none may reach the stateless agent), stateless, the four
     ablations of the stateful agent, stateful, oracle, and stateful under Self-History. A
     second call resumes: it rebuilds or reruns only what is missing or made by another yanami.
     """
