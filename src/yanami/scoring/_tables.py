@@ -22,6 +22,8 @@ DASH_NOTE = "A dash (-) means no value: no valid item of that component or scena
 
 
 FAILURES_AS_ZERO = "Avg. failures as 0"
+SHORT = {s.value: f.short for s, f in FACTS.items()}
+"""Each scenario's column heading, the paper's (``Modeling``), in every table."""
 """The header of the failures-as-zero column, beside the benchmark score (Avg.)."""
 FAILURES_AS_ZERO_NOTE = (
     f"{FAILURES_AS_ZERO}: the same average with every item that has no valid record (refused, error, missing, "
@@ -112,7 +114,17 @@ def summary_table(scores: list[RunScores]) -> Table:
             Table(
                 "summary",
                 "Scores (0-100; Avg. is the macro-average over scenarios; 95 % bootstrap interval)",
-                ["Model", *SCENARIOS, "Avg.", FAILURES_AS_ZERO, "95 % CI", "DSU", "SC", "VQ", "valid/items"],
+                [
+                    "Model",
+                    *[SHORT[s] for s in SCENARIOS],
+                    "Avg.",
+                    FAILURES_AS_ZERO,
+                    "95 % CI",
+                    "DSU",
+                    "SC",
+                    "VQ",
+                    "valid/items",
+                ],
                 [
                     [
                         s.label,
@@ -144,7 +156,7 @@ def build_tables(value: ScoreSet) -> list[Table]:
     """
     scores = value.scores
     out: list[Table] = []
-    short = {s.value: f.short for s, f in FACTS.items()}
+    short = SHORT
     out.append(
         _floor_rows(
             Table(
