@@ -479,13 +479,28 @@ def test_imug_protocol_source_keeps_fractions_and_leaves_out_what_its_code_canno
         points = [{"point_id": 1, "score": 2.5}, {"point_id": 2, "score": 2.5}]
         return "Scores follow.\n" + json.dumps({"evaluation_results": points}) + "\nDone."  # its regex takes it
 
-    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge) as jsrv:
+    def jpeg_model(path: str, body: dict[str, Any]) -> Any:  # a model that answers with a JPEG
+        if "/images/" in path:
+            import io
+
+            from PIL import Image
+
+            buf = io.BytesIO()
+            Image.new("RGB", (64, 64), (200, 120, 40)).save(buf, format="JPEG")
+            return buf.getvalue()
+        return model_brain(path, body)
+
+    with FakeServer(brain=jpeg_model) as msrv, FakeServer(brain=judge) as jsrv:
         model, config = _configs(tmp_path, msrv, jsrv)
         args = ["eval", tmp_path / "bench", "--model", model, "--judge", config]
         assert cli(*args, "--out", tmp_path / "run", "--protocol-source", checkout).code == 0
         bodies = [b for _, b in jsrv.requests]
     assert len(bodies) == 1  # the shelf turn is never asked: the code fails before its call
     assert bodies[0]["temperature"] == 0.1 and "max_tokens" not in bodies[0] and "seed" not in bodies[0]
+    # the produced JPEG is labelled PNG, as score_image.py labels it by its file's name (turn_N_output.png)
+    (url,) = [p["image_url"]["url"] for m in bodies[0]["messages"] if isinstance(m["content"], list)
+              for p in m["content"] if p["type"] == "image_url"]  # fmt: skip
+    assert url.startswith("data:image/png;base64,/9j/")  # JPEG bytes ("/9j/" is FF D8 FF in base64)
     s = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"][0]
     assert s["by_domain"]["Cooking"]["image"] == pytest.approx(50.0)
     assert s["by_domain"]["Cooking"]["image_code"] == pytest.approx(50.0)

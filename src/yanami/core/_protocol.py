@@ -48,6 +48,9 @@ class InputImage:
     width: int
     height: int
     type: Literal["image"] = "image"
+    media_type: str | None = None
+    """The type its data URL names; None: read from its bytes. Set only where a benchmark's own
+    code names it otherwise (IMUG-Bench's, by a file's name: ``--protocol-source``)."""
 
 
 @dataclass(frozen=True)

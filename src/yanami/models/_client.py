@@ -164,12 +164,12 @@ def to_base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def data_url(data: bytes) -> str:
-    """An image as a base64 data URL."""
-    return f"data:{mime_of(data)};base64,{to_base64(data)}"
+def data_url(data: bytes, media_type: str | None = None) -> str:
+    """An image as a base64 data URL (of the type its bytes are, unless ``media_type`` says otherwise)."""
+    return f"data:{media_type or mime_of(data)};base64,{to_base64(data)}"
 
 
-_FRAGMENTS: OrderedDict[str, bytes] = OrderedDict()
+_FRAGMENTS: OrderedDict[tuple[str, str | None], bytes] = OrderedDict()
 _FRAGMENTS_LOCK = threading.Lock()
 
 
@@ -179,12 +179,14 @@ def _image_fragment(image: InputImage) -> bytes:
     A dialogue's images recur in every request about it; base64 needs no JSON escaping, so
     the encoded part can be spliced into any body as it is.
     """
+    key = (image.sha256, image.media_type)
     with _FRAGMENTS_LOCK:
-        fragment = _FRAGMENTS.get(image.sha256)
+        fragment = _FRAGMENTS.get(key)
     if fragment is None:
-        fragment = b'{"type":"image_url","image_url":{"url":"' + data_url(image.data).encode("ascii") + b'"}}'
+        url = data_url(image.data, image.media_type)
+        fragment = b'{"type":"image_url","image_url":{"url":"' + url.encode("ascii") + b'"}}'
         with _FRAGMENTS_LOCK:
-            _FRAGMENTS[image.sha256] = fragment
+            _FRAGMENTS[key] = fragment
             if len(_FRAGMENTS) > 256:
                 _FRAGMENTS.popitem(last=False)
     return fragment
@@ -312,11 +314,15 @@ def question_prompt(q: Question) -> str:
 
 
 def key_messages(request: Request) -> list[list[object]]:
-    """The messages for a cache key: images by SHA-256."""
+    """The messages for a cache key: images by SHA-256 (and the type their data URL names, where
+    it is not their own)."""
     return [
-        [m.role, [p.text if isinstance(p, InputText) else {"image": p.sha256} for p in m.parts]]
-        for m in request.messages
+        [m.role, [p.text if isinstance(p, InputText) else _image_key(p) for p in m.parts]] for m in request.messages
     ]
+
+
+def _image_key(image: InputImage) -> dict[str, str]:
+    return {"image": image.sha256} if image.media_type is None else {"image": image.sha256, "as": image.media_type}
 
 
 # Validation: nothing invalid is ever cached --------------------------------------------------

@@ -12,6 +12,7 @@ on. With yanami's own prompts (``prompts/``), or IMUG-Bench's own, read from the
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -196,9 +197,9 @@ class ImugJudge(ProtocolJudge):
             found = self._refs(d, [ref], earlier, notes)
             if found:
                 kind = "input" if ref.side == "user" else "output"
-                images.append(found[0])
+                images.append(_named(found[0], own=kind == "output"))
                 described.append(f"Image_{len(images)} (Turn {_number(d.turns[ref.turn])} {kind} image)")
-        images.append(input_image(image))
+        images.append(_named(input_image(image), own=True))
         described.append(f"Image_{len(images)} (Target Image)")
         listing = "".join(f"- {x}\n" for x in described)
         points = "\n".join(f"{n}. {c.text}" for n, c in enumerate(turn.checks, 1))
@@ -228,8 +229,8 @@ class ImugJudge(ProtocolJudge):
         images: list[InputImage] = []
         for ref in sorted({r.turn for r in turn.references}):
             own_image, _ = earlier(ref)
-            if own_image is not None:
-                images.append(input_image(own_image))
+            if own_image is not None:  # its data URL always says PNG
+                images.append(replace(input_image(own_image), media_type="image/png"))
                 said = f"[IMAGE_RESPONSE: See Image_{len(images)}]"
             else:
                 stored = d.turns[ref].answer
@@ -274,6 +275,14 @@ class _SourceAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
     determined_answer: str | list[str] = ""
     reasoning: str = ""
+
+
+def _named(image: InputImage, *, own: bool) -> InputImage:
+    """A picture labelled as ``score_image.py`` labels it, by its file's name: ``image/png`` for a
+    ``.png`` (every output of a model, which its harness writes as ``turn_N_output.png``), else
+    ``image/jpeg``, whatever the bytes are."""
+    png = own or image.data.startswith(b"\x89PNG")
+    return replace(image, media_type="image/png" if png else "image/jpeg")
 
 
 def _readable(turn: Turn, script: str) -> None:
