@@ -226,6 +226,40 @@ def test_a_cluster_nobody_answers_at_is_one_line_and_nothing_written(cli, tmp_pa
     assert r.code == 2 and "only with --backend ray" in r.err
 
 
+@pytest.mark.parametrize(("reply", "says"), [(None, "says nothing in 3 s"), (b"HTTP/1.1 200 OK\r\n\r\n", "not gRPC")])
+def test_an_address_that_accepts_but_is_no_ray_head_fails_within_five_seconds(cli, tmp_path, reply, says) -> None:
+    """A server that accepts and stays silent (or answers, but not as a gRPC server does) is one
+    line, after the probe's 3 s at most, before Ray is imported (Ray itself would wait 25 s). The
+    real head of the other tests passes the probe."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)  # kept open, never closed by this side while the test runs
+            if reply is not None:
+                conn.recv(64)
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        r = cli("build", "--out", tmp_path / "ds", "--per-scenario", "1", "--backend", "ray", "--ray-address", address)
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert r.code == 2 and f"--ray-address {address}: " in r.err and says in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / "ds").exists()
+
+
 def test_without_ray_installed_the_backend_says_how_to_install_it(cli, monkeypatch, tmp_path) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray fails, as where the extra is not installed
     monkeypatch.setitem(sys.modules, "ray.data", None)

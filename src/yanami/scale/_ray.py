@@ -54,9 +54,9 @@ def check_backend(backend: str, address: str | None) -> None:
     if address is not None and backend != "ray":
         raise UserError("--ray-address: only with --backend ray")
     if backend == "ray":
-        require_ray()
         if address is not None:
-            _check_reachable(address)
+            _check_reachable(address)  # first: it needs no Ray, which takes a second to import
+        require_ray()
 
 
 @contextlib.contextmanager
@@ -152,8 +152,18 @@ def _loopback(address: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
+PROBE_S = 3.0
+"""How long a cluster address may take to connect, and then to answer as a gRPC server does."""
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+"""HTTP/2's client connection preface and an empty SETTINGS frame: what a gRPC client sends first."""
+
+
 def _check_reachable(address: str) -> None:
-    """One line at once for a cluster address nothing answers at (Ray itself retries for minutes)."""
+    """One line, within `PROBE_S` twice, for a cluster address that is not a Ray head: nothing
+    listens there, or something accepts and stays silent, or answers but not as gRPC (Ray itself
+    would retry for minutes, or 25 s). A head's GCS (and a Ray client server) speaks gRPC, whose
+    server answers HTTP/2's connection preface with a SETTINGS frame of its own."""
     import socket
 
     if address in ("auto", "local"):
@@ -162,11 +172,28 @@ def _check_reachable(address: str) -> None:
     host, colon, port = rest.rpartition(":")
     if not colon or not port.isdigit():
         raise UserError(f"--ray-address {address}: not HOST:PORT (the head's GCS port, 6379, or ray://HOST:10001)")
+    hint = "start the head with `ray start --head` (docs/scale.md)"
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_S)
     except OSError as exc:
-        raise UserError(f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); start the head "
-                        "with `ray start --head` (docs/scale.md)") from None  # fmt: skip
+        raise UserError(f"--ray-address {address}: nothing answers there ({exc.strerror or exc}); {hint}") from None
+    with conn:
+        try:
+            conn.settimeout(PROBE_S)
+            conn.sendall(_H2_PREFACE)
+            head = b""
+            while len(head) < 9:  # a frame header: 3 bytes of length, its type, flags, stream id
+                got = conn.recv(9 - len(head))
+                if not got:
+                    break
+                head += got
+        except TimeoutError:
+            raise UserError(f"--ray-address {address}: it accepts a connection but says nothing in {PROBE_S:g} s; "
+                            f"not a Ray head? {hint}") from None  # fmt: skip
+        except OSError as exc:
+            raise UserError(f"--ray-address {address}: the connection failed ({exc.strerror or exc}); {hint}") from None
+    if len(head) < 9 or head[3] != 0x04:  # SETTINGS
+        raise UserError(f"--ray-address {address}: what answers there is not a Ray head (not gRPC); {hint}")
 
 
 class _stderr_quiet:
