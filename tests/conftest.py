@@ -92,10 +92,11 @@ def ray_address() -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     temp = tempfile.mkdtemp(prefix="yr-", dir="/tmp")  # short: Ray's sockets live under it
-    # Token authentication, as `ray start` has it by default since Ray 2.5x, for the head and this
-    # process alike (Ray reads the mode when first imported). On a fresh machine there is no token
-    # yet: Ray's own command makes one where every Ray process looks (~/.ray/auth_token), as a user
-    # setting up a cluster would, so that drivers imported before this fixture ran find it too.
+    # Token authentication, as docs/scale.md's recipe sets a cluster up (Ray 2.60's `ray start`
+    # turns it on only where a token is at hand), for the head and this process alike (Ray reads
+    # the mode when first imported). On a fresh machine there is no token yet: Ray's own command
+    # makes one where every Ray process looks (~/.ray/auth_token), as the recipe's first step does,
+    # so that drivers imported before this fixture ran find it too.
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     if not os.environ.get("RAY_AUTH_TOKEN") and not Path("~/.ray/auth_token").expanduser().is_file():

@@ -36,8 +36,8 @@ INSTALL_HINT = "pip install -e '.[ray]' (or pip install 'yanami[ray]')"
 def require_ray() -> Any:
     """The ``ray`` module, or one line saying how to install it."""
     if "RAY_AUTH_MODE" not in os.environ and _token_at_hand():
-        # `ray start` sets a head up with token authentication (Ray 2.5x on); Ray reads the mode
-        # once, when it is imported, and a driver must name it to join
+        # a head started where a token is at hand runs with token authentication (Ray 2.60's `ray
+        # start`); Ray reads the mode once, when it is imported, and a driver must name it to join
         os.environ["RAY_AUTH_MODE"] = "token"
     try:
         import ray
