@@ -153,7 +153,7 @@ def load_family_run(
             if r.item.split("/", 1)[0] in unscored:
                 _not_scored(coverage, f"{NOT_SCORED}: another turn of the record was not scored, and the code "
                                       "writes nothing of the record")  # fmt: skip
-                coverage["valid"] -= 1
+                coverage["counted_as_zero" if r.failed else "valid"] -= 1  # (where it was counted)
         records = kept
     return FamilyRun(path, m, m.family, path.name, records, coverage)
 

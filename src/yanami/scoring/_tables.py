@@ -156,13 +156,12 @@ def build_tables(value: ScoreSet) -> list[Table]:
     """
     scores = value.scores
     out: list[Table] = []
-    short = SHORT
     out.append(
         _floor_rows(
             Table(
                 "table2",
                 "Table 2: scores across the four scenarios (0-100; Avg. is the macro-average; 95 % bootstrap interval)",
-                ["Model", *[short[s] for s in SCENARIOS], "Avg.", FAILURES_AS_ZERO, "95 % CI"],
+                ["Model", *[SHORT[s] for s in SCENARIOS], "Avg.", FAILURES_AS_ZERO, "95 % CI"],
                 [
                     [
                         s.label,
@@ -199,7 +198,7 @@ def build_tables(value: ScoreSet) -> list[Table]:
         Table(
             "table11",
             "Table 11: dialogue-state understanding per scenario",
-            ["Model", *[short[s] for s in SCENARIOS], "Avg."],
+            ["Model", *[SHORT[s] for s in SCENARIOS], "Avg."],
             [
                 [
                     s.label,
