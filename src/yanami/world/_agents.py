@@ -2,7 +2,9 @@
 
 They are the model kind ``reference`` (``--model reference:stateful``), registered in the
 ``yanami.models`` entry point group like any plug-in. Unlike a plug-in, they read the
-bench: the runner hands them its directory through ``bind_bench`` before any request.
+bench: the runner hands them its directory through ``bind_bench`` before any request, and
+they read a dialogue of it when a request first names it (`BenchDialogues`), so their memory
+follows the run (``--limit 100`` of a million dialogues reads about a hundred), not the bench.
 
 An agent sees the images of its request through the world's pixel parser, reads the
 user's hidden *intent* for the turn (what the words mean, as data), never the dialogue
@@ -44,7 +46,9 @@ import io
 import math
 import random
 import re
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import overload
@@ -63,7 +67,7 @@ from yanami.contract import (
     seeded,
     sha256_hex,
 )
-from yanami.store import MANIFEST, Dataset
+from yanami.store import MANIFEST, Dataset, Location
 from yanami.world._free import realize, realize_anywhere
 from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent, turn_intent
 from yanami.world._ops import Op, OpError, View, apply_op
@@ -177,11 +181,71 @@ def _pictures(d: Dialogue, before_turn: int) -> list[tuple[str, View | None]]:
     ]
 
 
+PARSED = 64
+"""How many dialogues `BenchDialogues` keeps parsed, the most recently asked first: more than a run
+has chains in flight (each asks for its one dialogue again at every item), so each is parsed once."""
+
+
+class BenchDialogues:
+    """A bench's dialogues by id, each read when it is first asked for: memory follows the run, not the bench.
+
+    The bench is read in order only as far as the dialogue asked for (a run asks for the ones it
+    chose, which `yanami.store.Selection` took from the bench's start), and where each dialogue
+    read lies is kept (its id and `Location`), so a dialogue asked for again after it left the
+    `PARSED` kept in memory is read alone, one line. Where a dialogue id is used twice, the
+    first is the one read, as the runner's. Safe to share among threads (the runner's chains) and
+    agents (the demo runs seven on one bench).
+    """
+
+    def __init__(self, root: Path, parsed: int = PARSED) -> None:
+        self.dataset = Dataset(root)
+        self.parsed = parsed
+        self._lock = threading.Lock()
+        self._located: dict[str, Location] = {}
+        self._ahead: Iterator[tuple[Location, Dialogue]] | None = self.dataset.located()
+        self._kept: OrderedDict[str, Dialogue] = OrderedDict()
+
+    @property
+    def read(self) -> int:
+        """How many of the bench's dialogues were read so far (from its start, in order)."""
+        return len(self._located)
+
+    @property
+    def kept(self) -> int:
+        """How many dialogues are in memory now (at most `parsed`)."""
+        return len(self._kept)
+
+    def get(self, dialogue_id: str) -> Dialogue | None:
+        """The dialogue of that id, or None where the bench has none (then read to its end)."""
+        with self._lock:
+            d = self._kept.get(dialogue_id)
+            if d is not None:
+                self._kept.move_to_end(dialogue_id)
+                return d
+            where = self._located.get(dialogue_id)
+            d = self.dataset.read_at(where) if where is not None else self._read_to(dialogue_id)
+            if d is not None:
+                self._kept[dialogue_id] = d
+                if len(self._kept) > self.parsed:
+                    self._kept.popitem(last=False)
+            return d
+
+    def _read_to(self, dialogue_id: str) -> Dialogue | None:
+        """Read on from where the last reading stopped, up to the dialogue of that id."""
+        if self._ahead is None:
+            return None
+        for where, d in self._ahead:
+            self._located.setdefault(d.id, where)
+            if d.id == dialogue_id:
+                return d
+        self._ahead = None
+        return None
+
+
 @lru_cache(maxsize=4)
-def _read_bench(root: Path, manifest_sha256: str) -> tuple[Dataset, dict[str, Dialogue]]:
-    """A bench's dialogues by id, read once per process (the demo runs seven agents on one bench)."""
-    dataset = Dataset(root)
-    return dataset, {d.id: d for d in dataset.read_all()}
+def bench_dialogues(root: Path, manifest_sha256: str) -> BenchDialogues:
+    """The one `BenchDialogues` of a bench in this process (the demo runs seven agents on one bench)."""
+    return BenchDialogues(root)
 
 
 RANDOM_SCENES = 64
@@ -338,21 +402,27 @@ class ReferenceAgent:
         self.parser = parser
         self.name = f"reference:{kind}"
         self.layouts = ("yes-first", "yes-front")  # images one by one: not from a composite
-        self.bench: Dataset | None = None
-        self.dialogues: dict[str, Dialogue] = {}
+        self.dialogues: BenchDialogues | None = None
         self.answer = self._answer
         self.generate = self._generate
 
+    @property
+    def bench(self) -> Dataset | None:
+        """The bench whose hidden intents the agent follows (None before `bind_bench`)."""
+        return self.dialogues.dataset if self.dialogues is not None else None
+
     def bind_bench(self, bench: Path) -> None:
-        """Read the bench whose hidden intents the agent follows."""
+        """Open the bench whose hidden intents the agent follows; a dialogue of it is read when a
+        request first names it (`BenchDialogues`)."""
         root = Path(bench).resolve()
-        self.bench, self.dialogues = _read_bench(root, sha256_hex((root / MANIFEST).read_bytes()))
+        self.dialogues = bench_dialogues(root, sha256_hex((root / MANIFEST).read_bytes()))
 
     def _locate(self, request: Request) -> tuple[Dialogue, str]:
         dialogue_id, _, local = request.item.rpartition("/")
-        if dialogue_id not in self.dialogues:
+        d = self.dialogues.get(dialogue_id) if self.dialogues is not None else None
+        if d is None:
             raise UserError(f"{self.name}: {request.item} is not in the bench it was given")
-        return self.dialogues[dialogue_id], local
+        return d, local
 
     def _generate(self, request: Request) -> bytes:
         d, local = self._locate(request)
