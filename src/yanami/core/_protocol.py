@@ -85,6 +85,10 @@ class Request:
     json_schema: Mapping[str, object] | None = None
     """The JSON Schema a text reply must follow; an adapter whose server takes structured output
     sends it (the reply is validated by the caller either way)."""
+    function: Mapping[str, object] | None = None
+    """A function the reply must call (OpenAI's ``functions`` with ``function_call`` naming it, as
+    a benchmark's own judge code may ask: OpenING's ``GPT_score_A.py``): the chat adapter sends it
+    and returns the call's arguments as the reply's text (its content where the server made no call)."""
 
     def images(self) -> list[InputImage]:
         """Every image in the request, in order."""

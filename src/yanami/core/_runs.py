@@ -165,6 +165,13 @@ class Prediction(BaseModel):
     """Model calls the item took (more than one under a test-time strategy)."""
 
 
+NOT_SCORED = "not scored by the benchmark's code"
+"""The reason a verdict with no metrics starts with: under ``--protocol-source`` the benchmark's
+own code would score nothing there (a judge reply it cannot parse, a turn it cannot read). Such
+a verdict is final (status ``ok``, ``scores`` empty): every reading leaves the item out, and
+coverage counts it with its reason. Every family's judge, a plug-in's too, marks it so."""
+
+
 class Verdict(BaseModel):
     """A judge's grade of one prediction (a row of ``verdicts``)."""
 
@@ -183,7 +190,7 @@ class Verdict(BaseModel):
     aligned: list[str] | None = None
     """Questions: the aligned capability-check ids."""
     scores: dict[str, float] | None = None
-    """WEAVE and IMUG-Bench: the protocol's metrics for this item (docs/benchmarks.md)."""
+    """A family's protocol metrics for this item (WEAVE, IMUG-Bench, OpenING: docs/benchmarks.md)."""
     reason: str = ""
 
 

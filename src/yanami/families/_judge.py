@@ -26,6 +26,7 @@ from PIL import Image, ImageOps
 from pydantic import BaseModel
 
 from yanami.contract import (
+    NOT_SCORED,
     SOURCE_MARK,
     CheckResult,
     Dialogue,
@@ -70,12 +71,6 @@ class Grade:
 
 
 _Reply = TypeVar("_Reply", bound=BaseModel)
-
-NOT_SCORED = "not scored by the benchmark's code"
-"""The reason a verdict with no metrics starts with: under ``--protocol-source`` the benchmark's
-own code would score nothing there (a judge reply it cannot parse, a turn it cannot read). Such
-a verdict is final (status ``ok``, ``scores`` empty): every reading leaves the item out, and
-coverage counts it with its reason."""
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from yanami.contract import Dialogue, RunManifest, UserError, family_of, own_prompts, read_rows
-from yanami.families._judge import NOT_SCORED
+from yanami.contract import NOT_SCORED, Dialogue, RunManifest, UserError, family_of, own_prompts, read_rows
 from yanami.scoring import (
     PRIVILEGED_MARK,
     PRIVILEGED_NOTE,

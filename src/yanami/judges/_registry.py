@@ -59,8 +59,8 @@ def supported_judges(dataset: Dataset) -> str:
     facts = family_of(dataset.manifest.family)
     if facts.judge is not None:
         return (
-            f"{facts.title}'s own protocol: its rules alone where no turn needs judgement (the default), else "
-            "over a VLM judge (--judge FILE)"
+            f"{facts.title}'s own protocol (its judge hook): with --judge exact (the default) where its rules "
+            "alone grade every turn, else over a VLM judge (--judge FILE)"
         )
     where = unreadable_check(dataset)
     if where is not None:

@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -175,12 +175,14 @@ def ask_json(
     repair: bool = True,
     seed: int | None = 0,
     parse: Callable[[str, type[BaseModel]], Any] | None = None,
+    function: Mapping[str, object] | None = None,
 ) -> Any:
     """Ask a model for a JSON reply that ``schema`` validates, at temperature 0 and seed 0.
 
     ``repair`` False, ``seed`` None and ``max_tokens`` None: one request, no seed, no limit sent
     (as a benchmark's own code asks its judge; the caller applies its rule to a reply that does
-    not parse, the ValueError raised); ``parse``: how the reply is read (default `parse_reply`).
+    not parse, the ValueError raised); ``parse``: how the reply is read (default `parse_reply`);
+    ``function``: a function the reply must call, its arguments the reply (`Request.function`).
 
     ``before`` are earlier messages of the same conversation (an author's plan, say, before a
     request to revise it). The schema travels with the request (an adapter whose config has
@@ -195,7 +197,15 @@ def ask_json(
     def ask() -> str:  # the same question gets the same grading
         size = (OUTPUT_LONG_EDGE, OUTPUT_LONG_EDGE)
         return answer(
-            Request(item, tuple(messages), seed=seed, size=size, max_tokens=max_tokens, json_schema=json_schema)
+            Request(
+                item,
+                tuple(messages),
+                seed=seed,
+                size=size,
+                max_tokens=max_tokens,
+                json_schema=json_schema,
+                function=function,
+            )
         )
 
     read = parse or parse_reply
@@ -258,15 +268,16 @@ class VLMJudge:
         *,
         max_tokens: int | None,
         parse: Callable[[str, type[BaseModel]], Any],
+        function: Mapping[str, object] | None = None,
     ) -> Any:
         """One request as a benchmark's own code makes it: no repair round, no seed, ``max_tokens``
         as it sends it (None: none), the reply read by its ``parse``. A reply that does not parse
         raises ValueError, for the caller to apply the code's rule; a judge that cannot be reached
-        is a `JudgeError`, as in `_ask`."""
+        is a `JudgeError`, as in `_ask`. ``function``: a function the code has the reply call."""
         before = (InputMessage("system", (InputText(system),)),) if system else ()
         try:
             return ask_json(self._answer, item, parts, schema, before=before, max_tokens=max_tokens, repair=False,
-                            seed=None, parse=parse)  # fmt: skip
+                            seed=None, parse=parse, function=function)  # fmt: skip
         except (Transient, Malformed, Refused, RuntimeError) as exc:
             raise JudgeError(f"{self.name}: {exc}") from None
 

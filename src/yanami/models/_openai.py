@@ -142,6 +142,9 @@ class OpenAIModel(Client):
         if structured and request.json_schema is not None:
             schema = {"name": "reply", "schema": dict(request.json_schema)}
             params["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if request.function is not None:
+            params["functions"] = [dict(request.function)]
+            params["function_call"] = {"name": request.function["name"]}
         raw = chat_body(request, params)
         cap = text_reply_cap(max_tokens) if max_tokens is not None else self.config.max_image_bytes
         reply = self.call(lambda: json.loads(self.client.post("/chat/completions", content=raw, cast_to=bytes)), cap)
@@ -183,10 +186,13 @@ class OpenAIModel(Client):
                    "temperature": c.temperature, "max_tokens": max_tokens, "seed": request.seed}  # fmt: skip
         if structured:
             payload["json_schema"] = request.json_schema
+        if request.function is not None:
+            payload["function"] = request.function
 
         def make() -> bytes:
             assert c.chat_model is not None
-            text = self.chat(request, c.chat_model, max_tokens=max_tokens, structured=structured).get("content")
+            message = self.chat(request, c.chat_model, max_tokens=max_tokens, structured=structured)
+            text = _called(message) if request.function is not None else message.get("content")
             if not isinstance(text, str):
                 raise Malformed("the chat reply has no text")
             return text.encode()
@@ -263,3 +269,12 @@ class OpenAIModel(Client):
         if url and url.startswith(("http://", "https://")):
             return self.call(lambda: open_url(url, self.config.timeout_s)[1], self.config.max_image_bytes)
         raise Malformed("the response holds no image")
+
+
+def _called(message: dict[str, Any]) -> object:
+    """A reply to a request that names a function: the call's arguments (a JSON text), or the
+    message's content where the server answered without calling it (as OpenING's code reads it)."""
+    call = message.get("function_call")
+    if isinstance(call, dict) and "arguments" in call:
+        return call["arguments"]
+    return message.get("content")

@@ -505,6 +505,12 @@ class FakeServer:
                     "completion_tokens": (len(thought) + len(answer or "")) // 4,
                 }  # a plausible count, as servers report one
                 message: dict[str, Any] = {"role": "assistant", "content": answer}
+                called = body.get("function_call")
+                if isinstance(called, dict) and answer is not None and fault != "wrong-json":
+                    # a function the request names (legacy function calling): the reply is its call,
+                    # with no content, as OpenAI's API answers (finish "stop" when it was forced)
+                    message = {"role": "assistant", "content": None,
+                               "function_call": {"name": called.get("name", ""), "arguments": answer}}  # fmt: skip
                 if server.reasoning is not None:
                     message["reasoning_content"] = thought
                 out = {"id": "fake", "object": "chat.completion", "created": 0, "model": body.get("model", ""),

@@ -57,6 +57,7 @@ def import_source(
             f"no chat and were not imported (first: record {first['record']}, idx {first['idx']}: "
             f"{first['images'][0]}); the manifest's generator.params.unshown lists them"
         )
+    warnings += [str(w) for w in params.get("warnings", [])]  # any family's importer may list its own
     where = params.get("classes", "the class config")
     warnings += [
         f"domain {domain!r} is not in {where}: filed under Unassigned" for domain in params.get("unassigned", [])
