@@ -134,10 +134,64 @@ def test_the_sample_viewer_filters_by_scenario_id_run_and_failed_checks(small_de
         p.stop()
 
 
+_LANDED = """id => {
+  const r = document.getElementById(id).getBoundingClientRect();
+  const bottom = Math.ceil(scrollY + innerHeight) >= document.documentElement.scrollHeight - 1;
+  return {top: r.top, bottom, target: document.querySelector(":target")?.id ?? null};
+}"""
+
+
+def test_the_contents_links_land_on_their_sections_and_the_provenance_opens_only_when_asked(
+    small_demo: Path,
+) -> None:
+    p, browser, page, errors = _open(small_demo / "report.html")
+    try:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.evaluate("scrollTo(0, 0)")
+        # at the top: the contents, the warnings and the first table in the first screen
+        for selector in ("nav#contents", "#comparability", "#comparability li", "table#table2 caption"):
+            box = page.locator(selector).first.bounding_box()
+            assert box is not None and 0 <= box["y"] < 800, selector
+        # the runs' provenance is folded: its summary shows, its run lines do not
+        assert page.eval_on_selector("#provenance", "d => d.open") is False
+        assert page.is_visible("#provenance > summary") and not page.is_visible("#provenance li")
+        anchors = page.eval_on_selector_all("nav#contents a", "as => as.map(a => a.getAttribute('href').slice(1))")
+        assert {"comparability", "tables", "table2", "coverage", "figures", "provenance", "samples"} <= set(anchors)
+        for anchor in anchors:
+            page.evaluate("scrollTo(0, 0)")
+            page.click(f'nav#contents a[href="#{anchor}"]')
+            landed = page.evaluate(_LANDED, anchor)
+            assert landed["target"] == anchor, anchor
+            # its section starts at the top of the window, or the window is at the page's end with it in view
+            assert abs(landed["top"]) <= 1 or (landed["bottom"] and 0 <= landed["top"] < 800), (anchor, landed)
+        # the provenance link opened what it leads to: every run's line now shows
+        assert page.eval_on_selector("#provenance", "d => d.open") is True
+        assert page.locator("#provenance li").count() == 19 and page.is_visible("#provenance li")
+        assert errors == []
+    finally:
+        browser.close()
+        p.stop()
+
+
+def test_the_provenance_opens_when_the_page_is_opened_at_it(small_demo: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=report_figure.chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto((small_demo / "report.html").resolve().as_uri() + "#provenance", wait_until="load")
+            assert page.eval_on_selector("#provenance", "d => d.open") is True
+        finally:
+            browser.close()
+
+
 def test_the_sample_viewer_shows_every_image_without_javascript(small_demo: Path) -> None:
     p, browser, page, _ = _open(small_demo / "report.html", javascript=False)
     try:
         assert page.is_hidden("#filters")  # the filters need JavaScript: without it, every sample shows
+        # the provenance stays folded, one click on its summary from open
+        assert page.is_visible("#provenance > summary") and not page.is_visible("#provenance li")
         page.eval_on_selector_all("details", "ds => ds.forEach(d => { d.open = true; })")
         loaded = page.eval_on_selector_all(
             "details.sample img",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+
+from yanami.scoring import SCENARIOS, SHORT
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +178,8 @@ def test_score_text_names_the_tables_and_degenerate_intervals(cli, runs) -> None
     assert r.code == 0, r.err
     assert "Tables for these runs: Table 2, Table 3, Table 11," in r.out and "Table 21" in r.out
     assert "--format md or --format latex" in r.out and "--json" in r.out and "yanami report" in r.out
-    assert "100.00-100.00" not in r.out and "n/a (2 dialogues in fusion)" in r.out  # 2 dialogues per scenario
+    # 2 dialogues per scenario, the scenario named as its column is headed
+    assert "100.00-100.00" not in r.out and "n/a (2 dialogues in Fusion)" in r.out
 
 
 def test_output_names_follow_the_format_and_dash_is_standard_output(cli, runs, tmp_path, monkeypatch) -> None:
@@ -293,3 +297,28 @@ def test_latex_tables_show_hostile_text_as_text() -> None:
     assert "\n\n" not in tex and tex.count("\\end{tabular}") == 1
     assert "\\textbackslash{}input\\{/etc/passwd\\}" in body and "\\$x\\textasciicircum{}2\\$" in body
     assert "100\\%" in body and "a\\_b" in body and "\\#1" in body
+
+
+def test_every_form_names_each_scenario_as_its_column_is_headed(cli, runs, tmp_path) -> None:
+    """One name per scenario (`SHORT`, the paper's heading: Modeling, never world_modeling) in the
+    terminal, Markdown, LaTeX and the HTML report: headers, notes and the viewer alike."""
+    page = tmp_path / "report.html"
+    assert cli("report", *runs, "--out", page, "--samples", "1").code == 0
+    html = page.read_text()
+    shown = re.sub(r"<[^>]*>", " ", html)  # the page's text, without tags and their attributes
+    forms = {
+        "terminal": (cli("score", *runs).out, " | "),
+        "markdown": (cli("score", *runs, "--format", "md").out, " | "),
+        "latex": (cli("score", *runs, "--format", "latex").out, " & "),
+        "html": (re.sub(r"\bworld-\w+-\d+\b", "", shown), "</th><th>"),  # less the dialogues' ids
+    }
+    names = [SHORT[s] for s in SCENARIOS]
+    assert "Modeling" in names and "world_modeling" in SCENARIOS
+    for form, (text, between) in forms.items():
+        header = html if form == "html" else text
+        assert f"Model{between}{between.join(names)}{between}" in header, form
+        assert not re.search(r"\b(fusion|editing|world(_|\\_)modeling|reasoning)\b", text), form
+        assert "n/a (2 dialogues in Fusion)" in text, form
+    # the viewer's scenario filter and each sample's title
+    assert re.findall(r'<option value="world_modeling">([^<]*)</option>', html) == ["Modeling"]
+    assert "(Modeling)" in shown

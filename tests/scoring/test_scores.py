@@ -239,7 +239,7 @@ def _cells(t) -> list[str]:
 def test_degenerate_bootstrap_intervals_print_as_such() -> None:
     one = [_rec(f"{s}0", s, images={1: (0.5, 10.0)}) for s in SCENARIOS]
     s = run_scores(_run("m", one, answers=False))
-    assert s.interval is None and s.interval_text == "n/a (1 dialogue in fusion)"
+    assert s.interval is None and s.interval_text == "n/a (1 dialogue in Fusion)"
     same = [_rec(f"{s}{k}", s, images={1: (1.0, 10.0)}) for s in SCENARIOS for k in range(6)]
     s = run_scores(_run("m", same, answers=False))
     assert s.interval is None and s.interval_text == "n/a (every resample gives 100.00)"

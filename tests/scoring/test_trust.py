@@ -165,7 +165,8 @@ def test_a_privileged_run_is_marked_in_every_table_and_format(cli, trust_runs, t
         if cells:
             assert PRIVILEGED_NOTE in table
     assert found >= 10
-    assert f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" in html.split("<h2>Tables</h2>")[0]  # the run list says it too
+    provenance = html.split('<details id="provenance">')[1].split("</details>")[0]
+    assert f"{PRIVILEGED_MARK} {PRIVILEGED_NOTE}" in provenance  # the run list says it too
 
 
 def test_a_run_of_an_older_format_is_read_and_privilege_is_asked_of_the_agent(trust_runs, tmp_path) -> None:

@@ -35,9 +35,9 @@ from yanami.scoring._analyses import (
 from yanami.scoring._charts import Bars, grouped_bars, line_chart
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats, warnings
 from yanami.scoring._load import Loaded, check_run_dir, load_runs, run_judges
-from yanami.scoring._page import Page, Panel, RunLine, html_table, render, render_page
+from yanami.scoring._page import Entry, Page, Panel, RunLine, html_table, render, render_page
 from yanami.scoring._report import figure6, figure_panels, render_report, report_page, write_report
-from yanami.scoring._runs import QTYPES, SCENARIOS, DialogueRecord, Run, label_runs, load_run
+from yanami.scoring._runs import QTYPES, SCENARIOS, SHORT, DialogueRecord, Run, label_runs, load_run
 from yanami.scoring._scorers import YANAMI_SCORER, Scored, Scorer, scorer_for
 from yanami.scoring._scores import (
     MIN_COVERAGE,
@@ -71,10 +71,12 @@ __all__ = [
     "PRIVILEGED_TABLE_NOTE",
     "QTYPES",
     "SCENARIOS",
+    "SHORT",
     "WEIGHTS",
     "YANAMI_SCORER",
     "Bars",
     "DialogueRecord",
+    "Entry",
     "GapSelection",
     "HistoryEffect",
     "Loaded",

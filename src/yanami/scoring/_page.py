@@ -2,7 +2,9 @@
 
 Every family's report is one `Page` rendered by ``templates/report.html.j2``; a table's markup
 is ``templates/table.html.j2`` (`html_table` renders it alone). Nothing is computed here: what
-a page shows is computed before (`yanami.scoring._scoreset`, `yanami.scoring._tables`).
+a page shows is computed before (`yanami.scoring._scoreset`, `yanami.scoring._tables`); the page
+only lays it out: its title, its contents (`Page.contents`), the comparability warnings, the
+tables and figures, then the runs' provenance folded, then the samples.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from yanami.scoring._charts import Chart, Drawn
+from yanami.scoring._runs import SHORT
 from yanami.scoring._table import Table
 from yanami.scoring._viewer import Sample, Viewer
 
@@ -40,6 +43,25 @@ class Panel:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A line of the page's contents: the anchor it links to, its text, and the entries under it."""
+
+    anchor: str
+    text: str
+    entries: tuple[Entry, ...] = ()
+
+
+def contents_text(title: str) -> str:
+    """A table's title as its line of the contents: up to its first parenthesis or semicolon
+    (``Table 2: scores across the four scenarios``), the detail left to the caption."""
+    return title.split(" (", 1)[0].split("; ", 1)[0].strip()
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+@dataclass(frozen=True)
 class Page:
     """Everything one report page shows, as data."""
 
@@ -54,6 +76,25 @@ class Page:
     viewer: Viewer | None = None
     """The per-sample viewer (None: the page has no Samples section)."""
     panels_title: str = "Figure 6"
+
+    def contents(self) -> list[Entry]:
+        """The page's sections in their order, each with the anchor of its heading; the tables
+        each with their own (a table's key is its ``id``)."""
+        out = []
+        if self.warnings:
+            out.append(Entry("comparability", f"Comparability ({_count(len(self.warnings), 'warning')})"))
+        tables = tuple(Entry(t.key, contents_text(t.title)) for t in self.tables)
+        out.append(Entry("tables", "Tables", tables))
+        if self.audit:
+            out.append(Entry("audit", "Irreducibility audit"))
+        if self.panels:
+            out.append(Entry("figures", self.panels_title))
+        if self.runs:
+            out.append(Entry("provenance", f"Provenance ({_count(len(self.runs), 'run')}, folded)"))
+        if self.viewer is not None:
+            shown = len(self.viewer.samples)
+            out.append(Entry("samples", f"Samples ({_count(shown, 'dialogue')})" if shown else "Samples"))
+        return out
 
 
 def _text(value: object) -> Markup:
@@ -70,6 +111,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
     )
     env.filters["text"] = _text
+    env.filters["scenario"] = lambda name: SHORT.get(name, name)  # as the tables head it
     return env
 
 

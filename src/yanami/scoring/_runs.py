@@ -19,6 +19,9 @@ from yanami.scoring._weights import image_sc
 
 SCENARIOS = tuple(s.value for s in FACTS)
 SCENARIO_TITLES = {s.value: f.title for s, f in FACTS.items()}
+SHORT = {s.value: f.short for s, f in FACTS.items()}
+"""Each scenario's name wherever one is printed: the paper's column heading (``Modeling``, never
+``world_modeling``), in every table, note and form of the report (terminal, Markdown, LaTeX, HTML)."""
 QTYPES = ("RR", "CR", "CT", "CU")
 EFFECTS = ("change", "preservation")
 """What an atomic check tests: what the turn changes (or the history requires), or what stays."""

@@ -79,7 +79,7 @@ class _Yanami:
         value = score_set(loaded.runs, loaded.scores, loaded.warnings)
         table_list = build_tables(value)
         main = summary_table(value.scores)
-        available = [t.title.split(":")[0] for t in table_list if t.rows]
+        available = [t.title.split(":")[0].split(" (")[0] for t in table_list if t.rows]
         summary = (
             markdown(main, escaped=False)
             + f"\nTables for these runs: {', '.join(available)}. Print them with --format md or --format latex; "

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from yanami.scoring._floor import Floor, above_floor, bench_facts, floor_of
-from yanami.scoring._runs import QTYPES, SCENARIOS, DialogueRecord, Run
+from yanami.scoring._runs import QTYPES, SCENARIOS, SHORT, DialogueRecord, Run
 from yanami.scoring._runs import SCENARIO_TITLES as SCENARIO_TITLES
 from yanami.scoring._runs import build_run as build_run
 from yanami.scoring._runs import load_run as load_run
@@ -107,7 +107,7 @@ class RunScores:
     failed_turn_share: float | None
     """Share of target turns with at least one failed check (the irreducibility audit, on the stateless agent)."""
     interval_note: str | None = None
-    """Why there is no interval, e.g. ``n/a (2 dialogues in fusion)``."""
+    """Why there is no interval, e.g. ``n/a (2 dialogues in Fusion)`` (the scenario as its column is headed)."""
     average_over: list[str] = field(default_factory=list)
     """The scenarios the averages are over (fewer than four: a `--limit` below 4, or a scenario without valid items)."""
     path: str = ""
@@ -272,7 +272,7 @@ def _bootstrap(
     few = {s: len(g) for s, g in groups.items() if len(g) < MIN_INTERVAL_DIALOGUES}
     if few:
         s, k = min(few.items(), key=lambda kv: kv[1])
-        return None, f"n/a ({k} dialogue{'s' if k != 1 else ''} in {s})"
+        return None, f"n/a ({k} dialogue{'s' if k != 1 else ''} in {SHORT.get(s, s)})"
     rng = np.random.default_rng(42)
     samples = np.zeros(n)
     for records in groups.values():

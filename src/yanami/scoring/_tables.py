@@ -10,7 +10,7 @@ from yanami.contract import FACTS
 from yanami.scoring._compare import MARK, PRIVILEGED_MARK, caveats
 from yanami.scoring._floor import CHANCE_DSU, FLOOR_LABEL
 from yanami.scoring._page import html_table as html_table
-from yanami.scoring._runs import QTYPES, SCENARIO_TITLES, SCENARIOS, Run
+from yanami.scoring._runs import QTYPES, SCENARIO_TITLES, SCENARIOS, SHORT, Run
 from yanami.scoring._scores import MIN_COVERAGE, PRIVILEGED_NOTE, RunScores
 from yanami.scoring._scoreset import ScoreSet, score_set
 from yanami.scoring._table import Table as Table
@@ -22,8 +22,6 @@ DASH_NOTE = "A dash (-) means no value: no valid item of that component or scena
 
 
 FAILURES_AS_ZERO = "Avg. failures as 0"
-SHORT = {s.value: f.short for s, f in FACTS.items()}
-"""Each scenario's column heading, the paper's (``Modeling``), in every table."""
 """The header of the failures-as-zero column, beside the benchmark score (Avg.)."""
 FAILURES_AS_ZERO_NOTE = (
     f"{FAILURES_AS_ZERO}: the same average with every item that has no valid record (refused, error, missing, "
@@ -288,8 +286,8 @@ def build_tables(value: ScoreSet) -> list[Table]:
         out.append(
             Table(
                 "sc_effects",
-                "State consistency by what a check tests: change (what the turn changes or the history requires,"
-                " which a copy of the latest image cannot satisfy) and preservation (what must stay), 0-100",
+                "State consistency by what a check tests (0-100): change, what the turn changes or the history"
+                " requires (which a copy of the latest image cannot satisfy), and preservation, what must stay",
                 ["Model", "SC", "SC change", "SC preservation"],
                 [[s.label, s.average["sc"], s.average["sc_change"], s.average["sc_preservation"]] for s in split],
             )
