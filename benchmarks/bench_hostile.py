@@ -162,6 +162,14 @@ def imug(root: Path, grid: object = None) -> Path:
     return root
 
 
+def opening(root: Path) -> Path:
+    """OpenING's layout (tests/families/test_opening.py): OpenING-benchmark/ with test_data.jsonl and images/."""
+    sys.path.insert(0, str(ROOT))
+    from tests.families.test_opening import write_opening
+
+    return write_opening(root)
+
+
 def deep(n: int = 100_000) -> str:
     return "[" * n + "]" * n
 
@@ -358,6 +366,12 @@ def cases(servers: dict[str, str]) -> list[Case]:
             edit_text(src / "data" / "benchmark.jsonl", '"cubes_1.png"', f'"cubes{escaped}_1.png"')
             return ["import", "imug", str(src), "--out", str(w / "out")]
 
+        @case(f"import opening: {label} in a picture path", (2,))
+        def _(w: Path, escaped: str = escaped) -> list[str]:
+            src = opening(w / "src")
+            edit_text(src / "test_data.jsonl", "96-o-2.jpg", f"96-o{escaped}-2.jpg")
+            return ["import", "opening", str(src), "--out", str(w / "out")]
+
         @case(f"prepare: {label} in a groups.jsonl path", (2,))
         def _(w: Path, escaped: str = escaped) -> list[str]:
             pool = w / "pool"
@@ -365,6 +379,48 @@ def cases(servers: dict[str, str]) -> list[Case]:
             (pool / "a.png").write_bytes(png())
             (pool / "groups.jsonl").write_text(f'{{"group": "g", "images": ["a.png", "sub{escaped}/b.png"]}}\n')
             return ["prepare", str(pool), "--out", str(w / "out"), "--filter", "stand-ins"]
+
+    @case("import opening: a picture path that leads out of the source folder", (2,))
+    def _(w: Path) -> list[str]:
+        src = opening(w / "src")
+        edit_text(src / "test_data.jsonl", "./images/Storybook Completion/96-o-2.jpg", "../../../etc/hostname")
+        return ["import", "opening", str(src), "--out", str(w / "out")]
+
+    @case("import opening: a picture that is a link out of the source folder", (2,))
+    def _(w: Path) -> list[str]:
+        src = opening(w / "src")
+        target = src / "images" / "Storybook Completion" / "96-o-2.jpg"
+        target.unlink()
+        (w / "outside.jpg").write_bytes(png())
+        target.symlink_to(w / "outside.jpg")
+        return ["import", "opening", str(src), "--out", str(w / "out")]
+
+    @case("import opening: a picture that is a folder", (2,))
+    def _(w: Path) -> list[str]:
+        src = opening(w / "src")
+        target = src / "images" / "Storybook Completion" / "96-o-2.jpg"
+        target.unlink()
+        target.mkdir()
+        return ["import", "opening", str(src), "--out", str(w / "out")]
+
+    @case("import opening: a picture that is no picture", (2,))
+    def _(w: Path) -> list[str]:
+        src = opening(w / "src")
+        (src / "images" / "Storybook Completion" / "96-o-2.jpg").write_bytes(b"GIF89a not a picture")
+        return ["import", "opening", str(src), "--out", str(w / "out")]
+
+    @case("import opening: a record 100,000 lists deep", (2,))
+    def _(w: Path) -> list[str]:
+        src = opening(w / "src")
+        with (src / "test_data.jsonl").open("a") as f:
+            f.write(deep() + "\n")
+        return ["import", "opening", str(src), "--out", str(w / "out")]
+
+    @case("import opening: a file that is not UTF-8", (2,))
+    def _(w: Path) -> list[str]:
+        src = opening(w / "src")
+        (src / "test_data.jsonl").write_bytes(b'{"total_uid": "\xff\xfe"}\n')
+        return ["import", "opening", str(src), "--out", str(w / "out")]
 
     @case("import weave: an image path that is a list, record 70 of 80 (worker processes)", (2,))
     def _(w: Path) -> list[str]:

@@ -215,3 +215,21 @@ def test_a_seed_key_joins_its_parts() -> None:
     assert seeded(42, "d7").random() == random.Random("42:d7").random()
     assert derived("letter", 1, "d", "q1", bits=8) == __import__("hashlib").sha256(b"letter:1:d:q1").digest()[0]
     assert 0 <= derived("x", bits=32) < 2**32
+
+
+PLUGIN_ROOMS = {"yanami", "yanami.contract", "yanami.store", "yanami.judges", "yanami.scoring", "yanami.models"}
+"""What an outside plug-in may import of yanami: the package's public modules."""
+
+
+def test_opening_is_written_as_an_outside_plugin_would_be() -> None:
+    """The OpenING family imports yanami's public modules and itself, nothing private (not even
+    what the other families share in ``yanami.families._*``): an outside distribution could hold it."""
+    used = {(str(rel), module) for rel, _, module in _imports() if str(rel).startswith("families/opening/")}
+    assert {m for _, m in used} >= {"yanami.contract", "yanami.store", "yanami.judges", "yanami.scoring"}
+    outside = sorted(
+        f"{rel}: {m}"
+        for rel, m in used
+        if m not in PLUGIN_ROOMS and not m.startswith("yanami.families.opening")
+        and not (m.rsplit(".", 1)[0] in PLUGIN_ROOMS and not m.rsplit(".", 1)[1].startswith("_"))
+    )  # fmt: skip
+    assert outside == []

@@ -22,6 +22,7 @@ from yanami.store import (
     dataset_stats,
     export_bagel,
     export_llava,
+    export_llava_next,
     export_parquet,
     export_webdataset,
     find_leakage,
@@ -117,6 +118,7 @@ def stats(
 class ExportFormat(StrEnum):
     parquet = "parquet"
     llava = "llava"
+    llava_next = "llava-next"
     bagel = "bagel"
     webdataset = "webdataset"
 
@@ -136,9 +138,10 @@ def export(
         ),
     ] = None,
 ) -> None:
-    """Parquet (for Hugging Face datasets) and WebDataset tar shards are lossless; LLaVA is its
-    conversation JSON, BAGEL its unified_edit and vlm_sft layouts. Each export's README.md says
-    what its format cannot carry and where that went."""
+    """Parquet (for Hugging Face datasets) and WebDataset tar shards are lossless; llava is
+    LLaVA-1.5's conversation JSON (one picture a record), llava-next LLaVA-NeXT's (LLaVA-OneVision,
+    LLaVA-NeXT-Interleave: every picture), bagel BAGEL's unified_edit and vlm_sft layouts. Each
+    export's README.md says what its format cannot carry and where that went."""
     if bagel_root is not None and fmt is not ExportFormat.bagel:
         raise UserError(f"--bagel-root: only for --format bagel, not {fmt.value}")
     n = len(Dataset(directory))
@@ -147,6 +150,8 @@ def export(
             files = export_parquet(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
         elif fmt is ExportFormat.llava:
             export_llava(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
+        elif fmt is ExportFormat.llava_next:
+            export_llava_next(directory, out_dir, overwrite=overwrite, on_dialogue=advance)
         elif fmt is ExportFormat.bagel:
             export_bagel(directory, out_dir, overwrite=overwrite, root=bagel_root, on_dialogue=advance)
         else:
@@ -186,7 +191,9 @@ def import_(
 ) -> None:
     """yanami import weave SRC --out DIR: SRC is WEAVE's test.json or the folder with it and imgs/.
     yanami import imug SRC --out DIR: SRC is IMUG-Bench's folder (data/benchmark.jsonl, its side
-    files and data/images/). yanami import SOURCE --out DIR: a Parquet export (yanami export).
+    files and data/images/). yanami import opening SRC --out DIR: SRC is OpenING's
+    OpenING-benchmark/ folder (test_data.jsonl and images/). yanami import SOURCE --out DIR: a
+    Parquet export (yanami export).
     """
     kind = kind_or_source if source is not None else "parquet"
     src = source if source is not None else Path(kind_or_source)

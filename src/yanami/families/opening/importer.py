@@ -116,7 +116,10 @@ def import_opening(
                     parts[name] = w.add_image(data, source)
                 except ImageProblem as exc:
                     raise UserError(f"{at}: {name[:120]}: {exc}") from None
-            w.add_dialogue(_dialogue(record, parts, at))
+            try:
+                w.add_dialogue(_dialogue(record, parts, at))
+            except ValueError as exc:  # (not one the checks above let through, but never a traceback)
+                raise UserError(f"{at}: {exc}") from None
             written += 1
             if on_record is not None:
                 on_record()
@@ -267,7 +270,7 @@ def _dialogue(record: dict[str, Any], parts: dict[str, ImagePart], at: str) -> D
         if k == n:
             checks = [{"id": criterion_id(c), "kind": CRITERION, "text": CRITERION_TEXT[c]} for c in CRITERIA]
         else:
-            checks = [{"id": "picture", "kind": STEP, "text": f"The picture of step {k} (graded with the whole "
+            checks = [{"id": f"picture-{k}", "kind": STEP, "text": f"The picture of step {k} (graded with the whole "
                        f"answer after step {n})."}]  # fmt: skip
         turns.append({
             "index": len(turns),
