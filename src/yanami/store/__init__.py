@@ -20,7 +20,13 @@ from yanami.store._reader import Dataset, Location, open_dataset_dir
 from yanami.store._select import Selection, select_dialogues
 from yanami.store._sources import Imported, import_source
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
-from yanami.store._trainers import export_bagel, export_llava, export_webdataset, read_webdataset
+from yanami.store._trainers import (
+    export_bagel,
+    export_llava,
+    export_llava_next,
+    export_webdataset,
+    read_webdataset,
+)
 from yanami.store._validate import Problem, validate_dataset
 from yanami.store._walk import DialogueWalk, dialogue_problems
 from yanami.store._writer import DatasetWriter, images_digest, place_file
@@ -53,6 +59,7 @@ __all__ = [
     "dialogue_problems",
     "export_bagel",
     "export_llava",
+    "export_llava_next",
     "export_parquet",
     "export_webdataset",
     "find_leakage",

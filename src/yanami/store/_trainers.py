@@ -9,6 +9,7 @@ format cannot carry and where that went. Layouts are documented in docs/training
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import shutil
@@ -23,7 +24,18 @@ import yaml
 
 from yanami._lock import OutputLock, work_prefix
 from yanami._parquet_pages import pyarrow
-from yanami.contract import CHOICE_LETTERS, Dialogue, ImagePart, Question, Turn, UserError, sha256_hex
+from yanami.contract import (
+    CHOICE_LETTERS,
+    Capability,
+    Dialogue,
+    ImagePart,
+    Question,
+    QuestionType,
+    Turn,
+    TurnRef,
+    UserError,
+    sha256_hex,
+)
 from yanami.store._manifest import MANIFEST
 from yanami.store._reader import Dataset
 from yanami.store._writer import move_into_place
@@ -52,27 +64,38 @@ OnDialogue = Callable[[], None] | None
 class _Message:
     role: str  # "human" or "gpt"
     values: list[str] = field(default_factory=list)
+    """Its pieces in reading order, joined by newlines; a picture is the piece ``<image>``."""
     images: list[ImagePart] = field(default_factory=list)
+    """The pictures of its ``<image>`` pieces, in order."""
 
 
 @dataclass
 class Conversation:
-    """One LLaVA-style record before it is written: its images and its alternating messages."""
+    """One LLaVA-style record before it is written: its alternating messages and their pictures."""
 
     id: str
-    images: list[ImagePart]
-    """The pictures its ``<image>`` placeholders stand for, in order (repeats allowed)."""
-    conversations: list[dict[str, str]]
-    """``{"from": "human"|"gpt", "value": ...}``, human first, alternating, gpt last."""
+    messages: list[_Message]
+    """Human first, alternating, gpt last; pictures in human messages only."""
     assistant_images_left_out: int = 0
     """Assistant images after the last gpt message kept (nothing followed to show them in)."""
     escaped_tokens: int = 0
     """Literal ``<image>`` strings in message text, written as ``<Image>``."""
 
-    def record(self, image_path: Callable[[ImagePart], str]) -> dict[str, Any]:
-        """The JSON record: ``image`` is a path for one picture, a list for several, absent for none."""
+    @property
+    def images(self) -> list[ImagePart]:
+        """The pictures its ``<image>`` placeholders stand for, in order (repeats allowed)."""
+        return [p for m in self.messages for p in m.images]
+
+    @property
+    def conversations(self) -> list[dict[str, str]]:
+        """``{"from": "human"|"gpt", "value": ...}``, human first, alternating, gpt last."""
+        return [{"from": m.role, "value": "\n".join(m.values)} for m in self.messages]
+
+    def record(self, image_path: Callable[[ImagePart], str], *, as_list: bool = False) -> dict[str, Any]:
+        """The JSON record: ``image`` a path for one picture (a list of paths if ``as_list``), a list
+        for several, absent for none."""
         rec: dict[str, Any] = {"id": self.id, "conversations": self.conversations}
-        if len(self.images) == 1:
+        if len(self.images) == 1 and not as_list:
             rec["image"] = image_path(self.images[0])
         elif self.images:
             rec["image"] = [image_path(p) for p in self.images]
@@ -151,13 +174,7 @@ def conversation(d: Dialogue, turns: Sequence[Turn], *, rid: str, question: Ques
     while merged and merged[-1].role != "gpt":
         left_out += sum(1 for p in merged[-1].images if p.source == "assistant")
         merged.pop()
-    return Conversation(
-        id=rid,
-        images=[p for m in merged for p in m.images],
-        conversations=[{"from": m.role, "value": "\n".join(m.values)} for m in merged],
-        assistant_images_left_out=left_out,
-        escaped_tokens=escaped,
-    )
+    return Conversation(rid, merged, assistant_images_left_out=left_out, escaped_tokens=escaped)
 
 
 def conversations(d: Dialogue) -> Iterator[Conversation]:
@@ -166,6 +183,68 @@ def conversations(d: Dialogue) -> Iterator[Conversation]:
     yield conversation(d, d.turns, rid=d.id)
     for q in d.questions:
         yield conversation(d, d.turns[: q.after_turn + 1], rid=f"{d.id}:{q.id}", question=q)
+
+
+# LLaVA-1.5: one picture a record -----------------------------------------------------------------
+
+EARLIER = "Earlier in this conversation:"
+"""Opens the transcript of what was said before a one-picture record's first message."""
+NOW = "Now:"
+"""Opens that first message after the transcript."""
+
+
+def _marker(n: int, p: ImagePart, shown: bool) -> str:
+    whose = " (yours)" if p.source == "assistant" else ""
+    return f"[picture {n}{whose}, {'shown above' if shown else 'not shown'}]"
+
+
+def one_picture(c: Conversation) -> list[Conversation]:
+    """The conversation cut into records of at most one picture each, for LLaVA-1.5's loader.
+
+    Pictures are numbered from 1 in the order they appear. A record starts at each human message
+    that holds a picture and runs to the message before the next one; the messages before the
+    first picture (if any) are a record without one. A record with a picture shows it as its only
+    ``<image>``, at the start of its first human value, followed by everything said before that
+    message as a transcript (``User: …`` / ``Assistant: …``) and then the message itself. Every
+    other picture, in the transcript or beside the shown one in that message, is written in its
+    place as ``[picture N, not shown]`` (the shown one as ``[picture N, shown above]``; ``(yours)``
+    when the assistant made it). Each gpt value is trained on in exactly one record, with the whole
+    text before it; ids are ``ID#N`` with N the picture shown (0: none).
+    """
+    msgs = c.messages
+    numbers: list[list[int]] = []
+    n = 0
+    for m in msgs:
+        numbers.append(list(range(n + 1, n + 1 + len(m.images))))
+        n += len(m.images)
+
+    def rendered(k: int, shown: int | None = None) -> str:
+        pics = iter(zip(numbers[k], msgs[k].images, strict=True))
+        out = []
+        for v in msgs[k].values:
+            if v == IMAGE_TOKEN:
+                num, p = next(pics)
+                v = _marker(num, p, num == shown)
+            out.append(v)
+        return "\n".join(out)
+
+    starts = [k for k, m in enumerate(msgs) if m.images]
+    bounds = ([0] if not starts or starts[0] != 0 else []) + starts + [len(msgs)]
+    records = []
+    for s, e in itertools.pairwise(bounds):
+        if s == e:
+            continue
+        if not msgs[s].images:  # the messages before the first picture: nothing is missing
+            records.append(Conversation(f"{c.id}#0", msgs[s:e]))
+            continue
+        shown, pic = numbers[s][-1], msgs[s].images[-1]
+        first = [IMAGE_TOKEN]
+        if s:
+            lines = [f"{'User' if msgs[k].role == 'human' else 'Assistant'}: {rendered(k)}" for k in range(s)]
+            first += [EARLIER, *lines, "", NOW]
+        first.append(rendered(s, shown))
+        records.append(Conversation(f"{c.id}#{shown}", [_Message("human", first, [pic]), *msgs[s + 1 : e]]))
+    return records
 
 
 # BAGEL edit chains -------------------------------------------------------------------------------
@@ -180,6 +259,17 @@ class EditChain:
     """The turn of each picture."""
     instructions: list[str]
     """One per step: one fewer than pictures."""
+    word_turns: list[list[int]]
+    """One per step: the turns whose user words make its instruction."""
+
+    def part(self, start: int, end: int) -> EditChain:
+        """Pictures ``start`` to ``end`` (inclusive) and the steps between them."""
+        return EditChain(
+            self.images[start : end + 1],
+            self.turns[start : end + 1],
+            self.instructions[start:end],
+            self.word_turns[start:end],
+        )
 
 
 @dataclass
@@ -188,19 +278,21 @@ class _ChainState:
     images: list[ImagePart] = field(default_factory=list)
     turns: list[int] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)
+    step_turns: list[list[int]] = field(default_factory=list)
     words: list[str] = field(default_factory=list)
+    word_turns: list[int] = field(default_factory=list)
     inputs: int = 0
     """Pictures the next result may be made from (more than one: it fuses them)."""
     fused: int = 0
 
     def close(self) -> None:
         if len(self.images) >= 2:
-            self.chains.append(EditChain(self.images, self.turns, self.steps))
-        self.images, self.turns, self.steps = [], [], []
+            self.chains.append(EditChain(self.images, self.turns, self.steps, self.step_turns))
+        self.images, self.turns, self.steps, self.step_turns = [], [], [], []
 
     def start(self, p: ImagePart, turn: int) -> None:
         self.close()
-        self.images, self.turns, self.words, self.inputs = [p], [turn], [], 1
+        self.images, self.turns, self.words, self.word_turns, self.inputs = [p], [turn], [], [], 1
 
 
 def edit_chains(d: Dialogue) -> tuple[list[EditChain], int]:
@@ -218,6 +310,7 @@ def edit_chains(d: Dialogue) -> tuple[list[EditChain], int]:
             if not isinstance(p, ImagePart):
                 if p.text.strip():
                     s.words.append(p.text.strip())
+                    s.word_turns.append(turn.index)
             elif s.steps or not s.images:
                 s.start(p, turn.index)
             else:  # another input before any result: the chain restarts from it, the next result fuses them
@@ -233,9 +326,98 @@ def edit_chains(d: Dialogue) -> tuple[list[EditChain], int]:
             s.images.append(p)
             s.turns.append(turn.index)
             s.steps.append("\n".join(s.words) or turn.user.text().strip())
-            s.words = []
+            s.step_turns.append(sorted(set(s.word_turns)) or [turn.index])
+            s.words, s.word_turns = [], []
     s.close()
     return s.chains, s.fused
+
+
+HISTORY_CAPABILITIES = frozenset(
+    {Capability.COREFERENCE, Capability.RETRIEVAL, Capability.CONSTRAINT, Capability.CORRECTION}
+)
+"""The capabilities that take something from earlier turns by their definition: what a reference
+meant, an earlier picture or message, a standing rule, a correction. (Cross-turn and spatial
+consistency keep what the step's input picture shows.)"""
+
+NEEDS_DIALOGUE = {
+    "capability": "its turn exercises coreference, history retrieval, constraint adherence or correction "
+    "updating (the turn's capabilities, or a check's)",
+    "reference": "its turn, or a check of it, refers to a picture or message other than the step's two pictures "
+    "(`references`)",
+    "reference_question": "a Reference Resolution question is asked right after its turn, about what the turn's "
+    "words refer to",
+    "stateless_reading": "its turn's hidden intent records that the words read alone against the latest picture "
+    "mean something else than what was done (`stateless`, YANAMI's rule for every target turn)",
+    "several_turns": "its instruction gathers the user's words of several turns, without the assistant's replies "
+    "between them",
+}
+"""Why an edit step cannot be read from its input picture and instruction alone, each read from the
+dialogue's own annotations (never from its wording); a step with any of them is left out."""
+
+
+def _outside(d: Dialogue, ref: TurnRef, own: set[str]) -> bool:
+    """Whether a reference names anything but the step's own pictures (``own``: their SHA-256)."""
+    if ref.turn >= len(d.turns):
+        return True
+    msg = d.turns[ref.turn].user if ref.side == "user" else d.turns[ref.turn].assistant
+    images = msg.images()
+    if ref.image is not None:
+        return ref.image >= len(images) or images[ref.image].sha256 not in own
+    return len(images) != len(msg.parts) or any(p.sha256 not in own for p in images)
+
+
+def needs_dialogue(d: Dialogue, chain: EditChain, k: int) -> list[str]:
+    """Why step ``k`` of ``chain`` (picture k to k + 1) needs the dialogue: keys of `NEEDS_DIALOGUE`."""
+    turn = d.turns[chain.turns[k + 1]]
+    caps = {*turn.capabilities, *(c.capability for c in turn.checks if c.capability is not None)}
+    own = {chain.images[k].sha256, chain.images[k + 1].sha256}
+    refs = [*turn.references, *(r for c in turn.checks for r in c.references)]
+    intent = turn.hidden.intent
+    why = {
+        "capability": bool(caps & HISTORY_CAPABILITIES),
+        "reference": any(_outside(d, r, own) for r in refs),
+        "reference_question": any(q.type == QuestionType.RR and q.after_turn == turn.index for q in d.questions),
+        "stateless_reading": isinstance(intent, dict)
+        and "stateless" in intent
+        and intent["stateless"] != intent.get("op"),
+        "several_turns": len(chain.word_turns[k]) > 1,
+    }
+    return [name for name, yes in why.items() if yes]
+
+
+@dataclass
+class EditSteps:
+    """A dialogue's edit chains cut where a step needs the dialogue, and every step's verdict."""
+
+    rows: list[EditChain]
+    """The parts of its chains whose steps all read alone (two pictures or more)."""
+    steps: list[dict[str, Any]]
+    """One per step: ``{dialogue, chain, turn, from_turn, row, needs_dialogue}`` (``row``: the index
+    in ``rows`` it is in; None when left out)."""
+    fused: int
+    """Assistant pictures made from several inputs (not steps)."""
+
+
+def edit_steps(d: Dialogue) -> EditSteps:
+    """The dialogue's edit chains with every step that needs the dialogue left out (`needs_dialogue`):
+    a chain is cut there, so BAGEL never trains on the step, alone or joined to its neighbours."""
+    chains, fused = edit_chains(d)
+    rows: list[EditChain] = []
+    steps: list[dict[str, Any]] = []
+    for c, chain in enumerate(chains):
+        start = 0
+        for k in range(len(chain.instructions) + 1):
+            why = needs_dialogue(d, chain, k) if k < len(chain.instructions) else ["end"]
+            if why:
+                if k > start:
+                    rows.append(chain.part(start, k))
+                start = k + 1
+            if k < len(chain.instructions):
+                steps.append(
+                    {"dialogue": d.id, "chain": c, "turn": chain.turns[k + 1], "from_turn": chain.turns[k],
+                     "row": None if why else len(rows), "needs_dialogue": why}
+                )  # fmt: skip
+    return EditSteps(rows, steps, fused)
 
 
 # Writing -----------------------------------------------------------------------------------------
@@ -346,7 +528,7 @@ def _put_images(ds: Dataset, d: Dialogue, folder: Path) -> int:
 
 def _side_lines(ds: Dataset, work: Path, on_dialogue: OnDialogue) -> Iterator[tuple[str, Dialogue]]:
     """Each dialogue with its line, the line also written to ``yanami/dialogues.jsonl`` as stored."""
-    (work / "yanami").mkdir()
+    (work / "yanami").mkdir(exist_ok=True)
     with open(work / "yanami" / "dialogues.jsonl", "w", encoding="utf-8", newline="\n") as side:
         for _, _, line, d in ds.records():
             side.write(line + "\n")
@@ -395,31 +577,135 @@ def _conversation_limits(side_images: str) -> list[dict[str, str]]:
     ]
 
 
+def _one_picture_limits() -> list[dict[str, str]]:
+    return [
+        {
+            "what": "more than one picture in a record (LLaVA-1.5's loader opens `image` as one path)",
+            "where": "one record per picture (`ID#N`): the picture as the only <image>, everything said before "
+            "as a transcript in the first human value with every other picture written `[picture N, not "
+            "shown]`; a picture beside the shown one in its message gets no record of its own "
+            "(pictures_not_shown); every picture is in images/, `--format llava-next` has them all",
+        },
+        {
+            "what": "DSU questions whose conversation holds several pictures (one may be the one asked about)",
+            "where": "left out (questions_left_out); in `--format llava-next`",
+        },
+        *(x for x in _conversation_limits("images/") if "DSU" not in x["what"]),
+        {
+            "what": "DSU questions",
+            "where": "one record per question with at most one picture, id `DIALOGUE:QUESTION`: the last "
+            "one-picture record of the turns up to after_turn, then the question as `yanami eval` asks it "
+            "and the reference letter(s) (free questions: the answer)",
+        },
+    ]
+
+
+class _Records:
+    """Records written one at a time: a JSON array (LLaVA's ``--data_path``) or JSON lines."""
+
+    def __init__(self, f: io.TextIOBase, *, as_array: bool) -> None:
+        self.f, self.as_array, self.n = f, as_array, 0
+
+    def write(self, rec: dict[str, Any]) -> None:
+        text = _dumps(rec)
+        self.f.write((("[\n" if not self.n else ",\n") + text) if self.as_array else text + "\n")
+        self.n += 1
+
+    def close(self) -> None:
+        if self.as_array:
+            self.f.write("\n]\n" if self.n else "[]\n")
+
+
+def _count(c: Conversation, counts: dict[str, int]) -> None:
+    counts["assistant_images_left_out"] += c.assistant_images_left_out
+    counts["escaped_image_tokens"] += c.escaped_tokens
+    counts["records_without_reply"] += not c.messages
+
+
 def _write_conversations(
-    records: Iterator[Conversation], f: io.TextIOBase, counts: dict[str, int], *, as_array: bool
+    records: Iterator[Conversation], f: io.TextIOBase, counts: dict[str, int], *, as_array: bool, as_list: bool
 ) -> None:
-    first = True
+    out = _Records(f, as_array=as_array)
     for c in records:
         counts["records"] += 1
-        counts["assistant_images_left_out"] += c.assistant_images_left_out
-        counts["escaped_image_tokens"] += c.escaped_tokens
-        if not c.conversations:
-            counts["records_without_reply"] += 1
-            continue
-        text = _dumps(c.record(_image_rel))
-        if as_array:
-            f.write(("[\n" if first else ",\n") + text)
-        else:
-            f.write(text + "\n")
-        first = False
-    if as_array and not first:
-        f.write("\n]\n")
+        _count(c, counts)
+        if c.messages:
+            out.write(c.record(_image_rel, as_list=as_list))
+    out.close()
 
 
 def export_llava(
     source: str | Path, out: str | Path, *, overwrite: bool = False, on_dialogue: OnDialogue = None
 ) -> Path:
-    """LLaVA conversation JSON: ``llava.json`` (a list of ``{id, image, conversations}``) and ``images/``."""
+    """LLaVA-1.5's layout: ``llava.json`` (``{id, image, conversations}``, one picture a record) and ``images/``.
+
+    LLaVA-1.5's ``LazySupervisedDataset`` opens ``image`` as one path and its model takes one
+    picture per sample, so each dialogue is cut into one record per picture (`one_picture`).
+    """
+
+    def write(ds: Dataset, work: Path, final: Path) -> _Report:
+        counts = dict.fromkeys(
+            [
+                "dialogues",
+                "records",
+                "records_without_reply",
+                "pictures_shown",
+                "pictures_not_shown",
+                "questions",
+                "questions_left_out",
+                "assistant_images_left_out",
+                "escaped_image_tokens",
+            ],
+            0,
+        )
+        images = work / "images"
+        images.mkdir()
+        with open(work / "llava.json", "w", encoding="utf-8", newline="\n") as f:
+            out = _Records(f, as_array=True)
+            for _, d in _side_lines(ds, work, on_dialogue):
+                counts["dialogues"] += 1
+                _put_images(ds, d, images)
+                c = conversation(d, d.turns, rid=d.id)
+                _count(c, counts)
+                parts = one_picture(c)
+                counts["pictures_shown"] += sum(1 for p in parts if p.images)
+                counts["pictures_not_shown"] += len(c.images) - sum(1 for p in parts if p.images)
+                for part in parts:
+                    out.write(part.record(_image_rel))
+                for q in d.questions:
+                    counts["questions"] += 1
+                    cq = conversation(d, d.turns[: q.after_turn + 1], rid=f"{d.id}:{q.id}", question=q)
+                    if len(cq.images) > 1:
+                        counts["questions_left_out"] += 1
+                        continue
+                    last = one_picture(cq)[-1]
+                    last.id = cq.id
+                    out.write(last.record(_image_rel))
+            out.close()
+            counts["records"] = out.n
+        return _Report(
+            "llava",
+            "yanami dialogues as LLaVA-1.5 conversations, one picture a record",
+            {
+                "llava.json": "a JSON list of records `{id, image, conversations}` (LLaVA's `--data_path`): "
+                "`conversations` alternate `human` (even index) and `gpt` (odd index); `image` is one path under "
+                "images/ and the first human value starts with the one `<image>`; a record without a picture has "
+                "no `image`. Ids: `DIALOGUE#N` (N: the picture shown, 0: none) and `DIALOGUE:QUESTION`",
+                "images/": "every picture of every dialogue, `images/ab/<sha256>.<ext>` (LLaVA's `--image_folder`)",
+                **_side_files("images/"),
+            },
+            _one_picture_limits(),
+            counts,
+            {"reader": "haotian-liu/LLaVA llava/train/train.py LazySupervisedDataset (LLaVA-1.5)"},
+        )
+
+    return _export("llava", source, out, overwrite, write)
+
+
+def export_llava_next(
+    source: str | Path, out: str | Path, *, overwrite: bool = False, on_dialogue: OnDialogue = None
+) -> Path:
+    """LLaVA-NeXT's layout (LLaVA-OneVision, LLaVA-NeXT-Interleave): ``llava_next.json``, ``image`` a list."""
 
     def write(ds: Dataset, work: Path, final: Path) -> _Report:
         counts = dict.fromkeys(
@@ -427,7 +713,7 @@ def export_llava(
         )
         images = work / "images"
         images.mkdir()
-        with open(work / "llava.json", "w", encoding="utf-8", newline="\n") as f:
+        with open(work / "llava_next.json", "w", encoding="utf-8", newline="\n") as f:
 
             def records() -> Iterator[Conversation]:
                 for _, d in _side_lines(ds, work, on_dialogue):
@@ -435,25 +721,23 @@ def export_llava(
                     _put_images(ds, d, images)
                     yield from conversations(d)
 
-            _write_conversations(records(), f, counts, as_array=True)
-            if counts["records"] == counts["records_without_reply"]:
-                f.write("[]\n")
+            _write_conversations(records(), f, counts, as_array=True, as_list=True)
         return _Report(
-            "llava",
-            "yanami dialogues as LLaVA conversations",
+            "llava-next",
+            "yanami dialogues as LLaVA-NeXT conversations (LLaVA-OneVision, LLaVA-NeXT-Interleave)",
             {
-                "llava.json": "a JSON list of records `{id, image, conversations}` (LLaVA's `--data_path`): "
+                "llava_next.json": "a JSON list of records `{id, image, conversations}` (LLaVA-NeXT's `--data_path`): "
                 "`conversations` alternate `human` (even index) and `gpt` (odd index), each picture an `<image>` "
-                "in its human value, in order; `image` is a path under images/ for one picture and a list "
-                "(LLaVA-OneVision / LLaVA-NeXT-Interleave style) for several; absent for none",
+                "in its human value, in order; `image` is the list of their paths under images/ (absent for none)",
                 "images/": "every picture of every dialogue, `images/ab/<sha256>.<ext>` (LLaVA's `--image_folder`)",
                 **_side_files("images/"),
             },
             _conversation_limits("images/"),
             counts,
+            {"reader": "LLaVA-VL/LLaVA-NeXT llava/train/train.py LazySupervisedDataset"},
         )
 
-    return _export("llava", source, out, overwrite, write)
+    return _export("llava-next", source, out, overwrite, write)
 
 
 def export_bagel(
@@ -492,6 +776,9 @@ def export_bagel(
                 "escaped_image_tokens",
                 "edit_chains",
                 "edit_steps",
+                "edit_steps_kept",
+                "edit_steps_left_out",
+                *(f"needs_dialogue_{why}" for why in NEEDS_DIALOGUE),
                 "fusion_results",
             ],
             0,
@@ -499,22 +786,32 @@ def export_bagel(
         edit_dir, vlm_dir = work / "unified_edit" / BAGEL_EDIT_NAME, work / "vlm_sft"
         edit_dir.mkdir(parents=True)
         (vlm_dir / "images").mkdir(parents=True)
+        (work / "yanami").mkdir()
         parts = _EditWriter(pa, pq, schema, edit_dir, shard_bytes)
-        with open(vlm_dir / f"{BAGEL_VLM_NAME}.jsonl", "w", encoding="utf-8", newline="\n") as f:
+        with (
+            open(vlm_dir / f"{BAGEL_VLM_NAME}.jsonl", "w", encoding="utf-8", newline="\n") as f,
+            open(work / "yanami" / "edit_steps.jsonl", "w", encoding="utf-8", newline="\n") as steps_file,
+        ):
 
             def records() -> Iterator[Conversation]:
                 for _, d in _side_lines(ds, work, on_dialogue):
                     counts["dialogues"] += 1
                     _put_images(ds, d, vlm_dir / "images")
-                    chains, fused = edit_chains(d)
-                    counts["fusion_results"] += fused
-                    for k, chain in enumerate(chains):
+                    e = edit_steps(d)
+                    counts["fusion_results"] += e.fused
+                    for k, row in enumerate(e.rows):
                         counts["edit_chains"] += 1
-                        counts["edit_steps"] += len(chain.instructions)
-                        parts.add(ds, f"{d.id}:e{k}", chain)
+                        parts.add(ds, f"{d.id}:e{k}", row)
+                    for step in e.steps:
+                        counts["edit_steps"] += 1
+                        counts["edit_steps_kept" if step["row"] is not None else "edit_steps_left_out"] += 1
+                        for why in step["needs_dialogue"]:
+                            counts[f"needs_dialogue_{why}"] += 1
+                        row_id = None if step["row"] is None else f"{d.id}:e{step['row']}"
+                        steps_file.write(_dumps({**step, "row": row_id}) + "\n")
                     yield from conversations(d)
 
-            _write_conversations(records(), f, counts, as_array=False)
+            _write_conversations(records(), f, counts, as_array=False, as_list=False)
         files = parts.close()
         vlm_lines = counts["records"] - counts["records_without_reply"]
         edit_data = f"{base}/unified_edit/{BAGEL_EDIT_NAME}"
@@ -582,10 +879,11 @@ def export_bagel(
             "bagel",
             "yanami dialogues in BAGEL's training layouts",
             {
-                f"unified_edit/{BAGEL_EDIT_NAME}/part-NNNNN.parquet": "edit chains, one row each: `image_list` (the "
-                "picture's bytes, then each edited picture's), `instruction_list` (one list of phrasings per step, "
-                "one entry fewer than pictures: the user's words since the previous picture), `id`, `turns` "
-                f"(each picture's turn); row groups of {EDIT_ROWS_PER_GROUP} rows",
+                f"unified_edit/{BAGEL_EDIT_NAME}/part-NNNNN.parquet": "edit chains cut where a step needs the "
+                "dialogue, one row each: `image_list` (the picture's bytes, then each edited picture's), "
+                "`instruction_list` (one list of phrasings per step, one entry fewer than pictures: the user's words "
+                "since the previous picture), `id` (`DIALOGUE:eK`), `turns` (each picture's turn); row groups of "
+                f"{EDIT_ROWS_PER_GROUP} rows",
                 f"parquet_info/{BAGEL_EDIT_NAME}.json": "each Parquet file's `num_row_groups`, keyed by the path "
                 f"BAGEL looks it up under (`data_dir` + '/' + file name, data_dir under {base})",
                 f"vlm_sft/{BAGEL_VLM_NAME}.jsonl": "one record per line `{id, image, conversations}`: human/gpt "
@@ -594,12 +892,18 @@ def export_bagel(
                 "dataset_info.py": "`YANAMI_DATASET_INFO`, the entries to merge into BAGEL's `DATASET_INFO`",
                 "yanami.yaml": "a `--dataset_config_file` that trains on both datasets",
                 **_side_files("vlm_sft/images/"),
+                "yanami/edit_steps.jsonl": "every edit step, one a line: `dialogue`, `chain`, `turn`, `from_turn` "
+                "(the turns of its result and input pictures), `row` (the unified_edit row id holding it; null: "
+                "left out) and `needs_dialogue` (why: " + ", ".join(f"`{k}`" for k in NEEDS_DIALOGUE) + ")",
             },
             [
                 {
-                    "what": "the dialogue around an edit (constraints set earlier, references to earlier pictures, "
-                    "the assistant's words): a unified_edit step sees one picture and its instruction",
-                    "where": f"{BAGEL_VLM_NAME}.jsonl trains on the whole conversation; yanami/dialogues.jsonl",
+                    "what": "an edit step whose instruction needs the dialogue (a unified_edit step sees one picture "
+                    "and its instruction); the dialogue's own annotations say which: "
+                    + "; ".join(f"`{k}`: {v}" for k, v in NEEDS_DIALOGUE.items()),
+                    "where": "left out of unified_edit, its chain cut there (edit_steps_left_out; needs_dialogue_* "
+                    "counts each reason); each step with its reasons in yanami/edit_steps.jsonl; its conversation "
+                    f"in {BAGEL_VLM_NAME}.jsonl, its pictures in vlm_sft/images",
                 },
                 {
                     "what": "a picture made from several inputs (fusion)",
@@ -608,7 +912,8 @@ def export_bagel(
                 },
                 {
                     "what": "an assistant's picture in vlm_sft (its loader takes pictures in human values only)",
-                    "where": "the edit chains of unified_edit; in vlm_sft it opens the next human value as an <image>",
+                    "where": "in vlm_sft it opens the next human value as an <image>; a step whose instruction "
+                    "reads alone is in the edit chains of unified_edit",
                 },
                 *(x for x in _conversation_limits("vlm_sft/images/") if "assistant's picture" not in x["what"]),
             ],
@@ -719,6 +1024,26 @@ class _TarShards:
         self.close()
 
 
+DIALOGUE_MEMBER = "dialogue.txt"
+"""A WebDataset sample's dialogue line. Text, not ``.json``: HF's ``webdataset`` builder would decode
+JSON into nested columns, and a dialogue's free-form JSON (hidden state, intents) has no one Arrow type."""
+PICTURES_MEMBER = "pictures.tar"
+"""A WebDataset sample's pictures, all in one member: a tar of ``N.<ext>``. Every sample has the same two
+members, which HF's ``webdataset`` builder requires (dialogues hold different numbers of pictures)."""
+
+
+def _pictures_tar(ds: Dataset, d: Dialogue) -> tuple[bytes, int]:
+    """The dialogue's distinct pictures as one tar (``N.<ext>`` in order of first appearance), and how many."""
+    buf = io.BytesIO()
+    seen: list[str] = []
+    with tarfile.TarFile(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for p in d.images():
+            if p.sha256 not in seen:
+                _tar_add(tar, f"{len(seen)}.{_EXT[p.format.value]}", ds.image_bytes(p))
+                seen.append(p.sha256)
+    return buf.getvalue(), len(seen)
+
+
 def export_webdataset(
     source: str | Path,
     out: str | Path,
@@ -727,7 +1052,7 @@ def export_webdataset(
     shard_bytes: int = SHARD_BYTES,
     on_dialogue: OnDialogue = None,
 ) -> Path:
-    """WebDataset tar shards, one sample per dialogue: ``KEY.json`` (its line) and ``KEY.N.<ext>`` per picture."""
+    """WebDataset tar shards, one sample per dialogue: ``KEY.dialogue.txt`` (its line), ``KEY.pictures.tar``."""
 
     def write(ds: Dataset, work: Path, final: Path) -> _Report:
         counts = dict.fromkeys(["dialogues", "images"], 0)
@@ -736,14 +1061,11 @@ def export_webdataset(
             for rel, _, line, d in ds.records():
                 tar = tars.next_sample()
                 key = sample_key(d.id)
-                _tar_add(tar, f"{key}.json", line.encode("utf-8"))
-                seen: list[str] = []
-                for p in d.images():
-                    if p.sha256 not in seen:
-                        _tar_add(tar, f"{key}.{len(seen)}.{_EXT[p.format.value]}", ds.image_bytes(p))
-                        seen.append(p.sha256)
+                pictures, n = _pictures_tar(ds, d)
+                _tar_add(tar, f"{key}.{DIALOGUE_MEMBER}", line.encode("utf-8"))
+                _tar_add(tar, f"{key}.{PICTURES_MEMBER}", pictures)
                 counts["dialogues"] += 1
-                counts["images"] += len(seen)
+                counts["images"] += n
                 if layout and layout[-1][0] == rel:
                     layout[-1][1] += 1
                 else:
@@ -755,9 +1077,12 @@ def export_webdataset(
             "webdataset",
             "yanami dialogues as WebDataset shards",
             {
-                "shard-NNNNNN.tar": "one sample per dialogue, its files together: `KEY.json` (the dialogue's line "
-                "exactly as the dataset stores it) and `KEY.N.<ext>` (its distinct pictures in order of first "
-                "appearance, N from 0, the stored bytes); KEY is the dialogue id with `.` written as `~`",
+                "shard-NNNNNN.tar": f"one sample per dialogue, the same two files in each: `KEY.{DIALOGUE_MEMBER}` "
+                f"(the dialogue's line exactly as the dataset stores it, UTF-8 JSON) and `KEY.{PICTURES_MEMBER}` (a "
+                "tar of its distinct pictures, `N.<ext>` in order of first appearance, N from 0, the stored bytes; "
+                "empty for none); KEY is the dialogue id with `.` written as `~`. Read by the `webdataset` package "
+                "and by `datasets.load_dataset('webdataset', data_files=...)` (columns `dialogue.txt`, a string, "
+                "and `pictures.tar`, bytes)",
                 "yanami/manifest.json": _MANIFEST_NOTE,
             },
             [
@@ -774,21 +1099,30 @@ def export_webdataset(
     return _export("webdataset", source, out, overwrite, write)
 
 
+def read_pictures(data: bytes) -> list[bytes]:
+    """The pictures of a sample's ``pictures.tar``, in order."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = sorted(tar.getmembers(), key=lambda m: int(m.name.split(".", 1)[0]))
+        return [_read_member(tar, m) for m in members]
+
+
+def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    data = tar.extractfile(member)
+    assert data is not None
+    return data.read()
+
+
 def read_webdataset(folder: str | Path) -> Iterator[tuple[str, list[bytes]]]:
     """The dialogue lines and picture bytes of a WebDataset export, in order (stdlib ``tarfile`` only)."""
     folder = Path(folder)
     for shard in sorted(folder.glob("shard-*.tar")):
         with tarfile.open(shard) as tar:
             line: str | None = None
-            images: list[bytes] = []
             for member in tar:
-                data = tar.extractfile(member)
-                assert data is not None
-                if member.name.endswith(".json"):
-                    if line is not None:
-                        yield line, images
-                    line, images = data.read().decode("utf-8"), []
-                else:
-                    images.append(data.read())
-            if line is not None:
-                yield line, images
+                if member.name.endswith(f".{DIALOGUE_MEMBER}"):
+                    line = _read_member(tar, member).decode("utf-8")
+                elif member.name.endswith(f".{PICTURES_MEMBER}"):
+                    if line is None:
+                        raise UserError(f"{shard}: {member.name} comes without its {DIALOGUE_MEMBER} before it")
+                    yield line, read_pictures(_read_member(tar, member))
+                    line = None
