@@ -152,4 +152,4 @@ def test_a_family_from_outside_the_package_runs_import_eval_score_report(
 
 def test_an_unknown_family_is_one_line(tmp_path: Path, cli: Callable[..., Any]) -> None:
     r = cli("import", "nosuch", tmp_path, "--out", tmp_path / "x")
-    assert r.code == 2 and "'nosuch': not a kind of source (parquet, imug, weave" in r.err
+    assert r.code == 2 and "'nosuch': not a kind of source (parquet, imug, opening, weave" in r.err

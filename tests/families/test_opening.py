@@ -257,3 +257,31 @@ def test_overall_is_the_mean_of_the_rounded_means() -> None:
     s = summary([{"a": 7.0, "b": 10.0}, {"a": 10.0, "b": 5.0}, {"a": 8.0, "b": 9.0}])
     assert s == {"a": 8.33, "b": 8.0, "Overall": 8.16}  # the unrounded means give 8.17
     assert summary([]) == {}
+
+
+def test_a_reply_that_does_not_read_is_asked_again_past_the_cache_and_again_by_the_next_run(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    """OpenING's code repeats a request until its reply reads as JSON: yanami asks again (up to 5
+    times, past the response cache), and a run that gave up asks again when run again."""
+    assert cli("import", "opening", write_opening(tmp_path), "--out", tmp_path / "bench").code == 0
+    checkout = source_checkout(tmp_path / "OpenING")
+    script = ["not json", "{}", json.dumps(reply(6, 6, 6, 6, 6, 6, 6))] + ["still not json"] * 5
+
+    def judge_brain(path: str, body: dict[str, Any]) -> Any:
+        return script.pop(0) if script else json.dumps(reply(4, 4, 4, 4, 4, 4, 4))
+
+    with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
+        model, judge = configs(tmp_path, msrv, jsrv)
+        args = ("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--protocol-source", checkout,
+                "--out", tmp_path / "run", "--concurrency", "1")  # fmt: skip
+        r = cli(*args)
+        assert r.code == 0 and "the judge could not grade 1 item(s)" in r.err, r.err
+        assert "no reply of 5 read as JSON (the last: " in r.err
+        assert len(jsrv.requests) == 3 + 5  # the first record read at its third ask; the second never
+        r = cli(*args)  # the next run: the cached bad reply, then the server again
+        assert r.code == 0, r.err
+        assert len(jsrv.requests) == 3 + 5 + 1
+    runs = json.loads(cli("score", tmp_path / "run", "--json").out)["runs"]
+    assert runs[0]["scored"] == 2 and runs[0]["judge_errors"] == 0
+    assert sorted(runs[0]["criteria"].values()) == [5.0] * 7  # (6 and 4)

@@ -177,7 +177,7 @@ def test_an_image_path_may_not_leave_the_source(tmp_path: Path, cli: Callable[..
 
 def test_import_of_an_unknown_kind_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
     r = cli("import", "vqav2", tmp_path, "--out", tmp_path / "ds")
-    assert r.code == 2 and "'vqav2': not a kind of source (parquet, imug, weave)" in r.err
+    assert r.code == 2 and "'vqav2': not a kind of source (parquet, imug, opening, weave)" in r.err
 
 
 def test_image_files_are_linked_unless_copy_is_asked(tmp_path: Path, cli: Callable[..., Any]) -> None:

@@ -256,7 +256,7 @@ def test_the_judge_against_three_annotators_equals_a_recount(
     no_vote = f"{want['no_vote']} check(s) with no pass/fail vote, " if want["no_vote"] else ""
     said = f"left out: {want['fixes']} fix verdict(s), {want['ties']} tie(s), {no_vote}1 check(s) edited in review"
     assert said in text.out
-    assert "kind capability/" in text.out and "scenario editing" in text.out
+    assert "kind capability/" in text.out and "scenario Editing" in text.out
 
 
 def test_verdicts_given_in_the_app_over_http_measure_the_judge(

@@ -133,7 +133,8 @@ def eval_(
             markup=False,
         )
     if expected and not valid:
-        raise UserError(f"{out_dir}: no item of the run is valid; check the model's configuration", exit_code=1)
+        check = "the judge's" if summary.judge_errors and not summary.first_error else "the model's"
+        raise UserError(f"{out_dir}: no item of the run is valid; check {check} configuration", exit_code=1)
 
 
 def _model_label(spec: str) -> str:

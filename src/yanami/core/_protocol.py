@@ -85,6 +85,10 @@ class Request:
     json_schema: Mapping[str, object] | None = None
     """The JSON Schema a text reply must follow; an adapter whose server takes structured output
     sends it (the reply is validated by the caller either way)."""
+    fresh: bool = False
+    """Ask the server even where the response cache holds a reply to this same request (its new
+    reply replaces the cached one): a benchmark's code that repeats a request whose reply it could
+    not read (OpenING's) asks again so. Never sent."""
     function: Mapping[str, object] | None = None
     """A function the reply must call (OpenAI's ``functions`` with ``function_call`` naming it, as
     a benchmark's own judge code may ask: OpenING's ``GPT_score_A.py``): the chat adapter sends it

@@ -176,13 +176,15 @@ def ask_json(
     seed: int | None = 0,
     parse: Callable[[str, type[BaseModel]], Any] | None = None,
     function: Mapping[str, object] | None = None,
+    fresh: bool = False,
 ) -> Any:
     """Ask a model for a JSON reply that ``schema`` validates, at temperature 0 and seed 0.
 
     ``repair`` False, ``seed`` None and ``max_tokens`` None: one request, no seed, no limit sent
     (as a benchmark's own code asks its judge; the caller applies its rule to a reply that does
     not parse, the ValueError raised); ``parse``: how the reply is read (default `parse_reply`);
-    ``function``: a function the reply must call, its arguments the reply (`Request.function`).
+    ``function``: a function the reply must call, its arguments the reply (`Request.function`);
+    ``fresh``: past the response cache (`Request.fresh`).
 
     ``before`` are earlier messages of the same conversation (an author's plan, say, before a
     request to revise it). The schema travels with the request (an adapter whose config has
@@ -205,6 +207,7 @@ def ask_json(
                 max_tokens=max_tokens,
                 json_schema=json_schema,
                 function=function,
+                fresh=fresh,
             )
         )
 
@@ -269,15 +272,17 @@ class VLMJudge:
         max_tokens: int | None,
         parse: Callable[[str, type[BaseModel]], Any],
         function: Mapping[str, object] | None = None,
+        fresh: bool = False,
     ) -> Any:
         """One request as a benchmark's own code makes it: no repair round, no seed, ``max_tokens``
         as it sends it (None: none), the reply read by its ``parse``. A reply that does not parse
         raises ValueError, for the caller to apply the code's rule; a judge that cannot be reached
-        is a `JudgeError`, as in `_ask`. ``function``: a function the code has the reply call."""
+        is a `JudgeError`, as in `_ask`. ``function``: a function the code has the reply call;
+        ``fresh``: asked past the response cache (the code repeating a request it could not read)."""
         before = (InputMessage("system", (InputText(system),)),) if system else ()
         try:
             return ask_json(self._answer, item, parts, schema, before=before, max_tokens=max_tokens, repair=False,
-                            seed=None, parse=parse, function=function)  # fmt: skip
+                            seed=None, parse=parse, function=function, fresh=fresh)  # fmt: skip
         except (Transient, Malformed, Refused, RuntimeError) as exc:
             raise JudgeError(f"{self.name}: {exc}") from None
 

@@ -441,12 +441,18 @@ class Client:
             return RuntimeError(clean)
 
     def cached(
-        self, payload: dict[str, Any], kind: str, make: Callable[[], bytes], validate: Callable[[bytes], None]
+        self,
+        payload: dict[str, Any],
+        kind: str,
+        make: Callable[[], bytes],
+        validate: Callable[[bytes], None],
+        fresh: bool = False,
     ) -> bytes:
-        """The response stored under the request's key, or ``make()``'s once it passed ``validate``."""
+        """The response stored under the request's key, or ``make()``'s once it passed ``validate``
+        (``fresh``: ``make()``'s in any case, replacing what is stored: `Request.fresh`)."""
         key = request_key({**payload, "prompt_version": self.PROMPT_VERSION}) if self.cache is not None else ""
         self._local.usage = None
-        if self.cache is not None:
+        if self.cache is not None and not fresh:
             hit = self.cache.get(key)
             if hit is not None:
                 self._local.usage = Usage(cached=True)

@@ -116,7 +116,7 @@ class InferHTTPModel(Client):
     ) -> bytes:
         payload = {"api": "infer", "url": self.url, "mode": mode, "messages": key_messages(request),
                    "temperature": self.config.temperature}  # fmt: skip
-        return self.cached(payload, mode, make, validate)
+        return self.cached(payload, mode, make, validate, fresh=request.fresh)
 
     def _answer(self, request: Request) -> str:
         def make() -> bytes:

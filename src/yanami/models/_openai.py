@@ -197,7 +197,7 @@ class OpenAIModel(Client):
                 raise Malformed("the chat reply has no text")
             return text.encode()
 
-        return self.cached(payload, "text", make, validate_text).decode()
+        return self.cached(payload, "text", make, validate_text, fresh=request.fresh).decode()
 
     # images ----------------------------------------------------------------------------
 

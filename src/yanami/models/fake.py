@@ -83,9 +83,20 @@ def chat_images(body: dict[str, Any]) -> list[bytes]:
     return [base64.b64decode(url.split(",", 1)[1]) for url in _image_urls(body)]
 
 
+_CRITERION_LINE = re.compile(r"^\d+\. ([A-Z][\w -]+): ", re.MULTILINE)
+"""A criterion as yanami's own OpenING prompt lists it ("1. Correctness: ...")."""
+
+
 def default_text(body: dict[str, Any]) -> str:
     """How the fake answers a chat request: as a judge when asked to judge, else option A."""
     text = chat_text(body)
+    if "Please only output the json result" in text:  # OpenING: every criterion 7 of 10
+        functions = body.get("functions")
+        if isinstance(functions, list) and functions and isinstance(functions[0], dict):
+            criteria = list(functions[0].get("parameters", {}).get("properties", {}))
+        else:
+            criteria = _CRITERION_LINE.findall(text)
+        return json.dumps({c: {"Score": 7, "Justification": "scripted"} for c in criteria})
     if '"verdicts"' in text:
         return json.dumps({"verdicts": {cid: True for cid in _CHECK_LINE.findall(text)}})
     if '"correct"' in text:

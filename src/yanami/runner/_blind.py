@@ -117,6 +117,7 @@ def request_fields(r: Request) -> dict[str, str]:
         "temperature": repr(r.temperature),
         "json_schema": json.dumps(r.json_schema, sort_keys=True) if r.json_schema is not None else "None",
         "function": json.dumps(r.function, sort_keys=True) if r.function is not None else "None",
+        "fresh": repr(r.fresh),
     }
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from yanami.contract import Prediction, UserError, Verdict
+from yanami.scoring._runs import SHORT
 from yanami.scoring._weights import image_generation_score, image_sc
 
 if TYPE_CHECKING:
@@ -493,7 +494,7 @@ def human_agreement_lines(results: Mapping[str, Mapping[str, Any]]) -> list[str]
         rows = [
             ("all", r),
             *((f"kind {k}", v) for k, v in r["by_kind"].items()),
-            *((f"scenario {k}", v) for k, v in r["by_scenario"].items()),
+            *((f"scenario {SHORT.get(k, k)}", v) for k, v in r["by_scenario"].items()),
         ]
         width = max(len(name) for name, _ in rows)
         lines.append(

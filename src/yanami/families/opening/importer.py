@@ -172,7 +172,7 @@ def _steps(value: object, at: str, field: str, *, pictures: bool) -> list[dict[s
         if not isinstance(step, dict):
             raise _fail(at, where, f"expected an object, found {type(step).__name__}")
         text = _text(step.get("text"), at, f"{where}.text")
-        image = step.get("image")
+        image = step.get("image") or None  # "" names no picture, as OpenING's code reads it
         if image is None and pictures:
             raise _fail(at, f"{where}.image", "every step of OpenING's reference output has a picture")
         if image is not None:

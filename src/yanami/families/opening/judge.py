@@ -76,6 +76,9 @@ OUTPUT = "\nOUTPUT: "
 NO_OUTPUT = "\nOUTPUT: None"
 ASK = "\nPlease only output the json result: "
 """The texts OpenING's code puts around the record and the answer."""
+ASKS = 5
+"""How many times a grading asks (the same request, past the cache) for a reply that reads as
+JSON, where OpenING's code asks without end."""
 SIDE = 512
 """It resizes every picture to SIDE x SIDE before sending it."""
 MAX_SOURCE_BYTES = 1 << 20
@@ -285,13 +288,17 @@ class OpeningJudge:
             except (Transient, Malformed, Refused, RuntimeError) as exc:
                 raise JudgeError(f"{self.name}: {exc}") from None
             return {c: float(getattr(reply, f).Score) for c, f in zip(CRITERIA, _Scores.model_fields, strict=True)}
-        try:
-            raw = self.vlm.ask_once(item, content, _Scores, self.system, max_tokens=None, parse=_code_reads,
-                                    function=self.source.function)  # fmt: skip
-        except ValueError as exc:  # its code asks again, the same request, until a reply reads
-            raise JudgeError(f"{self.name}: the reply does not read as JSON ({exc}); OpenING's code would ask "
-                             "again, and the next run does") from None  # fmt: skip
-        return code_scores(raw)
+        problem = ""
+        for attempt in range(ASKS):  # its code asks again, the same request, until a reply reads
+            try:
+                raw = self.vlm.ask_once(item, content, _Scores, self.system, max_tokens=None, parse=_code_reads,
+                                        function=self.source.function, fresh=attempt > 0)  # fmt: skip
+            except ValueError as exc:
+                problem = str(exc)
+                continue
+            return code_scores(raw)
+        raise JudgeError(f"{self.name}: no reply of {ASKS} read as JSON (the last: {problem}); OpenING's code asks "
+                         "until one does, and the next run asks again")  # fmt: skip
 
 
 def _no_answer(request: object) -> str:
