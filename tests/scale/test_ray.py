@@ -203,6 +203,50 @@ def test_one_rate_budget_per_endpoint_across_the_cluster(cli, ray_address, world
         assert rate <= 5 * 1.1, rate
 
 
+def _busy_or_idle(url: str, processes: int, threads: int, requests: int, idle_s: float) -> int:
+    """In a Ray worker of a pool of ``processes``: ``requests`` requests to ``url``, ``threads`` at
+    once, through the endpoint's shared limits (120 a minute for the cluster), then ``idle_s`` idle."""
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    from yanami.models._http import endpoint_for
+    from yanami.scale import share_endpoint_limits
+
+    share_endpoint_limits(processes)
+    endpoint = endpoint_for(url, 16, 600.0, 10.0)
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "Hello?"}]}'
+    headers = {"Content-Type": "application/json"}
+
+    def one(_: int) -> int:
+        request = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers=headers)
+        return endpoint.call(lambda: urllib.request.urlopen(request, timeout=10).status)
+
+    with ThreadPoolExecutor(threads) as pool:
+        done = sum(s == 200 for s in pool.map(one, range(requests)))
+    time.sleep(idle_s)
+    return done
+
+
+def test_one_busy_actor_of_four_uses_the_whole_rate_budget(ray_address) -> None:
+    """A pool of four actors, every request on one of them (the chains landing on one actor): it
+    starts 600 a minute, the cluster's whole budget, and the cluster never more. An even, fixed
+    share each would have held it to 150 a minute."""
+    from yanami.scale import ray_session
+
+    with FakeServer(latency_s=0.05, record=False) as srv, ray_session(ray_address) as ray:
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests
+        work = ray.remote(num_cpus=0.5)(_busy_or_idle)
+        idle = [work.remote(srv.url, 4, 1, 1, 8.0) for _ in range(3)]  # a request each, then idle
+        busy = work.remote(srv.url, 4, 8, 60, 0.0)
+        assert ray.get([busy, *idle]) == [60, 1, 1, 1]
+        arrivals = sorted(srv.arrivals)
+    assert len(arrivals) == 63
+    rate = 60 * (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+    assert 0.9 * 600 <= rate <= 1.05 * 600, rate
+    most = max(sum(1 for b in arrivals[k:] if b < a + 2.0) for k, a in enumerate(arrivals))
+    assert most <= 2 * 10 + 3, most  # 2 s hold 20 starts, give or take the requests' travel
+
+
 def test_judge_on_ray_writes_the_local_verdicts(cli, ray_address, world_bench, tmp_path) -> None:
     run = tmp_path / "run"
     assert cli("eval", world_bench, "--model", "reference:stateless", "--out", run, "--limit", "4").code == 0

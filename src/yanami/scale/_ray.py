@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from yanami.contract import UserError
+from yanami.scale._pace import ClusterPace, Schedule
 
 T = TypeVar("T")
 
@@ -272,7 +273,7 @@ class _Limits:
         self.slots = max_concurrency
         self.interval = 60.0 / requests_per_minute
         self.lease_s = lease_s
-        self.next = time.monotonic()
+        self.schedule = Schedule(self.interval)
         self.leases: dict[str, float] = {}
         self.stopped: str | None = None
         self.changed = asyncio.Event()
@@ -294,13 +295,19 @@ class _Limits:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), timeout=1.0)
         token = uuid.uuid4().hex
-        start = max(now, self.next)
-        self.next = start + self.interval
-        self.leases[token] = start + self.lease_s
+        delay, _, _ = self.schedule.take(1)
+        self.leases[token] = now + delay + self.lease_s
         self.peak = max(self.peak, len(self.leases))
-        if start > now:
-            await asyncio.sleep(start - now)
+        if delay > 0:
+            await asyncio.sleep(delay)
         return token, None
+
+    async def take(self, n: int) -> tuple[float, int, str | None]:
+        """``n`` request starts for a process that holds its own slots (`ClusterPace`): the
+        first's delay from now and ``n``, ``interval`` apart; or why the server refused."""
+        if self.stopped:
+            return 0.0, 0, self.stopped
+        return self.schedule.take(max(1, n))
 
     async def release(self, token: str) -> None:
         self.leases.pop(token, None)
@@ -339,18 +346,39 @@ def limits_actor(ray: Any, url: str, max_concurrency: int, requests_per_minute: 
 
 
 def share_endpoint_limits(processes: int | None = None) -> None:
-    """In a Ray worker: every endpoint this process makes from now on keeps to its share of the
-    config's limits, so the budget is the config's for the whole cluster.
+    """In a Ray worker: every endpoint this process makes from now on keeps to the config's
+    limits for the whole cluster.
 
-    ``processes``: how many processes of the command call the endpoints (a fixed pool of
-    actors). Where each may have at least one request in flight, each takes an even share of
-    the slots and of the requests per minute, kept here with no round trip per request (the
-    shares never add up to more than the budget; a process that idles leaves its share
-    unused). Otherwise (``processes`` unknown, or more processes than slots) each request
-    takes a lease from the cluster's one `_Limits` of the endpoint."""
+    Requests per minute: one schedule of starts per endpoint (its `_Limits`), from which a
+    process takes what its waiting requests need, a few at a time (`ClusterPace`): a process
+    that idles holds none, so one busy process can use the whole budget. Requests in flight,
+    where ``processes`` (a fixed pool of actors) may each have at least one: an even share of
+    the slots each, kept here with no round trip per request (an actor runs its share of the
+    chains, so its share of the slots is what it can use). Otherwise (``processes`` unknown,
+    or more processes than slots) each request takes a slot and its start from the `_Limits`."""
     import ray
 
     from yanami.models import Endpoint, Fatal, use_endpoint_factory
+
+    class PacedEndpoint(Endpoint):
+        """An `Endpoint` with slots of its own and the cluster's pace (`ClusterPace`)."""
+
+        def __init__(self, limits: Any, max_concurrency: int, requests_per_minute: float) -> None:
+            super().__init__(max_concurrency, requests_per_minute)
+            self.limits = limits
+            self.pace = ClusterPace(lambda n: ray.get(limits.take.remote(n)), self.interval)
+
+        def stop(self, reason: str) -> None:
+            super().stop(reason)
+            self.limits.stop.remote(reason)  # every process of the cluster stops calling this server
+
+        def _pace(self) -> None:
+            start = self.pace.next_start()
+            if isinstance(start, str):
+                self.stopped = self.stopped or start
+                raise Fatal(start)
+            if (wait := start - time.monotonic()) > 0:
+                time.sleep(wait)
 
     class SharedEndpoint(Endpoint):
         """An `Endpoint` whose slots and pace are the cluster's (`_Limits`), not this process's."""
@@ -376,10 +404,10 @@ def share_endpoint_limits(processes: int | None = None) -> None:
                 self.limits.release.remote(token)
 
     def make(url: str, max_concurrency: int, requests_per_minute: float, timeout_s: float) -> Endpoint:
-        if processes is not None and max_concurrency >= processes:
-            return Endpoint(max_concurrency // processes, requests_per_minute / processes)
         lease = timeout_s + 30.0  # an attempt ends by its deadline: only a dead holder's lease runs out
         limits = limits_actor(ray, url, max_concurrency, requests_per_minute, lease)
+        if processes is not None and max_concurrency >= processes:
+            return PacedEndpoint(limits, max_concurrency // processes, requests_per_minute)
         return SharedEndpoint(limits, max_concurrency, requests_per_minute)
 
     use_endpoint_factory(make)
