@@ -77,7 +77,7 @@ def test_a_busy_process_asks_the_cluster_a_few_times_a_second_not_once_a_request
     pace = ClusterPace(Schedule(interval).take, interval)
     starts = _starts(pace, threads=4, each=300, work_s=0.002)
     assert len(starts) == 1200
-    assert pace.asked < len(starts) / 4, pace.asked  # it takes what it expects in the next 50 ms
+    assert pace.asked < len(starts) / 10, pace.asked  # it takes what it expects in the next 250 ms
 
 
 def test_an_idle_process_saves_nothing_up() -> None:

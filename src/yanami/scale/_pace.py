@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-HORIZON_S = 0.05
+HORIZON_S = 0.25
 """How far ahead a process takes starts, and how late one may still be used."""
 
 SPARE_MAX = 64
