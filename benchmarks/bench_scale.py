@@ -11,7 +11,7 @@
          its own process answering after 100 ms, --concurrency 16: local threads, then Ray
          actors. Rates over the middle of the run (20 % to 90 % of the items: actors starting
          and the last chains draining excluded) and for the whole call.
-         Target: Ray >= 80 % of the ideal 160 requests/s.
+         Target: Ray >= 85 % of the ideal 160 requests/s (issue 38).
 
 Then a projection of wall time and CPU cost for 402,639 dialogues (YANAMI-400K's size) on N
 workers, from the per-item costs measured here (docs/scale.md carries it).
@@ -112,7 +112,7 @@ def bench_eval(per_scenario: int, tmp: Path) -> dict[str, float]:
             whole = s.written / (time.perf_counter() - t)
             middle = marks.middle(s.items)
             found[backend] = middle
-            target = "   target >= 80 %" if backend == "ray" else ""
+            target = "   target >= 85 %" if backend == "ray" else ""
             print(
                 f"eval, {backend}: {middle:.1f} requests/s over 20-90 % of the run ="
                 f" {100 * middle / IDEAL:.0f} % of the ideal {IDEAL:.0f} ({s.written} DSU questions, 100 ms server,"
