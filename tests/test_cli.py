@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from yanami import __version__
+from yanami.demo import disk_usage
 from yanami.store import validate_dataset
 
 COMMANDS = ["schema", "validate", "stats", "export", "import", "leakage", "build", "eval", "score", "report", "demo"]
@@ -53,6 +54,9 @@ def test_demo_builds_and_validates(cli: Callable[..., Any], tmp_path: Path) -> N
     assert "reference:oracle" in r.out and "Irreducibility audit" in r.out
     assert (tmp_path / "demo" / "report.html").is_file()
     assert validate_dataset(tmp_path / "demo" / "bench") == []
+    assert f"demo: {disk_usage(tmp_path / 'demo') / 1e6:.0f} MB on disk in {tmp_path / 'demo'}" in r.out
+    copies = list((tmp_path / "demo" / "runs" / "copy-input" / "outputs").glob("??/*"))
+    assert copies and all(p.stat().st_nlink > 1 for p in copies)  # the bench's pictures, stored once
     # What an older yanami left there is redone, not resumed (nor refused).
     bench, run = tmp_path / "demo" / "bench" / "manifest.json", tmp_path / "demo" / "runs" / "oracle" / "manifest.json"
     for path, key in ((bench, "generator"), (run, None)):

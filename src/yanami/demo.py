@@ -5,11 +5,14 @@ settings), validate it, evaluate the reference agents on it (the trivial floor, 
 stateless agent, the stateful agent and its four ablations, the oracle; the stateful agent
 under Self-History too), write the HTML report, and return the loaded runs for the caller
 to print. Every step resumes: a second call redoes only what is missing or out of date.
+A picture that the bench or an earlier run holds already is stored once (`share_pictures`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yanami import __version__
-from yanami.contract import RUN_VERSION, History, UserError, read_manifest
+from yanami.contract import OUTPUTS, RUN_VERSION, History, UserError, read_manifest
 from yanami.runner import evaluate
 from yanami.scoring import Loaded, load_runs, tables, write_report
 from yanami.store import Dataset, bench_sha256, validate_dataset
@@ -72,6 +75,8 @@ class Demo:
     """Whether this call built the bench (False: the one there was kept)."""
     loaded: Loaded
     report: Path
+    size: int = 0
+    """Bytes the demo's directory (the report's) takes on disk, each file once however many runs hold it."""
 
     def lines(self) -> list[str]:
         """What ``yanami demo`` prints: the bench, the main table, Tables 3, SC effects and 21,
@@ -91,6 +96,7 @@ class Demo:
             for label, share in irreducibility(runs, scores)
         ]
         out.append(f"{self.report}: the full report (tables, Figure 6, per-sample viewer)")
+        out.append(f"demo: {self.size / 1e6:.0f} MB on disk in {self.report.parent}")
         return out
 
 
@@ -145,6 +151,7 @@ def run_demo(
     paths = [
         out_dir / "runs" / (spec.split(":")[1] + ("-self" if history == "self" else "")) for spec, history in DEMO_RUNS
     ]
+    stored = _bench_pictures(target)
     with Parser(workers) as parser:  # one pool for every run, so each image is parsed once
         for k in RUN_ORDER:
             (spec, history), run = DEMO_RUNS[k], paths[k]
@@ -152,10 +159,64 @@ def run_demo(
             with track(f"{spec} ({history}-history)") as update:
                 evaluate(target, spec, run, history=history, on_progress=update, loaded=loaded, parser=parser,
                          concurrency=2 * workers)  # fmt: skip
+            share_pictures(run, stored)
     result = load_runs(paths)
     report = out_dir / "report.html"
     write_report(result.runs, result.scores, tables(result.runs, result.scores), report)
-    return Demo(target, len(dataset), built, result, report)
+    return Demo(target, len(dataset), built, result, report, disk_usage(out_dir))
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _bench_pictures(bench: Path) -> dict[str, Path]:
+    """The bench's picture files by SHA-256 (their names)."""
+    return {p.stem: p for p in sorted((bench / "images").glob("??/*")) if _SHA256.fullmatch(p.stem) and p.is_file()}
+
+
+def share_pictures(run: Path, stored: dict[str, Path]) -> int:
+    """Hard-link each output picture of ``run`` whose bytes a file in ``stored`` (SHA-256 -> file)
+    holds already to that file, and add the others to ``stored``; returns how many were linked.
+
+    Copies return the bench's pictures, the oracle and the stateful agents mostly the bench's
+    too, the jittered copies the same picture for the same input: stored once, the demo's
+    runs take about a sixth of the room. Pictures are never written in place (a new one is
+    written beside and renamed), so a file shared this way never changes under another run. On a
+    file system without hard links every copy stays.
+    """
+    linked = 0
+    for path in sorted((run / OUTPUTS).glob("??/*")):
+        if not _SHA256.fullmatch(path.name):
+            continue  # a temporary file a killed run left
+        first = stored.setdefault(path.name, path)
+        if first == path:
+            continue
+        try:
+            a, b = first.stat(), path.stat()
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                continue  # linked by an earlier demo
+            if a.st_size != b.st_size or first.read_bytes() != path.read_bytes():
+                continue  # not the same picture after all: both stay
+            spare = path.with_name(f"{path.name}.{os.getpid()}.link")
+            os.link(first, spare)
+            os.replace(spare, path)
+            linked += 1
+        except OSError:
+            continue
+    return linked
+
+
+def disk_usage(root: Path) -> int:
+    """Bytes the files and folders under ``root`` take on disk, each file once however many links it has (as ``du``)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for folder, _, files in os.walk(root):
+        for path in (folder, *(os.path.join(folder, f) for f in files)):
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+    return total
 
 
 def _drop_outdated_run(run: Path, identity: str) -> None:

@@ -3,18 +3,22 @@ and the text-only battery finds a shortcut where there is one."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import random
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
-from yanami.contract import Dialogue
+from yanami.contract import Dialogue, InputImage
 from yanami.runner import evaluate
 from yanami.scoring import load_runs
 from yanami.store import Dataset
 from yanami.world import TRIVIAL, build_world, parse_image, reference_agent
-from yanami.world._agents import collage
+from yanami.world._agents import collage, cutout, noise
+from yanami.world._render import ground_srgb
 from yanami.world._shortcuts import Reading, candidates, distractors_from, ranks, run_battery
 
 STRATEGIES = [k for k in TRIVIAL if k != "random"]
@@ -73,15 +77,36 @@ def test_trivial_strategies_read_nothing_but_their_request() -> None:
         assert not hasattr(agent, "bind_bench")  # never privileged: it cannot see the bench
 
 
-def test_a_collage_and_noise_read_as_no_clean_world_scene(floor_runs: tuple[Path, dict[str, Path]]) -> None:
+def test_a_collage_lays_every_picture_over_the_others(floor_runs: tuple[Path, dict[str, Path]]) -> None:
+    """Each pixel of a collage is one a picture of the request drew, the latest on top; it shows more
+    than the latest picture; a collage of one render is that render, byte for byte."""
     bench, _ = floor_runs
     ds = Dataset(bench)
     d = next(iter(ds))
-    pictures = [ds.image_path(p).read_bytes() for p in d.images()[:4]]
-    tiled = collage(pictures, (512, 384))
-    assert parse_image(tiled).objects != parse_image(pictures[-1]).objects
-    noise = np.random.default_rng(0).integers(0, 256, (384, 512, 3)).astype(np.uint8)
-    assert parse_image(noise).objects == ()  # mostly foreground: nothing in it is read as an object
+    pictures = [_input(ds.image_path(p).read_bytes()) for p in d.images()[:4]]
+    laid = collage(pictures, (512, 384))
+    pixels = np.asarray(Image.open(io.BytesIO(laid)).convert("RGB"))
+    latest = cutout(pictures[-1], (512, 384))
+    assert (pixels[latest.rows, latest.cols] == latest.pixels).all()
+    drawn = [np.asarray(Image.open(io.BytesIO(p.data)).convert("RGB")) for p in pictures]
+    floor = ground_srgb(latest.style, 512, 384)
+    assert all(((pixels == floor) | np.logical_or.reduce([pixels == a for a in drawn])).all(axis=2).ravel())
+    assert len(parse_image(laid).objects) > len(parse_image(pictures[-1].data).objects)
+    assert collage(pictures[:1], (512, 384)) == pictures[0].data
+
+
+def test_noise_reads_as_nothing_and_stays_small() -> None:
+    pictures = {noise((512, 384), k) for k in range(8)}
+    assert len(pictures) == 8  # each draw its own picture
+    for data in pictures:
+        assert len(data) < 100_000  # a PNG of random squares; of random pixels, 590 kB
+        assert parse_image(data).objects == ()  # mostly foreground: nothing in it is read as an object
+    per_pixel = np.random.default_rng(0).integers(0, 256, (384, 512, 3)).astype(np.uint8)
+    assert parse_image(per_pixel).objects == ()
+
+
+def _input(data: bytes) -> InputImage:
+    return InputImage(data, hashlib.sha256(data).hexdigest(), 512, 384)
 
 
 def test_a_region_larger_than_any_stack_is_not_an_object() -> None:

@@ -10,9 +10,9 @@ from yanami.world._visible import VisibleAgent
 
 def reference_agent(spec: str, parser: Parser = IN_PROCESS) -> ReferenceAgent | TrivialAgent | VisibleAgent:
     """The factory of the ``reference`` model kind: ``reference:<agent>``; an agent that reads
-    pictures reads them with ``parser`` (a run's: its ``--workers`` processes)."""
+    pictures reads them with ``parser`` (a run's: its ``--workers`` processes, and its cache)."""
     if spec in TRIVIAL:
-        return TrivialAgent(spec)
+        return TrivialAgent(spec, parser)
     if spec in VISIBLE:
         return VisibleAgent(parser)
     return ReferenceAgent(spec, parser)
