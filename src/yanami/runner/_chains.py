@@ -5,17 +5,14 @@ a turn needs the model's own earlier images, and under GT-History a request for 
 shows the ground truth of the earlier ones, so a model that remembers across requests must not
 see a turn's answer before it gave its own. `ChainRunner.run_chain` runs one chain, item by
 item, and judges what an earlier call stored but did not grade; the local threads and the Ray
-actors (`yanami.runner._executors`) both call it, so they make the same rows. With an `ItemPool`
-(the local threads) a chain's questions are asked side by side there (`steps`), the chain that
-started first served first, so ``concurrency`` items stay in flight until the run's last ones.
+actors (`yanami.runner._executors`) both call it, so they make the same rows.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import BrokenExecutor, Future, as_completed
+from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 
 from yanami.contract import (
@@ -30,7 +27,6 @@ from yanami.contract import (
     OwnHistory,
     Prediction,
     Refused,
-    Request,
     Results,
     RunManifest,
     Status,
@@ -41,7 +37,6 @@ from yanami.contract import (
 )
 from yanami.models import StrategyModel, Transient, redact, validate_image, validate_text
 from yanami.runner._items import Conversation, Item, generation_turns, items_of
-from yanami.runner._pool import ItemPool
 from yanami.store import Dataset, open_image_bytes
 
 Earlier = Callable[[int], tuple[bytes | None, str | None]]
@@ -62,21 +57,6 @@ def bench_items(dialogues: list[Dialogue], history: History, answers: bool, gene
     """
     chains = [chain_of(d, history, answers, generates) for d in dialogues]
     return [c for c in chains if c]
-
-
-def steps(items: list[Item]) -> list[list[Item]]:
-    """A chain's items in the groups that may be asked at once, in order: each target turn (or
-    text reply) alone, after the one before it; the questions that follow each other together.
-    A question's request shows the conversation up to its turn (turns the model answered
-    before, as `bench_items` requires) and no other question or answer, and its answer is
-    shown to no later request, so no question can tell another one anything."""
-    out: list[list[Item]] = []
-    for item in items:
-        if item.kind == "question" and out and out[-1][-1].kind == "question":
-            out[-1].append(item)
-        else:
-            out.append([item])
-    return out
 
 
 def chain_of(d: Dialogue, history: History, answers: bool, generates: bool) -> list[Item]:
@@ -119,15 +99,9 @@ _IMAGES_KEPT = 512
 """Bench images kept in memory (with their encoded form), the least recently shown dropped first."""
 
 
-Asked = tuple[Prediction, Verdict | None]
-"""An item's prediction and its verdict (None: nothing to grade)."""
-
-
 class ChainRunner:
     """Runs chains: for each item the request, the model call, the output check and the judge.
-    ``model`` None: it only grades stored predictions (``yanami judge``). ``pool``: where the
-    items are run (the questions of a chain side by side, see `steps`); None: in the chain's
-    own thread, one after another."""
+    ``model`` None: it only grades stored predictions (``yanami judge``)."""
 
     def __init__(
         self,
@@ -137,14 +111,11 @@ class ChainRunner:
         manifest: RunManifest,
         store: Results,
         earlier: dict[str, Prediction] | None = None,
-        pool: ItemPool | None = None,
     ) -> None:
         self.dataset, self.model, self.judge = dataset, model, judge
-        self.manifest, self.store, self.pool = manifest, store, pool
+        self.manifest, self.store = manifest, store
         self.earlier: dict[str, Prediction] = {} if earlier is None else earlier
         """The stored rows of the chains in flight: the model's own earlier outputs."""
-        self._ranks = itertools.count()
-        """The order in which chains start: the pool serves the earliest first."""
         self._images: dict[str, InputImage] = {}
         self._lock = threading.Lock()
         self._held = threading.Lock()  # guards ``earlier``: chains start and end in several threads
@@ -163,74 +134,41 @@ class ChainRunner:
 
     def run_chain(self, chain: Chain, stop: threading.Event) -> Iterator[Row]:
         """Run one chain: grade its stored predictions this judge has not graded, then ask its
-        items in order (its questions side by side in the pool, `steps`), stopping after the
-        items in flight once ``stop`` is set (the rest is asked when the run resumes). The
-        chain's stored rows are held (`earlier`) while it runs."""
+        items in order, stopping after the item in flight once ``stop`` is set (the rest is asked
+        when the run resumes). The chain's stored rows are held (`earlier`) while it runs."""
         d = chain.dialogue
-        rank = next(self._ranks)
         with self._held:
             self.earlier.update(chain.past)
         try:
             selfh = self.manifest.history == "self"
-
-            def stored(p: Prediction) -> Callable[[], Asked]:
+            for p in chain.unjudged:
                 history = stored_history(d, p, chain.past) if selfh else None
                 outputs = stored_outputs(d, chain.past, self.store)
-                return lambda: (p, grade(self.judge, d, p, self.store, own=history, earlier=outputs))
-
-            for p, v in self._run(rank, [stored(p) for p in chain.unjudged], stop):
-                yield p, v, True
+                yield p, grade(self.judge, d, p, self.store, own=history, earlier=outputs), True
             if not chain.todo:
                 return
             chat = self.chat(d)
-            for step in steps(chain.todo):
+            for item in chain.todo:
                 if stop.is_set():
                     return
-                # the requests are made here, in order: a chain's state is read and written by one thread
-                asks = [self._asker(item, chat, *chat.conversation.request(item)) for item in step]
-                for prediction, verdict in self._run(rank, asks, stop):
-                    yield prediction, verdict, False
+                prediction, verdict = self.run_item(item, chat)
+                yield prediction, verdict, False
         finally:
             with self._held:
                 for k in chain.past:
                     self.earlier.pop(k, None)
 
-    def _run(self, rank: int, jobs: list[Callable[[], Asked]], stop: threading.Event) -> Iterator[Asked]:
-        """What ``jobs`` make, each as it finishes: in the pool, all at once (none begun once
-        ``stop`` is set), or here one after another."""
-        if self.pool is None:
-            for job in jobs:
-                if stop.is_set():
-                    return
-                yield job()
-            return
-        futures: list[Future[Asked]] = [self.pool.submit(rank, job, stop) for job in jobs]
-        try:
-            for done in as_completed(futures):
-                if not done.cancelled():  # (cancelled: the run stopped before it began)
-                    yield done.result()  # a failure of ours (UserError) stops the run here
-        finally:
-            for f in futures:
-                f.cancel()  # the chain ended early: what has not begun never will
-
-    def _asker(self, item: Item, chat: Chat, request: Request, fallbacks: int) -> Callable[[], Asked]:
-        return lambda: self.ask(item, chat, request, fallbacks)
-
     def chat(self, d: Dialogue) -> Chat:
         """The state of one dialogue's chain, for `run_item`."""
         return Chat(self, d)
 
-    def run_item(self, item: Item, chat: Chat) -> Asked:
+    def run_item(self, item: Item, chat: Chat) -> tuple[Prediction, Verdict | None]:
         """Run one item of the chain whose state is ``chat`` (`chat`): the model's own earlier
         outputs there (Self-History, and the references of WEAVE's and IMUG-Bench's grading), and
         its history, resolved once for every request of the chain."""
-        return self.ask(item, chat, *chat.conversation.request(item))
-
-    def ask(self, item: Item, chat: Chat, request: Request, fallbacks: int) -> Asked:
-        """`run_item` with the item's request (and the fallbacks in its history) already made:
-        the model call, the output check and the judge."""
         d = chat.d
         assert self.model is not None, "items to ask need the model"
+        request, fallbacks = chat.conversation.request(item)
         text = image = error = None
         data: bytes | None = None
         status: Status = "ok"

@@ -11,9 +11,7 @@ score: every item's request, seed and verdict depend only on the item. ``yanami 
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,15 +41,10 @@ from yanami.models import TRANSPORT, ResponseCache, parse_strategy
 from yanami.runner._build import RunBench, bind_bench, build_judge, build_model
 from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, work_left
 from yanami.runner._executors import ray_chains
-from yanami.runner._pool import ItemPool
 from yanami.runner._spec import EvalSpec
 from yanami.scale import Executor, LocalExecutor
 from yanami.store import Dataset, Selection, bench_sha256, open_bench, select_dialogues
 from yanami.world import Parser
-
-CHAINS_OPEN = 2
-"""Chains open per item in flight (local threads): while a chain waits for its next turn's
-request to be made, or for its last question, another chain's items keep the pool busy."""
 
 
 @dataclass
@@ -208,7 +201,7 @@ def run_eval(
                     spec.limit,
                     lambda d: len(chain_of(d, history, answers, generates)),
                     also=_previous_limit(run),
-                    loaded=loaded[1] if loaded is not None else _small_bench(dataset, spec.limit),
+                    loaded=loaded[1] if loaded is not None else None,
                     on_duplicate=lambda i: _duplicate(dataset, i),
                 )
             )
@@ -242,23 +235,17 @@ def run_eval(
     except BaseException:
         responses.close()
         raise
-    # the response cache's file is made (a few fsyncs) while the results store is opened, not
-    # by the first request, which every other request would wait for
-    opening = threading.Thread(target=responses.get, args=("",), name="yanami-cache-open", daemon=True)
-    opening.start()
     try:
         with Results(run) as store, own_parser or contextlib.nullcontext():
             executor: Executor[Chain, Row]
             if spec.backend == "ray":
                 executor = ray_chains(spec.resolved(dataset.root, responses.path), manifest, spec.concurrency,
                                       spec.ray_address)  # fmt: skip
-                return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress)
-            with ItemPool(spec.items_in_flight) as pool:
-                runner = ChainRunner(dataset, the_model, the_judge, manifest, store, pool=pool)
-                executor = LocalExecutor(runner.run_chain, CHAINS_OPEN * spec.items_in_flight)
-                return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress)
+            else:
+                runner = ChainRunner(dataset, the_model, the_judge, manifest, store)
+                executor = LocalExecutor(runner.run_chain, spec.items_in_flight)
+            return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress)
     finally:
-        opening.join()
         responses.close()
         lock.release()
 
@@ -301,30 +288,6 @@ def _execute(
     finally:
         reader.close()
     return summary
-
-
-SMALL_BENCH = 128
-"""Dialogues a bench may have to be held in memory for a run of all of them (about 30 MB of a
-world bench's): read once, not three times (the count of its items, the judge's check, its chains)."""
-
-
-def _small_bench(dataset: Dataset, limit: int | None) -> list[Dialogue] | None:
-    """Every dialogue of a bench of at most `SMALL_BENCH` that a run takes whole; None: the run
-    streams it (a limit, a larger bench, or a shard with more dialogues than its manifest says)."""
-    if limit is not None or len(dataset) > SMALL_BENCH:
-        return None
-    held: list[Dialogue] = []
-    paused = gc.isenabled()
-    gc.disable()  # dialogues hold no cycles (as `Dataset.read_all`)
-    try:
-        for d in dataset:
-            held.append(d)
-            if len(held) > SMALL_BENCH:
-                return None
-    finally:
-        if paused:
-            gc.enable()
-    return held
 
 
 def _previous_limit(run: Path) -> int | None:
