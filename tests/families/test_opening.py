@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from tests.families.samples import picture
+from tests.families.test_families_eval import _configs
 from yanami.contract import read_rows
 from yanami.families.opening import CRITERIA
 from yanami.families.opening.judge import code_scores
@@ -76,15 +77,6 @@ def rgba_png() -> bytes:
     buf = io.BytesIO()
     Image.new("RGBA", (40, 40), (0, 200, 0, 128)).save(buf, format="PNG")
     return buf.getvalue()
-
-
-def configs(tmp_path: Path, model: FakeServer, judge: FakeServer) -> tuple[Path, Path]:
-    base = "backoff_s: 0.01\nrequests_per_minute: 60000\ntimeout_s: 5\nmax_retries: 0\n"
-    m = tmp_path / "model.yaml"
-    m.write_text(f"kind: openai\nbase_url: {model.url}/v1\nchat_model: chat-model\nimage_model: image-model\n{base}")
-    j = tmp_path / "judge.yaml"
-    j.write_text(f"kind: openai\nbase_url: {judge.url}/v1\nchat_model: gpt-4o\n{base}")
-    return m, j
 
 
 def model_brain(path: str, body: dict[str, Any]) -> Any:
@@ -164,7 +156,7 @@ def test_eval_asks_each_step_in_turn_and_judges_the_whole_answer_once(tmp_path: 
         return json.dumps(next(replies))
 
     with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
-        model, judge = configs(tmp_path, msrv, jsrv)
+        model, judge = _configs(tmp_path, msrv, jsrv)
         r = cli("eval", tmp_path / "bench", "--model", model, "--out", tmp_path / "none")
         assert r.code == 2 and "an OpenING bench is graded by a VLM judge: --judge FILE" in r.err
         r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--out", tmp_path / "run")
@@ -202,7 +194,7 @@ def test_with_the_benchmarks_code_the_call_the_pictures_and_the_reading_are_its_
         return json.dumps(next(replies))
 
     with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
-        model, judge = configs(tmp_path, msrv, jsrv)
+        model, judge = _configs(tmp_path, msrv, jsrv)
         r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--protocol-source", checkout,
                 "--out", tmp_path / "run")  # fmt: skip
         assert r.code == 0, r.err
@@ -238,7 +230,7 @@ def test_a_checkout_without_the_function_is_one_line(tmp_path: Path, cli: Callab
     checkout = source_checkout(tmp_path / "OpenING")
     (checkout / "GPT_score_A.py").write_text("def get_gpt4answer():\n    return 1\n")
     with FakeServer() as srv:
-        model, judge = configs(tmp_path, srv, srv)
+        model, judge = _configs(tmp_path, srv, srv)
         r = cli("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--protocol-source", checkout,
                 "--out", tmp_path / "run")  # fmt: skip
     assert r.code == 2 and "get_gpt4answer assigns no `functions` list of one function" in r.err
@@ -272,7 +264,7 @@ def test_a_reply_that_does_not_read_is_asked_again_past_the_cache_and_again_by_t
         return script.pop(0) if script else json.dumps(reply(4, 4, 4, 4, 4, 4, 4))
 
     with FakeServer(brain=model_brain) as msrv, FakeServer(brain=judge_brain) as jsrv:
-        model, judge = configs(tmp_path, msrv, jsrv)
+        model, judge = _configs(tmp_path, msrv, jsrv)
         args = ("eval", tmp_path / "bench", "--model", model, "--judge", judge, "--protocol-source", checkout,
                 "--out", tmp_path / "run", "--concurrency", "1")  # fmt: skip
         r = cli(*args)

@@ -156,8 +156,12 @@ def test_eval_resumes_after_the_driver_is_killed(ray_address, world_bench, tmp_p
         assert _rows(on_ray) == _rows(local)  # Self-History resumed from the stored images: the same rows
 
 
-def _calls_through_shared_limits(url: str, threads: int, processes: int | None) -> int:
-    """In a Ray worker: ``threads`` requests at once to ``url`` through the endpoint's shared limits."""
+def _through_shared_limits(
+    url: str, processes: int | None, slots: int, rpm: float, threads: int, requests: int, idle_s: float = 0.0
+) -> int:
+    """In a Ray worker of a pool of ``processes``: ``requests`` requests to ``url``, ``threads`` at
+    once, through the endpoint's shared limits (``slots`` in flight, ``rpm`` a minute, for the
+    cluster), then ``idle_s`` idle; how many the server answered."""
     import urllib.request
     from concurrent.futures import ThreadPoolExecutor
 
@@ -165,8 +169,7 @@ def _calls_through_shared_limits(url: str, threads: int, processes: int | None) 
     from yanami.scale import share_endpoint_limits
 
     share_endpoint_limits(processes)
-    endpoint = endpoint_for(url, 2, 600000.0, 10.0)
-
+    endpoint = endpoint_for(url, slots, rpm, 10.0)
     body = b'{"model": "m", "messages": [{"role": "user", "content": "Hello?"}]}'
     headers = {"Content-Type": "application/json"}
 
@@ -175,7 +178,14 @@ def _calls_through_shared_limits(url: str, threads: int, processes: int | None) 
         return endpoint.call(lambda: urllib.request.urlopen(request, timeout=10).status)
 
     with ThreadPoolExecutor(threads) as pool:
-        return sum(s == 200 for s in pool.map(one, range(3 * threads)))
+        done = sum(s == 200 for s in pool.map(one, range(requests)))
+    time.sleep(idle_s)
+    return done
+
+
+def _calls_through_shared_limits(url: str, threads: int, processes: int | None) -> int:
+    """``3 * threads`` requests, ``threads`` at once, two in flight for the whole cluster."""
+    return _through_shared_limits(url, processes, 2, 600000.0, threads, 3 * threads)
 
 
 @pytest.mark.parametrize("processes", [None, 2], ids=["leases from one actor", "an even share each"])
@@ -205,27 +215,8 @@ def test_one_rate_budget_per_endpoint_across_the_cluster(cli, ray_address, world
 
 
 def _busy_or_idle(url: str, processes: int, threads: int, requests: int, idle_s: float) -> int:
-    """In a Ray worker of a pool of ``processes``: ``requests`` requests to ``url``, ``threads`` at
-    once, through the endpoint's shared limits (120 a minute for the cluster), then ``idle_s`` idle."""
-    import urllib.request
-    from concurrent.futures import ThreadPoolExecutor
-
-    from yanami.models._http import endpoint_for
-    from yanami.scale import share_endpoint_limits
-
-    share_endpoint_limits(processes)
-    endpoint = endpoint_for(url, 16, 600.0, 10.0)
-    body = b'{"model": "m", "messages": [{"role": "user", "content": "Hello?"}]}'
-    headers = {"Content-Type": "application/json"}
-
-    def one(_: int) -> int:
-        request = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers=headers)
-        return endpoint.call(lambda: urllib.request.urlopen(request, timeout=10).status)
-
-    with ThreadPoolExecutor(threads) as pool:
-        done = sum(s == 200 for s in pool.map(one, range(requests)))
-    time.sleep(idle_s)
-    return done
+    """``requests`` requests, ``threads`` at once, 600 a minute for the whole cluster, then ``idle_s`` idle."""
+    return _through_shared_limits(url, processes, 16, 600.0, threads, requests, idle_s)
 
 
 def test_one_busy_actor_of_four_uses_the_whole_rate_budget(ray_address) -> None:

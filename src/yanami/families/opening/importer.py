@@ -35,6 +35,8 @@ from yanami.store import DatasetWriter, Generator, ImageProblem, Manifest
 SOURCE_FILE = "test_data.jsonl"
 MAX_IMAGE_BYTES = 64 << 20
 """A picture file larger than this is refused before it is read."""
+MAX_SOURCE_BYTES = 1 << 30
+"""A source file larger than this is refused before it is read (OpenING's is 3 MB)."""
 MAX_LINE_BYTES = 16 << 20
 """A record's line longer than this is refused (OpenING's longest is under 20 kB)."""
 _UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -140,7 +142,7 @@ def import_opening(
 
 def _lines(path: Path) -> list[str]:
     try:
-        data = read_regular(path)
+        data = read_regular(path, MAX_SOURCE_BYTES)
     except OSError as exc:
         raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:

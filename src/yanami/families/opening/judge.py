@@ -233,7 +233,10 @@ class OpeningJudge:
         self, d: Dialogue, output: Output, earlier: Callable[[int], tuple[bytes | None, str | None]]
     ) -> list[InputText | InputImage]:
         """The user message's parts, as ``GPT_score_A.py`` builds them from the record and the answer."""
-        steps = d.meta.params.get("input", [])
+        steps = d.meta.params.get("input")
+        if not isinstance(steps, list) or not steps:
+            raise JudgeError(f"{output.item}: the dialogue keeps no OpenING input (meta.params.input): not imported "
+                             "by `yanami import opening`")  # fmt: skip
         shown = iter([p for p in d.turns[0].user.parts if isinstance(p, ImagePart)])
         count = -1
         texts: list[str] = []
