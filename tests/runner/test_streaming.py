@@ -87,13 +87,26 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_eval_with_a_limit_reads_only_the_dialogues_it_needs(big_bench, tmp_path, parsed) -> None:
     s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=10)
     assert s.items == s.written == 10
-    # read to choose (the first 12: every scenario has its share of the 3 rounds), then each chosen one
-    # again by its offset for the exact judge's check that it can grade them, and again to run it
-    assert len(parsed) == 12 + 2 * 10 and set(parsed) == {f"d{i:05d}" for i in range(12)}
+    # read once, to choose (the first 12: every scenario has its share of the 3 rounds); the 10 chosen
+    # are kept from that read for the exact judge's check that it can grade them, and to run them
+    assert len(parsed) == 12 and set(parsed) == {f"d{i:05d}" for i in range(12)}
     parsed.clear()
     s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=20)  # extended
-    assert (s.skipped, s.written) == (10, 10) and len(parsed) == 20 + 2 * 20
+    assert (s.skipped, s.written) == (10, 10) and len(parsed) == 20
     assert read_rows(tmp_path / "run").manifest.limit == 20
+
+
+def test_a_selection_larger_than_it_keeps_reads_each_chosen_dialogue_again_when_needed(
+    big_bench, tmp_path, parsed, monkeypatch
+) -> None:
+    monkeypatch.setattr("yanami.store._select.KEPT", 5)
+    s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=10)
+    assert s.items == s.written == 10
+    # read to choose, then each chosen one again by its offset for the exact judge's check, and to run it
+    assert len(parsed) == 12 + 2 * 10 and set(parsed) == {f"d{i:05d}" for i in range(12)}
+    parsed.clear()
+    s = evaluate(big_bench, "reference:copy-input", tmp_path / "run2")  # the whole bench: 3,000 > 5
+    assert s.written == 3000 and len(parsed) == 3 * 3000
 
 
 @pytest.mark.parametrize(

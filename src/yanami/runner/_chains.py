@@ -95,6 +95,15 @@ def work_left(d: Dialogue, items: list[Item], store: Results, judge: Judge, retr
     return Chain(d, todo, past, unjudged) if todo or unjudged else None
 
 
+def side_by_side(chain: Chain) -> list[Chain]:
+    """``chain`` as chains that may run at once: one per question where it asks questions only
+    (they show the dialogue up to their turn, never one another's answers, so none waits for
+    another), else the chain itself (a turn's request may show what the model gave before)."""
+    if len(chain.todo) < 2 or any(i.kind != "question" for i in chain.todo):
+        return [chain]
+    return [Chain(chain.dialogue, [i], chain.past, chain.unjudged if k == 0 else []) for k, i in enumerate(chain.todo)]
+
+
 _IMAGES_KEPT = 512
 """Bench images kept in memory (with their encoded form), the least recently shown dropped first."""
 
@@ -110,57 +119,74 @@ class ChainRunner:
         judge: Judge,
         manifest: RunManifest,
         store: Results,
-        earlier: dict[str, Prediction] | None = None,
     ) -> None:
         self.dataset, self.model, self.judge = dataset, model, judge
         self.manifest, self.store = manifest, store
-        self.earlier: dict[str, Prediction] = {} if earlier is None else earlier
-        """The stored rows of the chains in flight: the model's own earlier outputs."""
         self._images: dict[str, InputImage] = {}
+        self._reading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self._held = threading.Lock()  # guards ``earlier``: chains start and end in several threads
 
     def bench_image(self, part: ImagePart) -> InputImage:
-        """A bench image as a model receives it, read (and verified) once for every request that shows it."""
-        with self._lock:  # one reader per image: the questions of a dialogue start together
-            image = self._images.pop(part.sha256, None)
+        """A bench image as a model receives it, read (and verified) once for every request that
+        shows it: one reader per image (the questions of a dialogue start together), while other
+        images are read beside it."""
+        key = part.sha256
+        with self._lock:
+            image = self._images.pop(key, None)
+            if image is not None:
+                self._images[key] = image  # the most recently shown
+                return image
+            reading = self._reading.setdefault(key, threading.Lock())
+        with reading:
+            with self._lock:
+                image = self._images.get(key)
             if image is None:
                 data = self.dataset.image_bytes(part)  # checked: hash and pixel limit (one line if not)
-                image = InputImage(data, part.sha256, part.width, part.height)
-                if len(self._images) >= _IMAGES_KEPT:
-                    del self._images[next(iter(self._images))]  # the least recently shown
-            self._images[part.sha256] = image
+                image = InputImage(data, key, part.width, part.height)
+                with self._lock:
+                    if len(self._images) >= _IMAGES_KEPT:
+                        del self._images[next(iter(self._images))]  # the least recently shown
+                    self._images[key] = image
+        with self._lock:
+            self._reading.pop(key, None)
         return image
+
+    def ready(self, chain: Chain) -> list[Chain]:
+        """``chain`` as the threads of this process run it (`side_by_side`), with the bench images
+        its requests show read ahead (`bench_image`), so that no first request waits to read them
+        (the local executor's reader calls this, ahead of the threads)."""
+        if self.model is not None and chain.todo:
+            d, own = chain.dialogue, self.manifest.history == "self"
+            shown = max(i.turn if i.kind == "question" else i.turn - 1 for i in chain.todo)  # whole turns shown
+            for t in d.turns[: shown + 2]:
+                parts = t.user.images()
+                if t.index <= shown and not (own and t.checks):  # (under Self-History its own picture stands there)
+                    parts += t.assistant.images()
+                for part in parts:
+                    self.bench_image(part)
+        return side_by_side(chain)
 
     def run_chain(self, chain: Chain, stop: threading.Event) -> Iterator[Row]:
         """Run one chain: grade its stored predictions this judge has not graded, then ask its
         items in order, stopping after the item in flight once ``stop`` is set (the rest is asked
         when the run resumes). The chain's stored rows are held (`earlier`) while it runs."""
         d = chain.dialogue
-        with self._held:
-            self.earlier.update(chain.past)
+        selfh = self.manifest.history == "self"
+        for p in chain.unjudged:
+            history = stored_history(d, p, chain.past) if selfh else None
+            outputs = stored_outputs(d, chain.past, self.store)
+            yield p, grade(self.judge, d, p, self.store, own=history, earlier=outputs), True
+        if not chain.todo:
+            return
+        chat = Chat(self, d, chain.past)
         try:
-            selfh = self.manifest.history == "self"
-            for p in chain.unjudged:
-                history = stored_history(d, p, chain.past) if selfh else None
-                outputs = stored_outputs(d, chain.past, self.store)
-                yield p, grade(self.judge, d, p, self.store, own=history, earlier=outputs), True
-            if not chain.todo:
-                return
-            chat = self.chat(d)
             for item in chain.todo:
                 if stop.is_set():
                     return
                 prediction, verdict = self.run_item(item, chat)
                 yield prediction, verdict, False
         finally:
-            with self._held:
-                for k in chain.past:
-                    self.earlier.pop(k, None)
-
-    def chat(self, d: Dialogue) -> Chat:
-        """The state of one dialogue's chain, for `run_item`."""
-        return Chat(self, d)
+            chat.conversation.close()  # freed now, not by the cyclic collector (whose pause stalls every thread)
 
     def run_item(self, item: Item, chat: Chat) -> tuple[Prediction, Verdict | None]:
         """Run one item of the chain whose state is ``chat`` (`chat`): the model's own earlier
@@ -232,21 +258,15 @@ class ChainRunner:
         )
         return prediction, verdict
 
-    def _earlier_image(self, d: Dialogue, turn: int) -> str | None:
-        p = self.earlier.get(f"{d.id}/t{turn}")
-        return p.image if p is not None and p.status == "ok" else None
-
-    def _earlier_text(self, d: Dialogue, turn: int) -> str | None:
-        p = self.earlier.get(f"{d.id}/t{turn}")
-        return p.text if p is not None and p.status == "ok" else None
-
 
 class Chat:
     """One dialogue's chain as it runs: the model's own outputs so far (``own``: target turn -> its
-    image; ``texts``: text turn -> its reply), and its `Conversation`."""
+    image; ``texts``: text turn -> its reply; ``past``: the dialogue's rows an earlier call
+    stored), and its `Conversation`."""
 
-    def __init__(self, runner: ChainRunner, d: Dialogue) -> None:
+    def __init__(self, runner: ChainRunner, d: Dialogue, past: Mapping[str, Prediction] | None = None) -> None:
         self.runner, self.d = runner, d
+        self.past: Mapping[str, Prediction] = {} if past is None else past
         self.own: dict[int, str | None] = {}
         self.texts: dict[int, str | None] = {}
         self.targets = generation_turns(d)
@@ -259,10 +279,16 @@ class Chat:
         )
 
     def own_image(self, t: int) -> str | None:
-        return self.own.get(t) if t in self.own else self.runner._earlier_image(self.d, t)
+        if t in self.own:
+            return self.own[t]
+        p = self.past.get(f"{self.d.id}/t{t}")
+        return p.image if p is not None and p.status == "ok" else None
 
     def own_text(self, t: int) -> str | None:
-        return self.texts.get(t) if t in self.texts else self.runner._earlier_text(self.d, t)
+        if t in self.texts:
+            return self.texts[t]
+        p = self.past.get(f"{self.d.id}/t{t}")
+        return p.text if p is not None and p.status == "ok" else None
 
     def own_reply(self, t: int) -> list[TextPart | InputImage] | None:
         """What the model said at turn ``t`` where the image rule below does not reach."""

@@ -130,6 +130,10 @@ def build_request(
     return Request(item=item.id, messages=messages, seed=seed, size=size)
 
 
+def _closed(turn: int, side: str, j: int, part: ImagePart) -> bytes | InputImage:
+    raise RuntimeError("the conversation is closed")
+
+
 class Conversation:
     """The requests of one dialogue's chain, built as the chain runs (`build_request`'s requests,
     the same ones): each earlier turn's messages are resolved (its images read, the model's own
@@ -167,6 +171,12 @@ class Conversation:
         """The history so far: the user and the assistant message of each resolved turn."""
         self._fell = [0]
         """Fallbacks in the history of the first k resolved turns, at k."""
+
+    def close(self) -> None:
+        """Drop the callbacks, which refer back to the chain that holds this conversation."""
+        self.image_bytes = _closed
+        self.own_reply = None
+        self.fallbacks = lambda: 0
 
     def question(self, item: Item) -> Question:
         """The question an item asks."""

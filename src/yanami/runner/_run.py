@@ -172,7 +172,7 @@ def run_eval(
 
     assert spec.model is not None, "yanami eval asks a model"
     dataset = loaded[0] if loaded is not None else Dataset(spec.bench)
-    responses = ResponseCache(spec.cache_path)
+    responses = ResponseCache(spec.cache_path, write_behind=True)
     # the parser starts its processes with the first parse, within the run below, and ends them there
     own_parser = Parser(spec.workers) if parser is None else None
     run = Path(spec.out)
@@ -243,7 +243,9 @@ def run_eval(
                                       spec.ray_address)  # fmt: skip
             else:
                 runner = ChainRunner(dataset, the_model, the_judge, manifest, store)
-                executor = LocalExecutor(runner.run_chain, spec.items_in_flight)
+                executor = LocalExecutor(runner.run_chain, spec.items_in_flight, ahead=spec.items_in_flight)
+                return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress,
+                                runner.ready)  # fmt: skip
             return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress)
     finally:
         responses.close()
@@ -258,9 +260,10 @@ def _execute(
     judge: Judge,
     retry_errors: bool,
     on_progress: Callable[[int, int], None] | None,
+    ready: Callable[[Chain], Iterable[Chain]] = lambda c: (c,),
 ) -> Summary:
     """Run the selection's chains with ``executor``, writing each batch of finished rows in one
-    transaction as it arrives."""
+    transaction as it arrives; each chain is handed over as ``ready`` makes it ready."""
     summary = _begin(store, selection, manifest, retry_errors, on_progress)
     done = summary.skipped
     reader = Results(store.run)  # the chains' own connection: they are read while this thread writes
@@ -271,7 +274,7 @@ def _execute(
             chain = work_left(d, chain_of(d, manifest.history, manifest.answers, manifest.generates),
                               reader if local else store, judge, retry_errors)  # fmt: skip
             if chain is not None:
-                yield chain
+                yield from ready(chain)
 
     def on_rows(rows: list[Row]) -> None:
         nonlocal done
@@ -454,7 +457,7 @@ def rejudge(
     run = Path(run)
     manifest = read_manifest(run)
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
-    responses = ResponseCache(spec.cache_path)
+    responses = ResponseCache(spec.cache_path, write_behind=True)
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
         held.enter_context(DirLock(run))

@@ -7,11 +7,12 @@ thread, as it arrives (``on_results``), and the caller alone writes it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from yanami.scale._ray import actor_rows, cluster_cpus, ray_concurrency, ray_session
 
@@ -34,24 +35,32 @@ class LocalExecutor(Generic[T, R]):
     """Tasks in threads of this process, ``concurrency`` at once: the tasks are read as the
     threads take them (one thread at a time), and only those in flight are held.
 
-    ``stop`` (set when the run fails or is interrupted, and then no task is taken) is the
-    work's own stop where it has one, so the tasks in flight end at their next step."""
+    ``ahead``: a reader thread of its own reads up to that many tasks before a thread takes
+    them, so a thread that finishes one starts the next at once, and what reading a task costs
+    (a dialogue parsed, its stored rows looked up, its pictures read) is off the threads' path.
 
-    def __init__(self, work: Work[T, R], concurrency: int, stop: threading.Event | None = None) -> None:
-        self.work, self.concurrency, self.stop = work, concurrency, stop
+    ``stop`` (set when the run fails or is interrupted, and then no task is taken) is the
+    work's own stop where it has one, so the tasks in flight end at their next step.
+
+    While the tasks run, the objects made before (modules, clients, the bench's index) are kept
+    out of the cyclic garbage collector's sweeps (`gc.freeze`): a full sweep holds the
+    interpreter, and so every thread's next request, for as long as it reads every object."""
+
+    def __init__(self, work: Work[T, R], concurrency: int, stop: threading.Event | None = None, ahead: int = 0) -> None:
+        self.work, self.concurrency, self.stop, self.ahead = work, concurrency, stop, ahead
 
     def run(self, tasks: Iterator[T], on_results: Callable[[list[R]], None]) -> None:
         results: queue.Queue[tuple[R] | BaseException | None] = queue.Queue()
-        taking, stop = threading.Lock(), self.stop or threading.Event()
+        stop = self.stop or threading.Event()
+        take = _Reader(tasks, self.ahead, stop, results) if self.ahead else _Taker(tasks)
 
         def worker() -> None:
             try:
                 while not stop.is_set():
-                    with taking:  # one thread reads the tasks at a time
-                        task = next(tasks, None)
-                    if task is None:
+                    task = take()
+                    if task is _END:
                         break
-                    for result in self.work(task, stop):
+                    for result in self.work(cast(T, task), stop):
                         results.put((result,))
             except BaseException as exc:  # a bug, or input that cannot be read: stop the run, keep what is handed over
                 results.put(exc)
@@ -61,7 +70,9 @@ class LocalExecutor(Generic[T, R]):
         threads = [
             threading.Thread(target=worker, name=f"yanami-task-{k}", daemon=True) for k in range(self.concurrency)
         ]
+        gc.freeze()
         try:
+            take.start()
             for t in threads:
                 t.start()
             running = len(threads)
@@ -75,8 +86,76 @@ class LocalExecutor(Generic[T, R]):
                         raise got
         finally:
             stop.set()
+            take.close()
             for t in threads:
                 t.join()  # a task in progress finishes its item; what it reports now is not handed over
+            take.join()
+            gc.unfreeze()
+
+
+_END = object()
+"""No task is left to take."""
+
+
+class _Taker:
+    """The tasks, taken by the threads themselves, one thread at a time."""
+
+    def __init__(self, tasks: Iterator[Any]) -> None:
+        self.tasks, self.lock = tasks, threading.Lock()
+
+    def __call__(self) -> object:
+        with self.lock:
+            return next(self.tasks, _END)
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def join(self) -> None:
+        pass
+
+
+class _Reader:
+    """The tasks, read by a thread of their own up to ``ahead`` before a thread takes them; a
+    failure to read one stops the run (it is reported with ``results``) after those read."""
+
+    def __init__(self, tasks: Iterator[Any], ahead: int, stop: threading.Event, results: queue.Queue[Any]) -> None:
+        self.tasks, self.stop, self.results = tasks, stop, results
+        self.room = threading.Semaphore(ahead)
+        self.ready: queue.Queue[object] = queue.Queue()
+        self.thread = threading.Thread(target=self._read, name="yanami-reader", daemon=True)
+
+    def _read(self) -> None:
+        try:
+            while not self.stop.is_set():
+                if not self.room.acquire(timeout=0.1):
+                    continue
+                task = next(self.tasks, _END)
+                self.ready.put(task)
+                if task is _END:
+                    return
+        except BaseException as exc:
+            self.results.put(exc)
+        self.ready.put(_END)
+
+    def __call__(self) -> object:
+        task = self.ready.get()
+        if task is _END:
+            self.ready.put(_END)  # for the next thread
+        else:
+            self.room.release()
+        return task
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self.ready.put(_END)  # a thread waiting for a task stops
+
+    def join(self) -> None:
+        self.thread.join()
 
 
 def _ready(results: queue.Queue[T]) -> list[T]:

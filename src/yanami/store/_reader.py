@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -65,6 +66,19 @@ class Location(NamedTuple):
     """1-based."""
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while many objects without cycles are made and kept
+    (dialogues read into memory): its runs over the growing heap would cost more than the reading."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 class Dataset:
     """A dataset directory opened for reading.
 
@@ -119,13 +133,8 @@ class Dataset:
         and a collector run over the growing list on every few thousand new objects would
         more than double the time.
         """
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return list(self)
-        finally:
-            if paused:
-                gc.enable()
 
     def records(self) -> Iterator[tuple[str, int, str, Dialogue]]:
         """Each dialogue with where it is: (shard path relative to the dataset, line, line text, dialogue).

@@ -4,8 +4,9 @@
 groups, prefix-stable so a run can be extended); `Selection` applies it to a bench on disk
 while streaming it: with a limit it stops reading once no later dialogue can change the
 choice, and keeps only where each chosen dialogue is (`Pick`), reading it again when its
-turn comes; without one it is the whole bench in order, read as it is evaluated. Memory
-follows the work (the limit), never the size of the bench.
+turn comes; without one it is the whole bench in order, read as it is evaluated. A selection
+of no more than `KEPT` dialogues is kept from the first read instead. Memory follows the work
+(the limit), never the size of the bench.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 from yanami.contract import Dialogue, Scenario, UnknownFamily, UserError, family_of
-from yanami.store._reader import Dataset, Location
+from yanami.store._reader import Dataset, Location, collector_paused
 
 
 class Grouped(Protocol):
@@ -74,13 +75,19 @@ def groups_of(family: str) -> frozenset[str] | None:
     return None if facts.open_domains else frozenset(facts.domains())
 
 
+KEPT = 1024
+"""Dialogues a selection keeps from its first read, where it chooses no more than that: a run
+then reads the bench once, not once to choose and again to evaluate."""
+
+
 class Selection:
     """The dialogues of a run, in the order it evaluates them (`select_dialogues` on the bench).
 
     ``count`` gives each dialogue's number of items (0: the run skips it). ``also`` is another
     limit whose selection must be known too (that of the run being resumed); ``loaded``: the
     bench's dialogues, already in memory. Iterating reads the chosen dialogues again, one
-    at a time. A dialogue id used twice among those read is a one-line `UserError`.
+    at a time, unless there are no more than `KEPT` of them (then they are kept from the first
+    read). A dialogue id used twice among those read is a one-line `UserError`.
     """
 
     def __init__(
@@ -101,13 +108,14 @@ class Selection:
         """What was read, in bench order (with a limit: at most that many of each group)."""
         self.items = 0
         """The items of the chosen dialogues."""
-        if wide is None:
-            self.chosen: list[Pick] | None = None
-            self.items = self._scan_all(count, loaded)
-        else:
-            self.pool = self._scan(wide, count, loaded)
-            self.chosen = select_dialogues(self.pool, limit)
-            self.items = sum(p.items for p in self.chosen)
+        with collector_paused():  # (the dialogues it keeps)
+            if wide is None:
+                self.chosen: list[Pick] | None = None
+                self.items = self._scan_all(count, loaded)
+            else:
+                self.pool = self._scan(wide, count, loaded)
+                self.chosen = select_dialogues(self.pool, limit)
+                self.items = sum(p.items for p in self.chosen)
 
     def __len__(self) -> int:
         return len(self.dataset) if self.chosen is None else len(self.chosen)
@@ -142,11 +150,18 @@ class Selection:
     def _scan_all(self, count: Callable[[Dialogue], int], loaded: list[Dialogue] | None) -> int:
         seen: set[str] = set()
         items = 0
+        kept: dict[str, Dialogue] | None = {} if loaded is None and len(self.dataset) <= KEPT else None
         for _, d in self._read(loaded):
             if d.id in seen:
                 raise self._duplicate(d.id)
             seen.add(d.id)
             items += count(d)
+            if kept is not None:
+                kept[d.id] = d
+                if len(kept) > KEPT:  # (the manifest's count was wrong)
+                    kept = None
+        if kept is not None:
+            self._loaded = kept
         return items
 
     def _scan(self, limit: int, count: Callable[[Dialogue], int], loaded: list[Dialogue] | None) -> list[Pick]:
@@ -156,6 +171,7 @@ class Selection:
         kept: dict[str, int] = {}
         seen: set[str] = set()
         pool: list[Pick] = []
+        held: dict[str, Dialogue] | None = {} if loaded is None else None
         for where, d in self._read(loaded):
             if d.id in seen:
                 raise self._duplicate(d.id)
@@ -165,8 +181,14 @@ class Selection:
             if n < limit:  # no group gives more than the limit
                 kept[group] = n + 1
                 pool.append(Pick(d.id, group, where, count(d)))
+                if held is not None:
+                    held[d.id] = d
+                    if len(held) > KEPT:
+                        held = None
             if known is not None and known <= kept.keys():
                 rounds = math.ceil(limit / len(kept))
                 if min(kept.values()) >= rounds:
                     break
+        if held is not None:
+            self._loaded = held
         return pool
