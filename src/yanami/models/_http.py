@@ -176,6 +176,12 @@ def request_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+GATHER_S = 0.05
+"""How long a write-behind cache gathers responses into one transaction: each transaction writes
+at least a whole (64 KB) page, so one per short reply would grow the file's log by megabytes a
+second, and copying that log back at close would hold up the end of a run."""
+
+
 class ResponseCache:
     """Responses by request key, in one SQLite file (safe across threads and processes).
 
@@ -250,6 +256,9 @@ class ResponseCache:
             with self._lock:
                 while not self._behind and not self._closing:
                     self._wake.wait()
+                gather = time.monotonic() + GATHER_S  # what arrives meanwhile goes in the same transaction
+                while not self._closing and (left := gather - time.monotonic()) > 0:
+                    self._wake.wait(left)
                 assert self._behind is not None
                 batch = list(self._behind.items())
                 if not batch and self._closing:
