@@ -28,8 +28,20 @@ def test_a_dialogues_questions_are_asked_side_by_side(world_bench, tmp_path) -> 
     n = _questions(world_bench)
     assert n >= 2
     with FakeServer(latency_s=0.5) as srv:
-        s = evaluate(world_bench, str(_model(tmp_path, srv, "chat_model")), tmp_path / "run", limit=1, concurrency=n)
-    assert s.written == n and srv.max_in_flight == n
+        s = evaluate(world_bench, str(_model(tmp_path, srv, "chat_model")), tmp_path / "run", limit=1, concurrency=8)
+    assert s.written == n and srv.max_in_flight == min(n, _chains.SIDE_BY_SIDE)
+
+
+def test_a_long_dialogues_questions_go_in_a_few_runs_of_consecutive_ones(world_dialogues) -> None:
+    """Each run resolves the dialogue's history once: one run per question would make a dialogue
+    of 10,000 turns cost 10,000 resolutions of a growing history."""
+    d = world_dialogues[0]
+    items = [_chains.Item(f"{d.id}/q{k}", d.id, "question", k % len(d.turns), f"q{k}") for k in range(42)]
+    runs = _chains.side_by_side(_chains.Chain(d, items, {}, []))
+    assert len(runs) == _chains.SIDE_BY_SIDE and [i for r in runs for i in r.todo] == items
+    assert {len(r.todo) for r in runs} <= {10, 11}
+    turn = [_chains.Item(f"{d.id}/t0", d.id, "turn", 0)]
+    assert _chains.side_by_side(_chains.Chain(d, turn + items, {}, []))[0].todo == turn + items
 
 
 def test_a_dialogues_turns_are_asked_one_after_another(world_bench, tmp_path) -> None:

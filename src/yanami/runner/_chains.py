@@ -95,13 +95,23 @@ def work_left(d: Dialogue, items: list[Item], store: Results, judge: Judge, retr
     return Chain(d, todo, past, unjudged) if todo or unjudged else None
 
 
+SIDE_BY_SIDE = 4
+"""The most chains a dialogue's questions are split into (`side_by_side`)."""
+
+
 def side_by_side(chain: Chain) -> list[Chain]:
-    """``chain`` as chains that may run at once: one per question where it asks questions only
-    (they show the dialogue up to their turn, never one another's answers, so none waits for
-    another), else the chain itself (a turn's request may show what the model gave before)."""
-    if len(chain.todo) < 2 or any(i.kind != "question" for i in chain.todo):
+    """``chain`` as chains that may run at once: where it asks questions only (they show the
+    dialogue up to their turn, never one another's answers, so none waits for another), its
+    questions in up to `SIDE_BY_SIDE` runs of consecutive ones; else the chain itself (a turn's
+    request may show what the model gave before). Each run resolves the dialogue's history once,
+    as far as its last question, so a dialogue of 10,000 turns costs a few resolutions, not one
+    per question."""
+    todo = chain.todo
+    if len(todo) < 2 or any(i.kind != "question" for i in todo):
         return [chain]
-    return [Chain(chain.dialogue, [i], chain.past, chain.unjudged if k == 0 else []) for k, i in enumerate(chain.todo)]
+    parts = min(len(todo), SIDE_BY_SIDE)
+    runs = [todo[k * len(todo) // parts : (k + 1) * len(todo) // parts] for k in range(parts)]
+    return [Chain(chain.dialogue, run, chain.past, chain.unjudged if k == 0 else []) for k, run in enumerate(runs)]
 
 
 _IMAGES_KEPT = 512

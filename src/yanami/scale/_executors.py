@@ -52,7 +52,7 @@ class LocalExecutor(Generic[T, R]):
     def run(self, tasks: Iterator[T], on_results: Callable[[list[R]], None]) -> None:
         results: queue.Queue[tuple[R] | BaseException | None] = queue.Queue()
         stop = self.stop or threading.Event()
-        take = _Reader(tasks, self.ahead, stop, results) if self.ahead else _Taker(tasks)
+        take = _Reader(tasks, self.ahead, stop, results.put) if self.ahead else _Taker(tasks)
 
         def worker() -> None:
             try:
@@ -100,7 +100,7 @@ _END = object()
 class _Taker:
     """The tasks, taken by the threads themselves, one thread at a time."""
 
-    def __init__(self, tasks: Iterator[Any]) -> None:
+    def __init__(self, tasks: Iterator[object]) -> None:
         self.tasks, self.lock = tasks, threading.Lock()
 
     def __call__(self) -> object:
@@ -119,10 +119,12 @@ class _Taker:
 
 class _Reader:
     """The tasks, read by a thread of their own up to ``ahead`` before a thread takes them; a
-    failure to read one stops the run (it is reported with ``results``) after those read."""
+    failure to read one stops the run (it is handed to ``failed``) after those read."""
 
-    def __init__(self, tasks: Iterator[Any], ahead: int, stop: threading.Event, results: queue.Queue[Any]) -> None:
-        self.tasks, self.stop, self.results = tasks, stop, results
+    def __init__(
+        self, tasks: Iterator[object], ahead: int, stop: threading.Event, failed: Callable[[BaseException], None]
+    ) -> None:
+        self.tasks, self.stop, self.failed = tasks, stop, failed
         self.room = threading.Semaphore(ahead)
         self.ready: queue.Queue[object] = queue.Queue()
         self.thread = threading.Thread(target=self._read, name="yanami-reader", daemon=True)
@@ -137,7 +139,7 @@ class _Reader:
                 if task is _END:
                     return
         except BaseException as exc:
-            self.results.put(exc)
+            self.failed(exc)
         self.ready.put(_END)
 
     def __call__(self) -> object:
