@@ -39,7 +39,7 @@ from yanami.contract import (
 from yanami.judges import judge_settings
 from yanami.models import TRANSPORT, ResponseCache, parse_strategy
 from yanami.runner._build import RunBench, bind_bench, build_judge, build_model
-from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, side_by_side, work_left
+from yanami.runner._chains import Chain, ChainRunner, Row, chain_of, work_left
 from yanami.runner._executors import ray_chains
 from yanami.runner._spec import EvalSpec
 from yanami.scale import Executor, LocalExecutor
@@ -238,15 +238,14 @@ def run_eval(
     try:
         with Results(run) as store, own_parser or contextlib.nullcontext():
             executor: Executor[Chain, Row]
-            ready: Callable[[Chain], Iterable[Chain]] = side_by_side  # (on Ray, each actor reads its own pictures)
-            if spec.backend == "ray":
+            if spec.backend == "ray":  # each dialogue's chain whole (split side by side, it ran at 62 %, not 83 %)
                 executor = ray_chains(spec.resolved(dataset.root, responses.path), manifest, spec.concurrency,
                                       spec.ray_address)  # fmt: skip
-            else:
-                runner = ChainRunner(dataset, the_model, the_judge, manifest, store)
-                executor = LocalExecutor(runner.run_chain, spec.items_in_flight, ahead=spec.items_in_flight)
-                ready = runner.ready
-            return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress, ready)
+                return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress)
+            runner = ChainRunner(dataset, the_model, the_judge, manifest, store)
+            executor = LocalExecutor(runner.run_chain, spec.items_in_flight, ahead=spec.items_in_flight)
+            return _execute(executor, store, selection(), manifest, the_judge, spec.retry_errors, on_progress,
+                            runner.ready)  # fmt: skip
     finally:
         responses.close()
         lock.release()
