@@ -167,10 +167,10 @@ class ChainRunner:
         (the local executor's reader calls this, ahead of the threads)."""
         if self.model is not None and chain.todo:
             d, own = chain.dialogue, self.manifest.history == "self"
-            shown = max(i.turn if i.kind == "question" else i.turn - 1 for i in chain.todo)  # whole turns shown
-            for t in d.turns[: shown + 2]:
+            whole = max(i.turn if i.kind == "question" else i.turn - 1 for i in chain.todo)  # turns shown whole
+            for t in d.turns[: max(i.turn for i in chain.todo) + 1]:  # (a turn's request shows its user message)
                 parts = t.user.images()
-                if t.index <= shown and not (own and t.checks):  # (under Self-History its own picture stands there)
+                if t.index <= whole and not (own and t.checks):  # (under Self-History its own picture stands there)
                     parts += t.assistant.images()
                 for part in parts:
                     self.bench_image(part)
@@ -179,7 +179,8 @@ class ChainRunner:
     def run_chain(self, chain: Chain, stop: threading.Event) -> Iterator[Row]:
         """Run one chain: grade its stored predictions this judge has not graded, then ask its
         items in order, stopping after the item in flight once ``stop`` is set (the rest is asked
-        when the run resumes). The chain's stored rows are held (`earlier`) while it runs."""
+        when the run resumes). The chain's stored rows (``chain.past``) give the model's own
+        outputs that an earlier call made."""
         d = chain.dialogue
         selfh = self.manifest.history == "self"
         for p in chain.unjudged:
