@@ -2,23 +2,23 @@
 chain with a `ChainRunner` as the local threads do (`LocalExecutor` of `ChainRunner.run_chain`),
 so they make the same rows; the caller writes them, in this process, as they arrive.
 
-Each chain is one row of a Ray Data dataset; an actor holds the model's client, its response
-cache and the judge, rebuilt from the run's `EvalSpec` as the driver built them. Its items stream
-back as they finish, so a killed driver loses only the items in flight, and a killed worker only
-its chains' items in flight (Ray restarts the actor and runs those again; the response cache
-answers what was already paid for). Every endpoint's limits are the cluster's
-(`yanami.scale.share_endpoint_limits`). On a cluster the bench, the run directory and the cache
-must be at the same path on every node (a shared filesystem, docs/scale.md): only the driver
-writes rows.
+Chains go `GROUP` to a row of a Ray Data dataset; an actor holds the model's client, its response
+cache and the judge, rebuilt from the run's `EvalSpec` as the driver built them. Their items stream
+back as they finish, `BLOCK` to a block, so a killed driver loses only the items in flight or not
+yet sent back, and a killed worker only its chains' items in flight (Ray restarts the actor and
+runs those again; the response cache answers what was already paid for). Every endpoint's limits are the cluster's (`yanami.scale.share_endpoint_limits`). On a
+cluster the bench, the run directory and the cache must be at the same path on every node (a
+shared filesystem, docs/scale.md): only the driver writes rows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,28 +32,48 @@ from yanami.scale import RayExecutor, share_endpoint_limits
 from yanami.store import Dataset
 from yanami.world import Parser
 
-QUEUED = 3
-"""Ray tasks given to an actor per chain it runs at once: the rest wait in its queue, ready."""
+GROUP = 3
+"""Chains to a Ray task (a dataset row). Each task costs the actor and the driver milliseconds of CPU
+(its row, its batch, its blocks), more than a question's request: on bench_scale's questions, one
+chain to a task with each item its own block went at 78 % of the ideal rate, three to a task with
+their items four to a block (`BLOCK`) at 85 %."""
+TASKS = 2
+"""Ray tasks an actor runs at once per chain it runs at once: it holds `GROUP` × this many chains per
+one running, the rest waiting in its pool's queue, ready the moment a chain ends."""
+BLOCK = 4
+"""A chain's items go back to the driver this many to a block (Ray hands each yielded batch back as a
+block of its own), in the chain's order, chain after chain in the task's order: a task run again
+after its actor died must yield the same blocks in the same order, since Ray skips the blocks the
+driver already took (by their place); blocks cut by time would lose or repeat items."""
 
 
-def ray_chains(
-    spec: EvalSpec, manifest: RunManifest, concurrency: int | None, address: str | None
-) -> RayExecutor[Chain, Row]:
+def ray_chains(spec: EvalSpec, manifest: RunManifest, concurrency: int | None, address: str | None) -> _Grouped:
     """Chains in Ray actors (a local Ray, or the cluster at ``address``), ``concurrency`` in
-    flight across the cluster (default: two per CPU). The actor's Ray threads only hand rows
-    over; its own pool runs the chains."""
+    flight across the cluster (default: two per CPU), `GROUP` to a Ray task. The actor's Ray
+    threads only hand rows over; its own pool runs the chains."""
 
     @contextlib.contextmanager
     def setup(ray: Any, actors: int, per_actor: int) -> Iterator[tuple[Any, ...]]:
         yield spec, manifest.model_dump_json(), actors, per_actor
 
-    return RayExecutor(_ChainActor, setup, _chain_row, _result, concurrency=concurrency, address=address,
-                       threads=QUEUED, queued=0)  # fmt: skip
+    return _Grouped(RayExecutor(_ChainActor, setup, _chains_row, _result, concurrency=concurrency, address=address,
+                                threads=TASKS, queued=0))  # fmt: skip
 
 
-def _chain_row(c: Chain) -> dict[str, Any]:
-    return {"dialogue": c.dialogue.model_dump_json(), "todo": [i.id for i in c.todo],
-            "unjudged": [p.item for p in c.unjudged]}  # fmt: skip
+class _Grouped:
+    """An executor of chains that runs them `GROUP` to a task of ``inner``."""
+
+    def __init__(self, inner: RayExecutor[list[Chain], Row]) -> None:
+        self.inner = inner
+
+    def run(self, tasks: Iterator[Chain], on_results: Callable[[list[Row]], None]) -> None:
+        self.inner.run(iter(lambda: list(itertools.islice(tasks, GROUP)), []), on_results)
+
+
+def _chains_row(chains: list[Chain]) -> dict[str, Any]:
+    return {"dialogue": [c.dialogue.model_dump_json() for c in chains],
+            "todo": [[i.id for i in c.todo] for c in chains],
+            "unjudged": [[p.item for p in c.unjudged] for c in chains]}  # fmt: skip
 
 
 def _result(row: dict[str, Any]) -> Row:
@@ -89,21 +109,23 @@ class _ChainActor:
         """The actor's chains in flight; Ray's tasks queue here, so a chain starts the moment another ends."""
 
     def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[Any]]]:
-        """The items of the batch's chains, each as it finishes.
+        """The items of the batch's chains, `BLOCK` to a batch, chain after chain.
 
-        A chain runs in the actor's own pool (``chains`` at once), ahead of what is handed to
-        Ray: giving Ray a row takes milliseconds (the block goes to the object store and its
-        owner is told), and the next request should not wait for that; Ray's next tasks wait
-        in that pool's queue, so no chain waits for Ray to hand it over either."""
-        for text, todo, unjudged in zip(batch["dialogue"], batch["todo"], batch["unjudged"], strict=True):
-            rows: queue.Queue[dict[str, list[Any]] | None] = queue.Queue()
-            stop = threading.Event()
-            self.chains.submit(self._feed, text, list(todo), list(unjudged), rows, stop)
-            try:
-                while (row := rows.get()) is not None:
-                    yield row
-            finally:
-                stop.set()  # Ray dropped the task: the chain ends after its item in flight
+        The chains run at once in the actor's own pool (``chains`` at once), ahead of what is
+        handed to Ray: giving Ray a block takes milliseconds (it goes to the object store and its
+        owner is told), and the next request should not wait for that; Ray's next tasks wait in
+        that pool's queue, so no chain waits for Ray to hand it over either."""
+        stop = threading.Event()
+        feeds: list[queue.Queue[dict[str, list[Any]] | None]] = []
+        for texts, todos, unjudgeds in zip(batch["dialogue"], batch["todo"], batch["unjudged"], strict=True):
+            for text, todo, unjudged in zip(texts, todos, unjudgeds, strict=True):
+                feeds.append(queue.Queue())
+                self.chains.submit(self._feed, str(text), list(todo), list(unjudged), feeds[-1], stop)
+        try:
+            for rows in feeds:
+                yield from _blocks(rows)
+        finally:
+            stop.set()  # Ray dropped the task: its chains end after their items in flight
 
     def _feed(
         self, text: str, todo: list[str], unjudged: list[str], rows: queue.Queue[dict[str, list[Any]] | None],
@@ -124,6 +146,21 @@ class _ChainActor:
             rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
         finally:
             rows.put(None)
+
+
+def _blocks(rows: queue.Queue[dict[str, list[Any]] | None]) -> Iterator[dict[str, list[Any]]]:
+    """A chain's rows (up to None), `BLOCK` to a batch, in order."""
+    batch: dict[str, list[Any]] = {}
+    held = 0
+    while (row := rows.get()) is not None:
+        for k, v in row.items():
+            batch.setdefault(k, []).extend(v)
+        held += 1
+        if held == BLOCK:
+            yield batch
+            batch, held = {}, 0
+    if batch:
+        yield batch
 
 
 def _row(p: Prediction, v: Verdict | None, *, judged: bool) -> dict[str, list[Any]]:
