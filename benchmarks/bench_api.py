@@ -13,6 +13,11 @@ Ideal with concurrency 16 and 100 ms per request: 160 requests/s. Target: >= 80 
            process's first call would have it; its import is timed on its own and printed
   images   `yanami eval` with --concurrency 16: target turns through the images API (512-px
            images in and out), the judge replaced by an instant one to time the harness alone
+  inspect  the same 400 requests (taken off the wire of yanami's eval call) through inspect_ai's
+           `eval` (its OpenAI provider on chat completions, max_connections 16, no scorer), against the same server,
+           beside yanami's eval call on them: the whole call's rate and this process's CPU per
+           request. Needs `pip install inspect-ai` (not a dependency of yanami); without it the
+           section says so and is skipped
   import   `import yanami.models` in a fresh interpreter (target <= 150 ms)
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,6 +33,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from bench_eval import InstantJudge  # the script's folder is on sys.path
 from yanami.contract import InputMessage, InputText, Request
@@ -121,6 +128,70 @@ def bench_dsu(bench: Path, tmp: Path, label: str) -> None:
     )
 
 
+def _wire_requests(bench: Path, tmp: Path) -> list[dict[str, Any]]:
+    """The chat bodies yanami's eval call sends for ``bench``'s questions, as the server received them."""
+    import yaml
+
+    from yanami.models.fake import FakeServer
+
+    with FakeServer() as srv:
+        config = tmp / "capture.yaml"
+        config.write_text(yaml.safe_dump(_config(srv.url, chat_model="c")))
+        _run.evaluate(bench, str(config), tmp / "run-capture", concurrency=CONCURRENCY)
+        return [body for path, body in srv.requests if path.endswith("/chat/completions")]
+
+
+def _inspect_messages(body: dict[str, Any]) -> list[Any]:
+    """A chat body's messages as inspect_ai's (text parts and data-URL images, in order)."""
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ContentImage, ContentText
+
+    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
+    out = []
+    for m in body["messages"]:
+        content = m["content"]
+        if isinstance(content, list):
+            content = [
+                ContentText(text=p["text"]) if p["type"] == "text" else ContentImage(image=p["image_url"]["url"])
+                for p in content
+            ]
+        out.append(kinds[m["role"]](content=content))
+    return out
+
+
+def bench_inspect(bench: Path, tmp: Path) -> None:
+    """inspect_ai's eval of the requests yanami sends for ``bench`` against the same server, beside yanami's call."""
+    try:
+        import inspect_ai
+        from inspect_ai import Task
+        from inspect_ai import eval as inspect_eval
+        from inspect_ai.dataset import Sample
+        from inspect_ai.solver import generate
+    except ImportError:
+        print("inspect: inspect_ai is not installed (pip install inspect-ai); skipped")
+        return
+    bodies = _wire_requests(bench, tmp)
+    samples = [Sample(input=_inspect_messages(b), id=k) for k, b in enumerate(bodies)]
+    bench_dsu(bench, tmp, f"{len(bodies)} requests, beside inspect_ai")
+    os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
+    with server() as url:
+        cpu, t = time.process_time(), time.perf_counter()
+        logs = inspect_eval(Task(dataset=samples, solver=generate()), model="openai/c", model_base_url=url + "/v1",
+                            max_connections=CONCURRENCY, log_dir=str(tmp / "inspect-logs"), display="none",
+                            score=False, model_args={"responses_api": False})  # fmt: skip
+        wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    failed = [log.error.message for log in logs if log.error is not None]
+    if failed:
+        print(f"inspect: inspect_ai's eval failed: {failed[0].splitlines()[0]}")
+        return
+    done = sum(1 for log in logs for sample in log.samples or [] if sample.error is None)
+    rate = done / wall
+    print(
+        f"inspect_ai {inspect_ai.__version__}, the same {len(bodies)} requests: {rate:.1f} requests/s ="
+        f" {100 * rate / IDEAL:.0f} % of ideal ({done} samples in {wall:.2f} s, its eval call whole); CPU"
+        f" {1000 * cpu / max(1, done):.2f} ms per request (this process)"
+    )
+
+
 def bench_runner(bench: Path, tmp: Path) -> None:
     import yaml
 
@@ -163,7 +234,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=800)
     ap.add_argument("--per-scenario", type=int, default=100)  # the bench's own size: 1,600 DSU requests
-    ap.add_argument("--only", choices=("import", "adapter", "runner"))
+    ap.add_argument("--only", choices=("import", "adapter", "runner", "inspect"))
     args = ap.parse_args()
     if args.only in (None, "import"):
         bench_import()
@@ -174,6 +245,11 @@ def main() -> None:
             bench = Path(tmp) / "bench"
             build_world(bench, per_scenario=args.per_scenario, seed=5, workers=2)
             bench_runner(bench, Path(tmp))
+    if args.only in (None, "inspect"):
+        with tempfile.TemporaryDirectory() as tmp:
+            small = Path(tmp) / "bench-400"
+            build_world(small, per_scenario=25, seed=5, workers=2)
+            bench_inspect(small, Path(tmp))
 
 
 if __name__ == "__main__":

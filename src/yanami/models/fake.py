@@ -511,10 +511,10 @@ class FakeServer:
                     thought, answer, finish = thought[: limit * 4], None, "length"
                 elif isinstance(limit, int) and (len(thought) + len(content)) // 4 > limit:  # cut at the limit
                     answer, finish = content[: (limit - len(thought) // 4) * 4], "length"
-                usage = {
-                    "prompt_tokens": len(chat_text(body)) // 4 + 765 * len(_image_urls(body)),
-                    "completion_tokens": (len(thought) + len(answer or "")) // 4,
-                }  # a plausible count, as servers report one
+                prompt = len(chat_text(body)) // 4 + 765 * len(_image_urls(body))
+                completion = (len(thought) + len(answer or "")) // 4
+                # a plausible count, with the total beside it as OpenAI's API (and clients that read it) have it
+                usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
                 message: dict[str, Any] = {"role": "assistant", "content": answer}
                 called = body.get("function_call")
                 if isinstance(called, dict) and answer is not None and fault != "wrong-json":
