@@ -6,9 +6,10 @@ Chains go `GROUP` to a row of a Ray Data dataset; an actor holds the model's cli
 cache and the judge, rebuilt from the run's `EvalSpec` as the driver built them. Their items stream
 back as they finish, `BLOCK` to a block, so a killed driver loses only the items in flight or not
 yet sent back, and a killed worker only its chains' items in flight (Ray restarts the actor and
-runs those again; the response cache answers what was already paid for). Every endpoint's limits are the cluster's (`yanami.scale.share_endpoint_limits`). On a
-cluster the bench, the run directory and the cache must be at the same path on every node (a
-shared filesystem, docs/scale.md): only the driver writes rows.
+runs those again; the response cache answers what was already paid for). Every endpoint's limits
+are the cluster's (`yanami.scale.share_endpoint_limits`). On a cluster the bench, the run
+directory and the cache must be at the same path on every node (a shared filesystem,
+docs/scale.md): only the driver writes rows.
 """
 
 from __future__ import annotations
