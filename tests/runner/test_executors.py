@@ -17,13 +17,14 @@ def _row(name: str) -> dict[str, list[Any]]:
     return {"prediction": [name], "verdict": [""], "judged": [False], "failure": [""], "user": [False]}
 
 
-def _chain(names: list[str], pause: float = 0.0) -> queue.Queue[dict[str, list[Any]] | None]:
+def _chain(names: list[str], pauses: dict[int, float] | None = None) -> queue.Queue[dict[str, list[Any]] | None]:
+    """A chain's rows as a feeding thread puts them, waiting ``pauses[k]`` seconds after the k-th."""
     rows: queue.Queue[dict[str, list[Any]] | None] = queue.Queue()
 
     def feed() -> None:
-        for name in names:
+        for k, name in enumerate(names):
             rows.put(_row(name))
-            time.sleep(pause)
+            time.sleep((pauses or {}).get(k, 0.0))
         rows.put(None)
 
     threading.Thread(target=feed).start()
@@ -44,8 +45,9 @@ def test_a_chains_items_go_back_a_block_at_a_time_in_order() -> None:
 def test_the_blocks_are_the_same_however_the_items_are_timed() -> None:
     names = [f"t{k}" for k in range(6)]
     fast = [b["prediction"] for b in _blocks(_chain(names))]
-    slow = [b["prediction"] for b in _blocks(_chain(names, pause=0.03))]
-    assert fast == slow
+    # a long wait after the second item and after the fifth: blocks cut by time would split there
+    uneven = [b["prediction"] for b in _blocks(_chain(names, {1: 0.8, 4: 0.8}))]
+    assert fast == uneven == [names[: _executors.BLOCK], names[_executors.BLOCK :]]
 
 
 def test_a_chain_with_no_items_left_gives_no_block() -> None:
