@@ -10,7 +10,10 @@ Ideal with concurrency 16 and 100 ms per request: 160 requests/s. Target: >= 80 
            (each request carries the dialogue's 512-px images as base64), exact judge, on the
            bench (1,600 requests) and on one of 25 dialogues per scenario (400 requests); target
            >= 90 % of ideal for the whole call. The SDK is imported before the call, as a
-           process's first call would have it; its import is timed on its own and printed
+           process's first call would have it; its import is timed on its own and printed.
+           Beside the 400 requests, two same-run baselines on the same bodies, built already:
+           16 threads of http.client (what this server and machine allow any client) and of
+           the openai SDK alone (what the SDK allows before yanami does anything)
   images   `yanami eval` with --concurrency 16: target turns through the images API (512-px
            images in and out), the judge replaced by an instant one to time the harness alone
   inspect  the same 400 requests (taken off the wire of yanami's eval call) through inspect_ai's
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -128,17 +131,80 @@ def bench_dsu(bench: Path, tmp: Path, label: str) -> None:
     )
 
 
-def _wire_requests(bench: Path, tmp: Path) -> list[dict[str, Any]]:
+def _wire_requests(bench: Path, tmp: Path) -> list[bytes]:
     """The chat bodies yanami's eval call sends for ``bench``'s questions, as the server received them."""
     import yaml
 
     from yanami.models.fake import FakeServer
 
-    with FakeServer() as srv:
+    with FakeServer(capture=True, record=False) as srv:
         config = tmp / "capture.yaml"
         config.write_text(yaml.safe_dump(_config(srv.url, chat_model="c")))
-        _run.evaluate(bench, str(config), tmp / "run-capture", concurrency=CONCURRENCY)
-        return [body for path, body in srv.requests if path.endswith("/chat/completions")]
+        _run.evaluate(bench, str(config), tmp / f"run-capture-{len(srv.wire)}", concurrency=CONCURRENCY)
+        return [raw for path, _, raw in srv.wire if path.endswith("/chat/completions")]
+
+
+def _send_all(bodies: list[bytes], send: Callable[[bytes], object]) -> float:
+    """``bodies`` sent by `CONCURRENCY` threads with nothing else to do; the rate (requests/s)."""
+    import threading
+
+    left = iter(bodies)
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                body = next(left, None)
+            if body is None:
+                return
+            send(body)
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(CONCURRENCY)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return len(bodies) / (time.perf_counter() - t)
+
+
+def _by_http_client(bodies: list[bytes]) -> float:
+    import http.client
+    import json
+    import threading
+
+    local = threading.local()
+    with server() as url:
+        host, port = url.split("//")[1].split(":")
+
+        def send(body: bytes) -> object:
+            if not hasattr(local, "conn"):
+                local.conn = http.client.HTTPConnection(host, int(port))
+            local.conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            return json.loads(local.conn.getresponse().read())
+
+        return _send_all(bodies, send)
+
+
+def _by_sdk(bodies: list[bytes]) -> float:
+    import json
+
+    import openai
+
+    with server() as url, openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0) as client:
+        return _send_all(bodies, lambda body: json.loads(client.post("/chat/completions", content=body, cast_to=bytes)))
+
+
+def bench_floors(bodies: list[bytes], label: str) -> None:
+    """The same chat bodies, built already, sent by 16 threads with nothing else to do: through
+    ``http.client`` (what the server and this machine allow any client) and through the openai SDK
+    alone (what the SDK allows, before yanami does anything). Same-run baselines for yanami's rate."""
+    raw, sdk = _by_http_client(bodies), _by_sdk(bodies)
+    print(
+        f"  baselines, the same {len(bodies)} bodies built already ({label}), 16 threads doing nothing else:"
+        f" http.client {raw:.1f}/s = {100 * raw / IDEAL:.0f} % (this server and machine, any client);"
+        f" openai SDK alone {sdk:.1f}/s = {100 * sdk / IDEAL:.0f} %"
+    )
 
 
 def _inspect_messages(body: dict[str, Any]) -> list[Any]:
@@ -169,9 +235,12 @@ def bench_inspect(bench: Path, tmp: Path) -> None:
     except ImportError:
         print("inspect: inspect_ai is not installed (pip install inspect-ai); skipped")
         return
+    import json
+
     bodies = _wire_requests(bench, tmp)
-    samples = [Sample(input=_inspect_messages(b), id=k) for k, b in enumerate(bodies)]
+    samples = [Sample(input=_inspect_messages(json.loads(b)), id=k) for k, b in enumerate(bodies)]
     bench_dsu(bench, tmp, f"{len(bodies)} requests, beside inspect_ai")
+    bench_floors(bodies, "beside inspect_ai")
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     with server() as url:
         cpu, t = time.process_time(), time.perf_counter()
@@ -200,6 +269,7 @@ def bench_runner(bench: Path, tmp: Path) -> None:
     small = tmp / "bench-400"
     build_world(small, per_scenario=25, seed=5, workers=2)
     bench_dsu(small, tmp, "400 requests")
+    bench_floors(_wire_requests(small, tmp), "the 400 requests above")
     with server() as url:
         images = tmp / "images.yaml"
         images.write_text(yaml.safe_dump(_config(url, image_model="i")))

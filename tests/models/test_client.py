@@ -307,3 +307,31 @@ def test_a_write_behind_cache_answers_at_once_and_keeps_every_response(tmp_path)
     assert [again.get(f"k{k}") for k in (0, 199)] == [("text", b"reply 0"), ("text", b"reply 199")]
     assert again.get("missing") is None
     again.close()
+
+
+def test_a_cache_alone_on_an_empty_file_misses_without_sqlite_and_finds_what_it_stored(tmp_path, monkeypatch) -> None:
+    import sqlite3
+
+    from yanami.models import ResponseCache
+
+    path = tmp_path / "cache.sqlite"
+    cache = ResponseCache(path, write_behind=True, alone=True)
+    asked: list[str] = []
+    real = sqlite3.connect
+
+    def counting(*args: object, **kw: object) -> sqlite3.Connection:
+        asked.append(str(args[0]))
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite3, "connect", counting)
+    assert [cache.get(f"new{k}") for k in range(50)] == [None] * 50
+    assert len(asked) == 1  # the file made once; no lookup opened a connection to read
+    for k in range(100):
+        cache.put(f"k{k}", "text", f"reply {k}".encode())
+    cache.close()  # written, and gone from memory: what is found now is read from the file
+    assert cache.get("k7") == ("text", b"reply 7") and cache.get("k99") == ("text", b"reply 99")
+    assert cache.get("never") is None
+    cache.close()
+    shared = ResponseCache(path, write_behind=True, alone=True)  # a file that holds responses: always asked
+    assert shared.get("k0") == ("text", b"reply 0")
+    shared.close()

@@ -49,3 +49,26 @@ def test_serve_fake_on_a_port_in_use_is_one_line(cli) -> None:
         port = s.getsockname()[1]
         r = cli("serve-fake", "--port", port)
     assert r.code == 2 and r.err.count("\n") == 1 and f"--port {port}: cannot listen" in r.err
+
+
+def test_the_scripted_server_queues_a_burst_of_connections_as_real_servers_do() -> None:
+    """Sixty-four clients connect before the server accepts any: the kernel queues them all (the
+    standard library's backlog of 5 drops the rest, and each dropped client waits a second to retry)."""
+    import select
+    import socket
+
+    from yanami.models.fake import FakeServer
+
+    srv = FakeServer()  # listening, not yet accepting
+    host, port = srv.url.removeprefix("http://").split(":")
+    socks = [socket.socket() for _ in range(64)]
+    try:
+        for s in socks:
+            s.setblocking(False)
+            s.connect_ex((host, int(port)))
+        _, ready, _ = select.select([], socks, [], 0.5)
+        assert len(ready) == 64 and all(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0 for s in ready)
+    finally:
+        for s in socks:
+            s.close()
+        srv._server.server_close()

@@ -47,7 +47,9 @@ def serve(
 
 def serve_fake(
     port: PortOpt = 8765,
-    latency: Annotated[float, typer.Option(min=0.0, help="Seconds before each answer.", metavar="SECONDS")] = 0.0,
+    latency: Annotated[
+        float, typer.Option(min=0.0, help="Seconds from a request's arrival to its answer.", metavar="SECONDS")
+    ] = 0.0,
 ) -> None:
     """It answers like a cooperative model and judge (option A, every check passes, quality 8;
     images echo the latest input image). Point a config file's base_url at the printed URL;

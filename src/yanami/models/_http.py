@@ -182,6 +182,11 @@ at least a whole (64 KB) page, so one per short reply would grow the file's log 
 second, and copying that log back at close would hold up the end of a run."""
 
 
+_SEEN = 1 << 23
+"""Bits of `ResponseCache`'s record of the keys it stored (1 MB; a bit set by another key only
+costs a lookup)."""
+
+
 class ResponseCache:
     """Responses by request key, in one SQLite file (safe across threads and processes).
 
@@ -189,17 +194,27 @@ class ResponseCache:
     writers queue on SQLite's own lock, so one slow write does not hold up every lookup.
     """
 
-    def __init__(self, path: Path, *, write_behind: bool = False) -> None:
+    def __init__(self, path: Path, *, write_behind: bool = False, alone: bool = False) -> None:
         """``write_behind``: `put` returns at once and a thread of this cache writes the responses,
         many to a transaction (for one of several processes sharing the file, as Ray's workers
         do: a write that waits for another process's lock would hold up its caller's next
         request). A response not yet written is read from memory; one a killed process had not
-        written is asked again when it is next needed."""
+        written is asked again when it is next needed.
+
+        ``alone``: no other process is expected to write the file while this one has it open (a
+        local run's driver). If the file then holds no response when first opened, a key this
+        process has not stored is known to be missing without asking SQLite (`_SEEN`): each
+        lookup costs a thread a few GIL hand-overs that the request it precedes waits for.
+        Another process writing the file anyway only makes this one ask again what that one
+        stored meanwhile."""
         self.path = path
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[sqlite3.Connection] = []
         self._ready = False
+        self._alone = alone
+        self._seen: bytearray | None = None
+        """Once the file was found empty (with ``alone``): a bit per hash of the keys stored since."""
         self._behind: dict[str, tuple[str, bytes]] | None = {} if write_behind else None
         self._wake = threading.Condition(self._lock)
         self._writer: threading.Thread | None = None
@@ -211,22 +226,42 @@ class ResponseCache:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is not None:
             return db
+        self._open()
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA synchronous=NORMAL")  # a cache: no fsync per response
         with self._lock:
-            if not self._ready:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                first = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-                # Large pages for a file of images: a 500 KB response is 8 pages, not 125 (half the CPU
-                # per write). Takes effect when the file is created; an older cache keeps its pages.
-                first.execute("PRAGMA page_size=65536")
-                first.execute("PRAGMA journal_mode=WAL")
-                first.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value BLOB)")
-                first.close()
-                self._ready = True
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-            db.execute("PRAGMA synchronous=NORMAL")  # a cache: no fsync per response
             self._all.append(db)
         self._local.db = db
         return db
+
+    def _open(self) -> None:
+        """Create the file and its table the first time any thread needs them (once)."""
+        import sqlite3
+
+        with self._lock:
+            if self._ready:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            first = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            # Large pages for a file of images: a 500 KB response is 8 pages, not 125 (half the CPU
+            # per write). Takes effect when the file is created; an older cache keeps its pages.
+            first.execute("PRAGMA page_size=65536")
+            first.execute("PRAGMA journal_mode=WAL")
+            first.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value BLOB)")
+            if self._alone and first.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is None:
+                self._seen = bytearray(_SEEN // 8)
+            first.close()
+            self._ready = True
+
+    def _may_hold(self, key: str) -> bool:
+        """Whether the file may hold ``key`` (False only for a key an empty file's owner never stored)."""
+        if not self._ready:
+            self._open()
+        seen = self._seen
+        if seen is None:
+            return True
+        bit = hash(key) % _SEEN
+        return bool(seen[bit >> 3] >> (bit & 7) & 1)
 
     def get(self, key: str) -> tuple[str, bytes] | None:
         """(kind, value) stored under ``key``."""
@@ -235,11 +270,19 @@ class ResponseCache:
                 waiting = self._behind.get(key)
             if waiting is not None:
                 return waiting
+        if not self._may_hold(key):
+            return None
         row = self._conn().execute("SELECT kind, value FROM responses WHERE key = ?", (key,)).fetchone()
         return (row[0], bytes(row[1])) if row else None
 
     def put(self, key: str, kind: str, value: bytes) -> None:
         """Store a successful response."""
+        if not self._ready:
+            self._open()
+        if self._seen is not None:
+            bit = hash(key) % _SEEN
+            with self._lock:
+                self._seen[bit >> 3] |= 1 << (bit & 7)
         if self._behind is None:
             self._conn().execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, kind, value))
             return

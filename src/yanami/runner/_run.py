@@ -172,7 +172,8 @@ def run_eval(
 
     assert spec.model is not None, "yanami eval asks a model"
     dataset = loaded[0] if loaded is not None else Dataset(spec.bench)
-    responses = ResponseCache(spec.cache_path, write_behind=True)
+    # alone: only this process writes the file (on Ray, the actors write it)
+    responses = ResponseCache(spec.cache_path, write_behind=True, alone=spec.backend == "local")
     # the parser starts its processes with the first parse, within the run below, and ends them there
     own_parser = Parser(spec.workers) if parser is None else None
     run = Path(spec.out)
@@ -456,7 +457,7 @@ def rejudge(
     run = Path(run)
     manifest = read_manifest(run)
     dataset = open_bench(run, manifest, bench, hint="" if bench else "give --bench where it is now")
-    responses = ResponseCache(spec.cache_path, write_behind=True)
+    responses = ResponseCache(spec.cache_path, write_behind=True, alone=backend == "local")
     with contextlib.ExitStack() as held:  # closed in reverse: the store, the lock, the cache
         held.callback(responses.close)
         held.enter_context(DirLock(run))
