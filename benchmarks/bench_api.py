@@ -140,7 +140,7 @@ def _wire_requests(bench: Path, tmp: Path) -> list[bytes]:
     with FakeServer(capture=True, record=False) as srv:
         config = tmp / "capture.yaml"
         config.write_text(yaml.safe_dump(_config(srv.url, chat_model="c")))
-        _run.evaluate(bench, str(config), tmp / f"run-capture-{len(srv.wire)}", concurrency=CONCURRENCY)
+        _run.evaluate(bench, str(config), tmp / "run-capture", concurrency=CONCURRENCY)
         return [raw for path, _, raw in srv.wire if path.endswith("/chat/completions")]
 
 
