@@ -16,9 +16,12 @@ def runs(mask: np.ndarray, diagonal: bool = True) -> tuple[np.ndarray, np.ndarra
     or, with ``diagonal`` (8-connected), also meet at a corner; labels spread along touching
     pairs, all at once, with pointer jumping, until every pair agrees."""
     h, w = mask.shape
-    padded = np.zeros((h, w + 2), dtype=np.int8)
-    padded[:, 1:-1] = mask
-    rows_, cols_ = np.nonzero(np.diff(padded, axis=1))  # row-major: each run's start, then its end
+    live = np.flatnonzero(mask.any(axis=1))  # only the rows between the first and last with foreground are read
+    top, bottom = (int(live[0]), int(live[-1]) + 1) if len(live) else (0, 0)
+    padded = np.zeros((bottom - top, w + 2), dtype=bool)
+    padded[:, 1:-1] = mask[top:bottom]
+    rows_, cols_ = np.nonzero(padded[:, 1:] != padded[:, :-1])  # row-major: each run's start, then its end
+    rows_ += top
     r, c0, c1 = rows_[0::2], cols_[0::2], cols_[1::2]
     n = len(r)
     if not n:

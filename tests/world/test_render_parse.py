@@ -54,6 +54,61 @@ def test_png_files_hold_exactly_the_rendered_pixels() -> None:
     assert names == [b"IHDR", b"IDAT", b"IEND"]
 
 
+def test_the_renderers_own_png_is_read_without_a_decoder_and_any_other_file_is_left_to_one() -> None:
+    """`png_pixels` reads what `png_bytes` writes to the pixels Pillow reads; a file it cannot read
+    exactly (filtered rows, another colour type, a wrong checksum, a cut or padded file, a header
+    whose size the data does not fill, another chunk) is None, so the parser falls back to Pillow."""
+    from yanami.world._render import png_pixels
+
+    scene = random_scene(random.Random(7), n=4)
+    data = render_png(scene, VIEWS[1], "sand")
+    pixels = png_pixels(data)
+    assert pixels is not None and pixels.shape == (384, 512, 3) and pixels.dtype == np.uint8
+    assert np.array_equal(pixels, np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
+
+    def saved(image: Image.Image, **options: object) -> bytes:
+        buf = io.BytesIO()
+        image.save(buf, format="PNG", **options)
+        return buf.getvalue()
+
+    img = Image.open(io.BytesIO(data))
+    header_end = 8 + 12 + 13
+    body = zlib.decompress(data[header_end + 8 : -12 - 4])
+    lying = data[:16] + struct.pack(">I", 600) + data[20:]  # a taller picture than the data holds
+    lying = lying[:29] + struct.pack(">I", zlib.crc32(lying[12:29])) + lying[33:]
+    text_chunk = b"\0\0\0\x01tEXtx" + struct.pack(">I", zlib.crc32(b"tEXtx"))
+    others = {
+        "filtered rows": saved(img, optimize=True),
+        "RGBA": saved(img.convert("RGBA")),
+        "palette": saved(img.convert("P")),
+        "a wrong checksum": data[:-5] + bytes([data[-5] ^ 1]) + data[-4:],
+        "cut": data[:-20],
+        "padded": data + b"\0",
+        "a header the data does not fill": lying,
+        "a text chunk": data[:header_end] + text_chunk + data[header_end:],
+        "JPEG": (lambda b: (img.save(b, format="JPEG"), b.getvalue())[1])(io.BytesIO()),
+        "empty": b"",
+    }
+    assert len(body) == 384 * (1 + 3 * 512)
+    for name, other in others.items():
+        assert png_pixels(other) is None, name
+    for name in ("filtered rows", "RGBA"):  # the same pixels in other PNG files: read through Pillow, alike
+        assert parse_image(others[name]) == parse_image(data), name
+
+
+def test_the_edges_window_maximum_is_a_sliding_windows() -> None:
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    from yanami.world._parse import _window_max
+
+    rng = np.random.default_rng(3)
+    for shape in ((9, 1), (9, 7), (23, 40), (64, 9)):
+        a = rng.random(shape).astype(np.float32)
+        assert np.array_equal(_window_max(a, 0), sliding_window_view(a, 9, axis=0).max(axis=-1))
+        b = np.ascontiguousarray(a.T)
+        assert np.array_equal(_window_max(b, 1), sliding_window_view(b, 9, axis=1).max(axis=-1))
+
+
 def test_styles_and_views_change_the_image() -> None:
     scene = random_scene(random.Random(4), n=4)
     base = render_array(scene, VIEWS[0], "studio")

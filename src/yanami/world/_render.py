@@ -430,3 +430,49 @@ def png_bytes(lines: np.ndarray) -> bytes:
     header = struct.pack(">IIBBBBB", (row - 1) // 3, height, 8, 2, 0, 0, 0)  # 8 bits, RGB, no interlace
     data = zlib.compress(lines.data, PNG_LEVEL)
     return b"".join((_PNG_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"IDAT", data), _chunk(b"IEND", b"")))
+
+
+def png_pixels(data: bytes) -> np.ndarray | None:
+    """The (height, width, 3) uint8 pixels of a PNG file laid out as `png_bytes` writes it (an
+    8-bit RGB header, its data in IDAT chunks, every row unfiltered, every checksum right), read
+    without a general decoder; None for any other file (a decoder such as Pillow's reads it).
+
+    The same pixels as any PNG decoder's: an unfiltered row holds its pixels as they are. Only
+    the rows a header announces are decompressed, so a file that claims a small picture cannot
+    unpack into a large one.
+    """
+    if not data.startswith(_PNG_SIGNATURE):
+        return None
+    at, idat = len(_PNG_SIGNATURE), []
+    width = height = 0
+    while at + 12 <= len(data):
+        (length,) = struct.unpack_from(">I", data, at)
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        end = at + 12 + length
+        if end > len(data) or struct.unpack_from(">I", data, end - 4)[0] != zlib.crc32(body, zlib.crc32(kind)):
+            return None
+        if kind == b"IHDR":
+            if at != len(_PNG_SIGNATURE) or length != 13:
+                return None
+            width, height, depth, colour, *rest = struct.unpack(">IIBBBBB", body)
+            if (depth, colour, *rest) != (8, 2, 0, 0, 0) or not 0 < width * height <= 1 << 26:
+                return None
+        elif kind == b"IDAT" and width:
+            idat.append(body)
+        elif kind == b"IEND" and idat and end == len(data):
+            row = 1 + 3 * width
+            unpack = zlib.decompressobj()
+            try:
+                raw = unpack.decompress(b"".join(idat), height * row + 1)
+            except zlib.error:
+                return None
+            if len(raw) != height * row or not unpack.eof or unpack.unused_data:
+                return None
+            lines = np.frombuffer(raw, np.uint8).reshape(height, row)
+            if lines[:, 0].any():
+                return None  # filtered rows: a general decoder undoes the filters
+            return np.ascontiguousarray(lines[:, 1:]).reshape(height, width, 3)
+        else:
+            return None  # any other chunk, or chunks out of order
+        at = end
+    return None
