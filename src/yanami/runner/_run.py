@@ -278,6 +278,8 @@ def _execute(
 
     def on_rows(rows: list[Row]) -> None:
         nonlocal done
+        if not rows:
+            return  # (a batch of threads ending only: nothing to write, no progress to tell)
         store.write_items([(p, v) for p, v, _ in rows])
         asked = [(p, v) for p, v, judged in rows if not judged]
         for p, v in asked:
