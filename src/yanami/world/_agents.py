@@ -343,9 +343,13 @@ def _read(image: InputImage, parser: Parser) -> Parse:
 def jitter(image: InputImage, parser: Parser = IN_PROCESS) -> bytes:
     """A ``jitter-*`` strategy's picture: ``image`` read through the parser and redrawn `jittered`,
     by a shift drawn from the picture itself: the same picture is always jittered the same way,
-    whichever strategy returns it (so each is drawn, and judged, once per turn's view)."""
-    seen = _read(image, parser)
-    rng = seeded("reference", "jitter", image.sha256)
+    whichever strategy returns it (so each is drawn, and judged, once per turn's view). Drawn in
+    the parser's worker processes where it has them (`Parser.offload`)."""
+    return parser.offload(_jitter_drawn, _read(image, parser), image.sha256)
+
+
+def _jitter_drawn(seen: Parse, sha256: str) -> bytes:
+    rng = seeded("reference", "jitter", sha256)
     return render_png(jittered(seen.to_scene(), rng), BASE_AZIMUTH, seen.style)
 
 
@@ -460,8 +464,12 @@ _JITTERS: _Recent[bytes] = _Recent(KEPT)
 def union(images: Sequence[InputImage], rng: random.Random, parser: Parser = IN_PROCESS) -> bytes:
     """The ``union`` strategy's picture: the latest image with every object the earlier ones show
     and it lacks added where it fits (everything ever mentioned, nothing decided)."""
-    latest = _read(images[-1], parser)
-    scene = union_of(latest.to_scene(), [_read(im, parser).to_scene() for im in images[:-1]], rng)
+    earlier = [_read(im, parser) for im in images[:-1]]
+    return parser.offload(_union_drawn, _read(images[-1], parser), earlier, rng)  # drawn beside the parsing
+
+
+def _union_drawn(latest: Parse, earlier: list[Parse], rng: random.Random) -> bytes:
+    scene = union_of(latest.to_scene(), [p.to_scene() for p in earlier], rng)
     return render_png(scene, BASE_AZIMUTH, latest.style)
 
 

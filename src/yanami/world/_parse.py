@@ -44,13 +44,13 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 from PIL import Image
@@ -379,6 +379,9 @@ def _discounted(prep: _Prepared, overlays: list[_Component]) -> tuple[float, flo
     return residual, speckle
 
 
+T = TypeVar("T")
+
+
 class Parser:
     """Parses encoded images in ``workers`` processes (``workers`` <= 1: in the caller's thread).
 
@@ -439,6 +442,18 @@ class Parser:
     def cached(self, data: bytes, azimuth: float = BASE_AZIMUTH, sha256: str | None = None) -> Parse:
         """`parse_image` of encoded bytes, remembered by content (see `views`)."""
         return self.views(data, (azimuth,), sha256)[float(azimuth)]
+
+    def offload(self, work: Callable[..., T], *args: object) -> T:
+        """``work(*args)`` in one of the worker processes (in the caller without them): what a
+        reference agent draws is drawn there, beside the parsing, so the caller's threads, which
+        share one interpreter, are left the rest. ``work`` is a module's function, ``args`` and
+        its result picklable; it returns what it would return in the caller."""
+        pool = self._started()
+        if pool is None:
+            return work(*args)
+        with starting_workers():
+            future = pool.submit(work, *args)
+        return future.result()
 
     def _started(self) -> ProcessPoolExecutor | None:
         """The worker pool, started on first use; None for an in-process or closed parser."""
