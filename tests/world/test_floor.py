@@ -181,3 +181,18 @@ def test_balancing_a_bench_keeps_letters_and_candidates_and_spreads_the_answers_
             last = np.nan_to_num(x[:, FEATURES.index("last")], nan=-1.0)
             places.append(int((last < last[q1.choices.index(q1.answer)]).sum()))
     assert len(set(places)) >= 3
+
+
+def test_the_floors_drawn_in_worker_processes_are_the_pictures_drawn_in_the_caller() -> None:
+    """The ``jitter-*`` and ``union`` floors draw in the parser's worker processes where it has them
+    (`Parser.offload`): byte for byte what they draw without workers."""
+    from yanami.world import VIEWS, Parser, random_scene, render_png
+    from yanami.world._agents import _JITTERS, jitter, union
+
+    pictures = [_input(render_png(random_scene(random.Random(40 + k), n=2 + k), VIEWS[0])) for k in range(3)]
+    here = [jitter(p) for p in pictures] + [union(pictures, random.Random(9))]
+    _JITTERS._values.clear()
+    with Parser(2) as parser:
+        assert [jitter(p, parser) for p in pictures] + [union(pictures, random.Random(9), parser)] == here
+        assert parser._pool is not None  # (they were drawn there)
+    assert len(set(here)) == len(here) and all(h not in {p.data for p in pictures} for h in here)
