@@ -73,7 +73,6 @@ def test_the_renderers_own_png_is_read_without_a_decoder_and_any_other_file_is_l
 
     img = Image.open(io.BytesIO(data))
     header_end = 8 + 12 + 13
-    body = zlib.decompress(data[header_end + 8 : -12 - 4])
     lying = data[:16] + struct.pack(">I", 600) + data[20:]  # a taller picture than the data holds
     lying = lying[:29] + struct.pack(">I", zlib.crc32(lying[12:29])) + lying[33:]
     text_chunk = b"\0\0\0\x01tEXtx" + struct.pack(">I", zlib.crc32(b"tEXtx"))
@@ -89,7 +88,6 @@ def test_the_renderers_own_png_is_read_without_a_decoder_and_any_other_file_is_l
         "JPEG": (lambda b: (img.save(b, format="JPEG"), b.getvalue())[1])(io.BytesIO()),
         "empty": b"",
     }
-    assert len(body) == 384 * (1 + 3 * 512)
     for name, other in others.items():
         assert png_pixels(other) is None, name
     for name in ("filtered rows", "RGBA"):  # the same pixels in other PNG files: read through Pillow, alike

@@ -424,13 +424,7 @@ class Parser:
                     out[az] = found
         missing = [az for az in wanted if az not in out]
         if missing:
-            pool = self._started()
-            if pool is None:
-                fresh = _parse_all(data, missing)
-            else:
-                with starting_workers():  # a submit may start a worker (and the forkserver)
-                    future = pool.submit(_parse_all, data, missing)
-                fresh = future.result()
+            fresh = self.offload(_parse_all, data, missing)
             with _PARSES_LOCK:
                 for az, found in fresh.items():
                     _PARSES[(sha, az)] = found
@@ -447,11 +441,11 @@ class Parser:
         """``work(*args)`` in one of the worker processes (in the caller without them): what a
         reference agent draws is drawn there, beside the parsing, so the caller's threads, which
         share one interpreter, are left the rest. ``work`` is a module's function, ``args`` and
-        its result picklable; it returns what it would return in the caller."""
+        its result picklable; it returns what it would return in the caller. (Parsing goes the same way.)"""
         pool = self._started()
         if pool is None:
             return work(*args)
-        with starting_workers():
+        with starting_workers():  # a submit may start a worker (and the forkserver)
             future = pool.submit(work, *args)
         return future.result()
 
