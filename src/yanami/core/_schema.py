@@ -13,7 +13,7 @@ writer and ``yanami validate`` run.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 
@@ -73,8 +73,9 @@ def _kinds_schema(schema: dict[str, Any]) -> None:
 
 
 def _check_kind(kind: str) -> str:
-    if kind in CheckKind._value2member_map_:
-        return CheckKind(kind)
+    member = CheckKind._value2member_map_.get(kind)  # the member CheckKind(kind) returns, without the enum's call
+    if member is not None:
+        return cast(CheckKind, member)
     if kind not in check_kinds():
         raise ValueError(f"not a check kind any installed family declares ({', '.join(check_kinds())})")
     return kind
