@@ -309,6 +309,28 @@ def test_a_write_behind_cache_answers_at_once_and_keeps_every_response(tmp_path)
     again.close()
 
 
+def test_a_write_behind_cache_copies_its_log_back_as_it_goes(tmp_path) -> None:
+    import time
+
+    from yanami.models import ResponseCache
+
+    path = tmp_path / "cache.sqlite"
+    cache = ResponseCache(path, write_behind=True)
+    reply = bytes(range(256)) * 400  # 100 KB: two 64 KB pages each
+    for k in range(120):  # 12 MB in all, a batch at a time
+        cache.put(f"k{k}", "image", reply)
+        time.sleep(0.002)
+    deadline = time.monotonic() + 30
+    while cache._behind and time.monotonic() < deadline:  # written, not closed: the log is as the run leaves it
+        time.sleep(0.01)
+    log = tmp_path / "cache.sqlite-wal"
+    assert not cache._behind and log.stat().st_size < 6_000_000  # a few MB (`LOG_PAGES`), not the 12 MB written
+    cache.close()
+    again = ResponseCache(path)
+    assert again.get("k0") == again.get("k119") == ("image", reply)
+    again.close()
+
+
 def test_a_cache_alone_on_an_empty_file_misses_without_sqlite_and_finds_what_it_stored(tmp_path, monkeypatch) -> None:
     import sqlite3
 
