@@ -129,6 +129,24 @@ def test_the_streamed_selection_is_the_rule_on_the_whole_bench(tmp_path, layout,
     assert [d.id for d in chosen] == expected and chosen.items == 2 * len(expected)
 
 
+@pytest.mark.parametrize("limit", [3, None])
+def test_a_released_dialogue_is_no_longer_kept_by_the_selection(tmp_path, limit) -> None:
+    import gc
+    import weakref
+
+    dataset = Dataset(_bench(tmp_path / "bench", [SCENARIOS[i % 4] for i in range(8)]))
+    chosen = Selection(dataset, limit, lambda d: 2)
+    ids = [d.id for d in chosen]
+    handed = chosen.release()
+    first = next(handed)
+    gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert gone() is None  # freed once the run let it go, before the run ends
+    assert [d.id for d in handed] == ids[1:]
+    assert [d.id for d in chosen] == ids  # iterated again: read again from the bench
+
+
 def test_a_configuration_problem_is_found_before_any_dialogue_is_read(
     big_bench, tmp_path, parsed, monkeypatch, cli
 ) -> None:

@@ -270,7 +270,7 @@ def _execute(
     local = isinstance(executor, LocalExecutor)
 
     def chains() -> Iterator[Chain]:
-        for d in selection:
+        for d in selection.release():  # (each dialogue freed with its chain)
             chain = work_left(d, chain_of(d, manifest.history, manifest.answers, manifest.generates),
                               reader if local else store, judge, retry_errors)  # fmt: skip
             if chain is not None:
