@@ -208,7 +208,6 @@ def test_read_all_reads_every_dialogue_and_restores_the_collector(built: Path) -
     assert [d.id for d in read] == [d.id for d in ds]
     assert gc.isenabled()
     # what was read waits in the oldest generation, not in the young one for a collection to walk it
-    assert gc.get_count()[0] < gc.get_threshold()[0]
     oldest = {id(o) for o in gc.get_objects(generation=2)}
     assert all(id(d.turns) in oldest for d in read)  # (a model's own fields: tracked containers)
     assert gc.get_freeze_count() == 0  # nothing left out of the collector for good
