@@ -119,7 +119,7 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
     ctx.execution_options.verbose_progress = False
     with contextlib.suppress(AttributeError):
         ctx.enable_operator_progress_bars = False
-    # no thread per task that polls the worker's memory each second (a task is one chain, a
+    # no thread per task that polls the worker's memory each second (a task is a few chains, a
     # dataset row, and its memory is the actor's own)
     ctx.memory_usage_poll_interval_s = None
     try:
