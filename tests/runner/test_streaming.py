@@ -147,6 +147,17 @@ def test_a_released_dialogue_is_no_longer_kept_by_the_selection(tmp_path, limit)
     assert [d.id for d in chosen] == ids  # iterated again: read again from the bench
 
 
+@pytest.mark.parametrize("limit", [3, None])
+def test_dialogues_the_caller_handed_over_are_kept_through_a_release(tmp_path, limit) -> None:
+    dataset = Dataset(_bench(tmp_path / "bench", [SCENARIOS[i % 4] for i in range(8)]))
+    given = dataset.read_all()
+    chosen = Selection(dataset, limit, lambda d: 2, loaded=given)
+    ids = [d.id for d in chosen]
+    assert [d.id for d in chosen.release()] == ids
+    assert [d.id for d in chosen] == ids  # iterated again: still the caller's, nothing to read back
+    assert all(a is b for a, b in zip(chosen, [d for d in given if d.id in ids], strict=True))
+
+
 def test_a_configuration_problem_is_found_before_any_dialogue_is_read(
     big_bench, tmp_path, parsed, monkeypatch, cli
 ) -> None:

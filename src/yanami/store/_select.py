@@ -102,6 +102,8 @@ class Selection:
     ) -> None:
         self.dataset, self.limit = dataset, limit
         self._loaded = {d.id: d for d in loaded} if loaded is not None else None
+        self._given = loaded is not None
+        """Whether the dialogues were handed over by the caller (who keeps them), not read here."""
         self._duplicate = on_duplicate or (lambda i: UserError(f"{dataset.root}: the dialogue id {i!r} is used twice"))
         wide = None if limit is None else max(limit, also or 0)
         self.pool: list[Pick] = []
@@ -138,11 +140,12 @@ class Selection:
     def release(self) -> Iterator[Dialogue]:
         """The chosen dialogues, as iterating gives them, each let go by the selection as it is
         handed out: what it kept from its own reading is freed a chain at a time as a run goes,
-        not all at once at its end (400 dialogues: 40 ms). Iterating again reads them again."""
-        kept, self._loaded = self._loaded, None
-        if kept is None:
+        not all at once at its end (400 dialogues: 40 ms). Iterating again reads them again.
+        Dialogues the caller handed over stay (the caller holds them: freeing them frees nothing)."""
+        if self._given or self._loaded is None:
             yield from self
             return
+        kept, self._loaded = self._loaded, None
         for i in list(kept) if self.chosen is None else [p.id for p in self.chosen]:
             yield kept.pop(i)
 
