@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from PIL import Image
 from yanami.contract import Dialogue, ImageSource, read_rows
 from yanami.runner import _run, evaluate
 from yanami.runner._items import Conversation, build_request, items_of
-from yanami.store import Dataset, DatasetWriter, Generator, Selection, _reader, select_dialogues
+from yanami.store import Dataset, DatasetWriter, DialogueWalk, Generator, Selection, _fast, _reader, select_dialogues
 
 SCENARIOS = ("fusion", "editing", "world_modeling", "reasoning")
 
@@ -68,45 +69,70 @@ def big_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _bench(tmp_path_factory.mktemp("big") / "bench", [SCENARIOS[i % 4] for i in range(3000)])
 
 
+@dataclass
+class Reads:
+    """The ids of the dialogues the store reads from now on."""
+
+    scanned: list[str] = field(default_factory=list)
+    """Read on the fast path (`Dataset.scanned`), no `Dialogue` made."""
+    made: list[str] = field(default_factory=list)
+    """Made `Dialogue`s (pydantic)."""
+
+    def clear(self) -> None:
+        self.scanned.clear()
+        self.made.clear()
+
+
 @pytest.fixture
-def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The ids of the dialogues the store parses from now on."""
-    seen: list[str] = []
+def reads(monkeypatch: pytest.MonkeyPatch) -> Reads:
+    seen = Reads()
 
     class Counting(Dialogue):
         @classmethod
         def model_validate_json(cls, line: str | bytes, **kw: object) -> Dialogue:  # type: ignore[override]
             d = Dialogue.model_validate_json(line)
-            seen.append(d.id)
+            seen.made.append(d.id)
             return d
 
+    def fast_walk(line: bytes) -> DialogueWalk | None:
+        walk = _fast.fast_walk(line)
+        assert walk is not None  # (these benches are valid)
+        seen.scanned.append(walk.dialogue.id)
+        return walk
+
     monkeypatch.setattr(_reader, "Dialogue", Counting)
+    monkeypatch.setattr(_reader, "fast_walk", fast_walk)
     return seen
 
 
-def test_eval_with_a_limit_reads_only_the_dialogues_it_needs(big_bench, tmp_path, parsed) -> None:
+def test_eval_with_a_limit_reads_only_the_dialogues_it_needs(big_bench, tmp_path, reads) -> None:
     s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=10)
     assert s.items == s.written == 10
     # read once, to choose (the first 12: every scenario has its share of the 3 rounds); the 10 chosen
-    # are kept from that read for the exact judge's check that it can grade them, and to run them
-    assert len(parsed) == 12 and set(parsed) == {f"d{i:05d}" for i in range(12)}
-    parsed.clear()
+    # are kept from that read for the exact judge's check that it can grade them, and made Dialogues
+    # once each, to run them
+    assert reads.scanned == [f"d{i:05d}" for i in range(12)]
+    assert sorted(reads.made) == [f"d{i:05d}" for i in range(10)]  # three rounds of the four scenarios
+    reads.clear()
     s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=20)  # extended
-    assert (s.skipped, s.written) == (10, 10) and len(parsed) == 20
+    assert (s.skipped, s.written) == (10, 10)
+    assert reads.scanned == [f"d{i:05d}" for i in range(20)] and sorted(reads.made) == reads.scanned
     assert read_rows(tmp_path / "run").manifest.limit == 20
 
 
 def test_a_selection_larger_than_it_keeps_reads_each_chosen_dialogue_again_when_needed(
-    big_bench, tmp_path, parsed, monkeypatch
+    big_bench, tmp_path, reads, monkeypatch
 ) -> None:
     monkeypatch.setattr("yanami.store._select.KEPT", 5)
     s = evaluate(big_bench, "reference:copy-input", tmp_path / "run", limit=10)
     assert s.items == s.written == 10
     # read to choose, then each chosen one again by its offset for the exact judge's check, and to run it
-    assert len(parsed) == 12 + 2 * 10 and set(parsed) == {f"d{i:05d}" for i in range(12)}
-    parsed.clear()
+    assert reads.scanned == [f"d{i:05d}" for i in range(12)]
+    assert len(reads.made) == 2 * 10 and set(reads.made) < set(reads.scanned)
+    reads.clear()
     s = evaluate(big_bench, "reference:copy-input", tmp_path / "run2")  # the whole bench: 3,000 > 5
-    assert s.written == 3000 and len(parsed) == 3 * 3000
+    # scanned to count, scanned again for the judge's check; made Dialogues once, to run them
+    assert s.written == 3000 and len(reads.scanned) == 2 * 3000 and len(reads.made) == 3000
 
 
 @pytest.mark.parametrize(
@@ -159,7 +185,7 @@ def test_dialogues_the_caller_handed_over_are_kept_through_a_release(tmp_path, l
 
 
 def test_a_configuration_problem_is_found_before_any_dialogue_is_read(
-    big_bench, tmp_path, parsed, monkeypatch, cli
+    big_bench, tmp_path, reads, monkeypatch, cli
 ) -> None:
     monkeypatch.delenv("YANAMI_TEST_NO_SUCH_KEY", raising=False)
     config = tmp_path / "model.yaml"
@@ -171,7 +197,7 @@ def test_a_configuration_problem_is_found_before_any_dialogue_is_read(
     judge = tmp_path / "no.yaml"
     r = cli("eval", big_bench, "--model", "reference:copy-input", "--judge", judge, "--out", tmp_path / "run")
     assert r.code == 2 and "no.yaml" in r.err
-    assert parsed == [] and not (tmp_path / "run").exists()
+    assert reads.scanned == reads.made == [] and not (tmp_path / "run").exists()
 
 
 def test_a_duplicate_id_among_what_a_limited_run_reads_is_refused(tmp_path) -> None:

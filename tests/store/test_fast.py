@@ -111,3 +111,23 @@ def test_fast_path_rejects_what_only_patterns_catch() -> None:
         target = next(t for t in raw["turns"] if t["checks"])
         target["checks"][0]["id"] = bad_id
         assert fast_walk(json.dumps(raw).encode()) is None, bad_id
+
+
+def test_json_object_reads_a_free_form_field_on_both_paths() -> None:
+    from yanami.store import json_object
+    from yanami.store._fast import dialogue_decoder
+
+    d = synthetic_dialogue(0, seed=3)[0]
+    checks = [c for t in d.turns for c in t.checks]
+    assert checks
+    values: list[Any] = [{"all": []}, {}, [1], "x", 0, None]
+    for value in values:
+        raw = json.loads(d.model_dump_json())
+        for t in raw["turns"]:
+            for c in t["checks"]:
+                c["hidden"]["predicate"] = value
+        fast = dialogue_decoder().decode(json.dumps(raw).encode())
+        made = Dialogue.model_validate(raw)
+        on_fast = [json_object(c.hidden.predicate) for t in fast.turns for c in t.checks]
+        on_made = [json_object(c.hidden.predicate) for c in made.checks()]
+        assert on_fast == on_made == [isinstance(value, dict)] * len(checks), value

@@ -217,3 +217,40 @@ def test_read_all_reads_every_dialogue_and_restores_the_collector(built: Path) -
         assert not gc.isenabled()  # a caller's own choice is kept
     finally:
         gc.enable()
+
+
+# The fast scan: what reading checks, without making the Dialogues. -------------------------
+
+
+def test_a_scan_gives_each_dialogue_s_fields_and_makes_the_same_dialogue(built: Path) -> None:
+    from yanami.contract import group_of
+    from yanami.runner._items import items_of
+
+    ds = Dataset(built)
+    read = list(ds.located())
+    scanned = list(ds.scanned())
+    assert [s.where for s in scanned] == [where for where, _ in read]
+    for s, (_, d) in zip(scanned, read, strict=True):
+        assert not isinstance(s.fields, type(d))  # the fast decoder's object: no Dialogue made yet
+        assert (s.fields.id, group_of(s.fields)) == (d.id, d.group)
+        assert items_of(s.fields) == items_of(d)  # what a run counts reads alike on both
+        assert ds.dialogue(s) == d
+    assert [f.id for f in ds.fields()] == [d.id for _, d in read]
+
+
+def test_a_scan_refuses_a_line_as_reading_does_and_leaves_an_odd_one_to_pydantic(dataset: Path) -> None:
+    def odd(o: dict[str, Any]) -> None:  # pydantic takes it; the fast path's consistency rules do not
+        o["turns"][0]["index"] = 5
+
+    edit_line(dataset, 2, odd)
+    edit_line(dataset, 3, lambda o: o.update(turns=[]))
+    _update_shard_checksum(dataset)
+    ds = Dataset(dataset)
+    scan = ds.scanned()
+    next(scan)
+    second = next(scan)
+    assert second.fields.turns[0].index == 5 and ds.dialogue(second) is second.fields  # made by pydantic already
+    with pytest.raises(UserError, match=r"00000\.jsonl:3: invalid dialogue \(1 problems; run `yanami validate`\)"):
+        next(scan)
+    with pytest.raises(UserError, match=r"00000\.jsonl:3: invalid dialogue"):
+        list(ds)  # the same line, the same error

@@ -26,6 +26,7 @@ from yanami.contract import (
 from yanami.judges._choice import choice_score, option_score, value_score
 from yanami.judges._context import JudgeContext
 from yanami.judges._verdicts import answer_verdict, image_verdict, question_for
+from yanami.store import json_object
 from yanami.world import (
     IN_PROCESS_PARSER,
     Parse,
@@ -99,14 +100,15 @@ def world_quality(parse: Parse) -> int:
     return max(0, min(10, round(10 - floor - specks - shapes - blur)))
 
 
-def unreadable_check(dialogues: Iterable[Dialogue]) -> str | None:
+def unreadable_check(dialogues: Iterable[Any]) -> str | None:
     """The first check (``dialogue/check``) with no predicate the exact judge can evaluate, or None
     where it can grade every target turn (a world dataset; a constructed one carries checks a
-    person reads, graded by a VLM judge)."""
+    person reads, graded by a VLM judge). ``dialogues``: `Dialogue`s, or their fields
+    (`Dataset.fields`)."""
     for d in dialogues:
         for t in d.turns:
             for c in t.checks:
-                if not isinstance(c.hidden.predicate, dict):
+                if not json_object(c.hidden.predicate):
                     return f"{d.id}/{c.id}"
     return None
 
@@ -199,7 +201,7 @@ def exact_judge(spec: str, context: JudgeContext | None = None) -> ExactJudge:
     if spec:
         raise UserError(f"--judge exact:{spec}: the exact judge takes no argument (use --judge exact)")
     if context is not None and context.dataset is not None:
-        where = unreadable_check(context.dataset)
+        where = unreadable_check(context.dataset.fields())
         if where is not None:
             raise UserError(
                 f"{context.dataset.root}: check {where} carries no predicate the exact judge can evaluate (a dataset "

@@ -62,7 +62,7 @@ def supported_judges(dataset: Dataset) -> str:
             f"{facts.title}'s own protocol (its judge hook): with --judge exact (the default) where its rules "
             "alone grade every turn, else over a VLM judge (--judge FILE)"
         )
-    where = unreadable_check(dataset)
+    where = unreadable_check(dataset.fields())
     if where is not None:
         return f"a VLM judge (--judge FILE) only: check {where} carries no predicate the exact judge evaluates"
     return "exact (the default) or a VLM judge (--judge FILE)"

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from yanami.contract import Dialogue, Judge, Model, Reachable, UserError
 from yanami.judges import JudgeContext, make_judge
 from yanami.models import ResponseCache, StrategyModel, load_model, parse_strategy, reads_bench
 from yanami.runner._spec import EvalSpec
-from yanami.store import Dataset
+from yanami.store import Dataset, Selection
 from yanami.world import Parser
 
 
 class RunBench(Dataset):
-    """The bench as a run's judge sees it: iterating it gives the run's dialogues (so the exact
-    judge's check that it can grade them reads those, not the whole bench)."""
+    """The bench as a run's judge sees it: iterating it gives the run's dialogues, `fields` their
+    fields (so the exact judge's check that it can grade them reads those, not the whole bench)."""
 
     def __init__(self, dataset: Dataset, selection: Callable[[], Iterable[Dialogue]]) -> None:
         self.__dict__.update(dataset.__dict__)
@@ -22,6 +23,10 @@ class RunBench(Dataset):
 
     def __iter__(self) -> Iterator[Dialogue]:
         return iter(self._selection())
+
+    def fields(self) -> Iterator[Any]:
+        chosen = self._selection()
+        return chosen.fields() if isinstance(chosen, Selection) else iter(chosen)
 
 
 def build_model(spec: EvalSpec, responses: ResponseCache, parser: Parser | None, *, check: bool = False) -> Model:

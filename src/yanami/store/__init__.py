@@ -1,6 +1,7 @@
 """Dataset directories: content-addressed images, sharded JSONL dialogues, a manifest."""
 
 from yanami.store._bench import bench_sha256, open_bench
+from yanami.store._fast import json_object
 from yanami.store._images import (
     DEFAULT_MAX_PIXELS,
     ImageFileError,
@@ -16,7 +17,7 @@ from yanami.store._images import (
 from yanami.store._leakage import DEFAULT_THRESHOLD, LeakageReport, NearDuplicate, find_leakage, phash
 from yanami.store._manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, Counts, Generator, Manifest, provenance
 from yanami.store._parquet import HF_FEATURES, export_parquet, import_parquet
-from yanami.store._reader import Dataset, Location, open_dataset_dir
+from yanami.store._reader import Dataset, Location, Scanned, open_dataset_dir
 from yanami.store._select import Selection, select_dialogues
 from yanami.store._sources import Imported, import_source
 from yanami.store._stats import DatasetStats, ScenarioStats, dataset_stats, stats_tables
@@ -52,6 +53,7 @@ __all__ = [
     "Manifest",
     "NearDuplicate",
     "Problem",
+    "Scanned",
     "ScenarioStats",
     "Selection",
     "bench_sha256",
@@ -70,6 +72,7 @@ __all__ = [
     "import_parquet",
     "import_source",
     "is_sha256",
+    "json_object",
     "open_bench",
     "open_dataset_dir",
     "open_image_bytes",

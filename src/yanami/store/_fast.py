@@ -65,6 +65,14 @@ def fast_walk(line: bytes | memoryview) -> DialogueWalk | None:
     return walk
 
 
+def json_object(value: object) -> bool:
+    """Whether a free-form JSON field (``JsonValue``) holds an object: a dict in a ``Dialogue``,
+    raw JSON that opens with ``{`` in the fast decoder's object (which leaves such fields undecoded)."""
+    if isinstance(value, msgspec.Raw):
+        return memoryview(value)[:1].tobytes() == b"{"  # (a value: no white space before it)
+    return isinstance(value, dict)
+
+
 def patterns_ok(walk: DialogueWalk) -> bool:
     """Whether every id and image hash a walk collected matches its pattern."""
     # One regex call over all values joined by "/" (which no valid value contains)

@@ -11,12 +11,13 @@ of no more than `KEPT` dialogues is kept from the first read instead. Memory fol
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
-from yanami.contract import Dialogue, Scenario, UnknownFamily, UserError, family_of
-from yanami.store._reader import Dataset, Location, collector_paused
+from yanami.contract import Dialogue, Scenario, UnknownFamily, UserError, family_of, group_of
+from yanami.store._reader import Dataset, Location, Scanned, collector_paused
 
 
 class Grouped(Protocol):
@@ -75,6 +76,9 @@ def groups_of(family: str) -> frozenset[str] | None:
     return None if facts.open_domains else frozenset(facts.domains())
 
 
+BATCH = 32
+"""The most dialogues a selection makes at once from the lines it kept (`Selection._made`)."""
+
 KEPT = 1024
 """Dialogues a selection keeps from its first read, where it chooses no more than that: a run
 then reads the bench once, not once to choose and again to evaluate."""
@@ -101,7 +105,9 @@ class Selection:
         on_duplicate: Callable[[str], UserError] | None = None,
     ) -> None:
         self.dataset, self.limit = dataset, limit
-        self._loaded = {d.id: d for d in loaded} if loaded is not None else None
+        self._loaded: dict[str, Dialogue | Scanned] | None = {d.id: d for d in loaded} if loaded is not None else None
+        """What the selection holds: the caller's dialogues, or the lines it kept from its own
+        reading (made `Dialogue`s only as they are handed out, `Dataset.dialogue`)."""
         self._given = loaded is not None
         """Whether the dialogues were handed over by the caller (who keeps them), not read here."""
         self._duplicate = on_duplicate or (lambda i: UserError(f"{dataset.root}: the dialogue id {i!r} is used twice"))
@@ -110,7 +116,7 @@ class Selection:
         """What was read, in bench order (with a limit: at most that many of each group)."""
         self.items = 0
         """The items of the chosen dialogues."""
-        with collector_paused():  # (the dialogues it keeps)
+        with collector_paused():  # (the lines it keeps)
             if wide is None:
                 self.chosen: list[Pick] | None = None
                 self.items = self._scan_all(count, loaded)
@@ -126,10 +132,7 @@ class Selection:
         """The chosen dialogues, in order, read one at a time."""
         if self._loaded is not None:
             source = self._loaded
-            if self.chosen is None:
-                yield from source.values()
-            else:
-                yield from (source[p.id] for p in self.chosen)
+            yield from self._made(source[i] for i in self._order(source))
         elif self.chosen is None:
             yield from self.dataset
         else:
@@ -137,17 +140,30 @@ class Selection:
                 assert p.where is not None
                 yield self.dataset.read_at(p.where)
 
+    def fields(self) -> Iterator[Any]:
+        """The chosen dialogues' fields (`Scanned.fields`), in order, as `__iter__` gives the
+        dialogues but without making `Dialogue`s where they are not made yet (a check that reads
+        every chosen dialogue before the run, such as the exact judge's, costs no more than a scan)."""
+        if self._loaded is not None:
+            source = self._loaded
+            for i in self._order(source):
+                kept = source[i]
+                yield kept.fields if isinstance(kept, Scanned) else kept
+        elif self.chosen is None:
+            yield from self.dataset.fields()
+        else:
+            yield from self
+
     def release(self) -> Iterator[Dialogue]:
         """The chosen dialogues, as iterating gives them, each let go by the selection as it is
         handed out: what it kept from its own reading is freed a chain at a time as a run goes,
-        not all at once at its end (400 dialogues: 40 ms). Iterating again reads them again.
-        Dialogues the caller handed over stay (the caller holds them: freeing them frees nothing)."""
+        not all at once at its end. Iterating again reads them again. Dialogues the caller handed
+        over stay (the caller holds them: freeing them frees nothing)."""
         if self._given or self._loaded is None:
             yield from self
             return
         kept, self._loaded = self._loaded, None
-        for i in list(kept) if self.chosen is None else [p.id for p in self.chosen]:
-            yield kept.pop(i)
+        yield from self._made(kept.pop(i) for i in self._order(kept))
 
     def ids(self, limit: int | None) -> list[str] | None:
         """The ids `select_dialogues` chooses under another ``limit`` from what was read (for
@@ -156,22 +172,43 @@ class Selection:
             return None
         return [p.id for p in select_dialogues(self.pool, limit)]
 
-    def _read(self, loaded: list[Dialogue] | None) -> Iterator[tuple[Location | None, Dialogue]]:
+    def _order(self, held: dict[str, Dialogue | Scanned]) -> list[str]:
+        """The ids of what the selection holds, in the order it gives them."""
+        return list(held) if self.chosen is None else [p.id for p in self.chosen]
+
+    def _made(self, kept: Iterator[Dialogue | Scanned]) -> Iterator[Dialogue]:
+        """What the selection holds, made `Dialogue`s (pydantic) where it holds a line it read: as
+        the run hands them out rather than all before its first request, a batch at a time (4, 8,
+        16, then 32) with the collector paused. Made one at a time amid the run's requests, their
+        objects kept the collector's young generations busy: 100 dialogues of 25 KB, 35 to 80 ms."""
+        batch = 4
+        while made := list(itertools.islice(kept, batch)):
+            if any(isinstance(k, Scanned) for k in made):
+                with collector_paused():
+                    made = [self.dataset.dialogue(k) if isinstance(k, Scanned) else k for k in made]
+            made.reverse()
+            while made:
+                yield cast(Dialogue, made.pop())  # (held here no longer than until it is handed out)
+            batch = min(2 * batch, BATCH)
+
+    def _read(self, loaded: list[Dialogue] | None) -> Iterator[tuple[Scanned | None, Any]]:
+        """(what was read, the dialogue's fields) for each dialogue: read from the bench on the fast
+        path (`Dataset.scanned`), or the caller's (nothing read)."""
         if loaded is not None:
             return ((None, d) for d in loaded)
-        return iter(self.dataset.located())
+        return ((s, s.fields) for s in self.dataset.scanned())
 
     def _scan_all(self, count: Callable[[Dialogue], int], loaded: list[Dialogue] | None) -> int:
         seen: set[str] = set()
         items = 0
-        kept: dict[str, Dialogue] | None = {} if loaded is None and len(self.dataset) <= KEPT else None
-        for _, d in self._read(loaded):
+        kept: dict[str, Dialogue | Scanned] | None = {} if loaded is None and len(self.dataset) <= KEPT else None
+        for scanned, d in self._read(loaded):
             if d.id in seen:
                 raise self._duplicate(d.id)
             seen.add(d.id)
             items += count(d)
-            if kept is not None:
-                kept[d.id] = d
+            if kept is not None and scanned is not None:
+                kept[d.id] = scanned
                 if len(kept) > KEPT:  # (the manifest's count was wrong)
                     kept = None
         if kept is not None:
@@ -185,18 +222,18 @@ class Selection:
         kept: dict[str, int] = {}
         seen: set[str] = set()
         pool: list[Pick] = []
-        held: dict[str, Dialogue] | None = {} if loaded is None else None
-        for where, d in self._read(loaded):
+        held: dict[str, Dialogue | Scanned] | None = {} if loaded is None else None
+        for scanned, d in self._read(loaded):
             if d.id in seen:
                 raise self._duplicate(d.id)
             seen.add(d.id)
-            group = d.group
+            group = group_of(d)
             n = kept.get(group, 0)
             if n < limit:  # no group gives more than the limit
                 kept[group] = n + 1
-                pool.append(Pick(d.id, group, where, count(d)))
-                if held is not None:
-                    held[d.id] = d
+                pool.append(Pick(d.id, group, None if scanned is None else scanned.where, count(d)))
+                if held is not None and scanned is not None:
+                    held[d.id] = scanned
                     if len(held) > KEPT:
                         held = None
             if known is not None and known <= kept.keys():
