@@ -197,3 +197,21 @@ def test_the_floors_drawn_in_worker_processes_are_the_pictures_drawn_in_the_call
         assert [jitter(p, parser) for p in pictures] + [union(pictures, random.Random(9), parser)] == here
         assert parser.offload(os.getpid) != os.getpid()  # (work handed to it runs in a worker)
     assert len(set(here)) == len(here) and all(h not in {p.data for p in pictures} for h in here)
+
+
+def test_the_union_adds_what_earlier_pictures_show_and_otherwise_returns_the_latest_unchanged() -> None:
+    """What `union_of` plays in the audit: the latest picture with each object it lacks placed
+    where it fits, or, where the earlier ones show nothing it lacks, the latest picture itself."""
+    from yanami.world import VIEWS, Scene, random_scene, render_png
+    from yanami.world._agents import union
+
+    def key(scene: Scene) -> list[tuple[str, ...]]:
+        return sorted((o.shape, o.colour, o.size, o.material) for o in scene.objects)
+
+    big = random_scene(random.Random(41), n=4)
+    small = Scene.model_construct(objects=big.objects[:2])
+    latest = _input(render_png(big, VIEWS[0]))
+    assert union([_input(render_png(small, VIEWS[0])), latest], random.Random(9)) == latest.data
+    assert union([latest], random.Random(9)) == latest.data  # (nothing earlier)
+    grown = union([latest, _input(render_png(small, VIEWS[0]))], random.Random(9))
+    assert grown != latest.data and key(parse_image(grown).to_scene()) == key(big)

@@ -28,8 +28,9 @@ Trivial agents measure the floor, and read nothing hidden (they never see the be
   before the latest; ``collage`` lays every image of the request over the others (what each
   drew on its floor, where it stands, the latest on top); ``union`` draws the latest image
   with every object of the earlier ones added (read through the parser, placed where they
-  fit); ``blank`` is a white picture and ``noise`` one of 64 pictures of random colours in
-  4-pixel squares: each answers a random option;
+  fit), and returns it unchanged where they show nothing it lacks; ``blank`` is a white
+  picture and ``noise`` one of 64 pictures of random colours in 4-pixel squares: each answers
+  a random option;
 - ``jitter-input``, ``jitter-first`` and ``jitter-previous`` redraw the image that the copy of
   the same name returns with every object shifted together by 0.2 to 1.0 units in a random
   direction drawn from the picture (every relation holds, and the picture is no longer the
@@ -463,18 +464,23 @@ _JITTERS: _Recent[bytes] = _Recent(KEPT)
 
 def union(images: Sequence[InputImage], rng: random.Random, parser: Parser = IN_PROCESS) -> bytes:
     """The ``union`` strategy's picture: the latest image with every object the earlier ones show
-    and it lacks added where it fits (everything ever mentioned, nothing decided)."""
+    and it lacks added where it fits (everything ever mentioned, nothing decided); the latest
+    image itself, unchanged, where nothing is added (as the audit plays it, `union_of`)."""
     earlier = [_read(im, parser) for im in images[:-1]]
-    return parser.offload(_union_drawn, _read(images[-1], parser), earlier, rng)  # drawn beside the parsing
+    drawn = parser.offload(_union_drawn, _read(images[-1], parser), earlier, rng)  # drawn beside the parsing
+    return images[-1].data if drawn is None else drawn
 
 
-def _union_drawn(latest: Parse, earlier: list[Parse], rng: random.Random) -> bytes:
-    scene = union_of(latest.to_scene(), [p.to_scene() for p in earlier], rng)
-    return render_png(scene, BASE_AZIMUTH, latest.style)
+def _union_drawn(latest: Parse, earlier: list[Parse], rng: random.Random) -> bytes | None:
+    """The union drawn, or None where it adds nothing to ``latest``."""
+    seen = latest.to_scene()
+    scene = union_of(seen, [p.to_scene() for p in earlier], rng)
+    return None if scene is seen else render_png(scene, BASE_AZIMUTH, latest.style)
 
 
 def union_of(latest: Scene, earlier: Sequence[Scene], rng: random.Random) -> Scene:
-    """``latest`` with each object of ``earlier`` it lacks (by its attributes) placed where it fits."""
+    """``latest`` with each object of ``earlier`` it lacks (by its attributes) placed where it fits
+    (``latest`` itself where none is placed)."""
     scene = latest
     have: set[tuple[str, ...]] = {(o.shape, o.colour, o.size, o.material) for o in scene.objects}
     for other in earlier:
