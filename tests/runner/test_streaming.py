@@ -174,6 +174,19 @@ def test_a_released_dialogue_is_no_longer_kept_by_the_selection(tmp_path, limit)
 
 
 @pytest.mark.parametrize("limit", [3, None])
+def test_dialogues_read_before_the_run_are_made_once(tmp_path, reads, limit) -> None:
+    """A judge that reads the run's dialogues before it runs (a family's, checking its rules grade
+    them all) makes each `Dialogue` once: the run is handed the same objects, not new ones."""
+    dataset = Dataset(_bench(tmp_path / "bench", [SCENARIOS[i % 4] for i in range(8)]))
+    chosen = Selection(dataset, limit, lambda d: 2)
+    assert reads.made == [] and reads.scanned  # chosen on the fast path
+    before = list(chosen)
+    assert sorted(reads.made) == sorted(d.id for d in before)
+    assert all(a is b for a, b in zip(chosen.release(), before, strict=True))
+    assert sorted(reads.made) == sorted(d.id for d in before)  # none made again
+
+
+@pytest.mark.parametrize("limit", [3, None])
 def test_dialogues_the_caller_handed_over_are_kept_through_a_release(tmp_path, limit) -> None:
     dataset = Dataset(_bench(tmp_path / "bench", [SCENARIOS[i % 4] for i in range(8)]))
     given = dataset.read_all()

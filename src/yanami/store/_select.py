@@ -131,8 +131,7 @@ class Selection:
     def __iter__(self) -> Iterator[Dialogue]:
         """The chosen dialogues, in order, read one at a time."""
         if self._loaded is not None:
-            source = self._loaded
-            yield from self._made(source[i] for i in self._order(source))
+            yield from self._made(self._loaded, keep=True)
         elif self.chosen is None:
             yield from self.dataset
         else:
@@ -163,7 +162,7 @@ class Selection:
             yield from self
             return
         kept, self._loaded = self._loaded, None
-        yield from self._made(kept.pop(i) for i in self._order(kept))
+        yield from self._made(kept, keep=False)
 
     def ids(self, limit: int | None) -> list[str] | None:
         """The ids `select_dialogues` chooses under another ``limit`` from what was read (for
@@ -176,16 +175,23 @@ class Selection:
         """The ids of what the selection holds, in the order it gives them."""
         return list(held) if self.chosen is None else [p.id for p in self.chosen]
 
-    def _made(self, kept: Iterator[Dialogue | Scanned]) -> Iterator[Dialogue]:
-        """What the selection holds, made `Dialogue`s (pydantic) where it holds a line it read: as
-        the run hands them out rather than all before its first request, a batch at a time (4, 8,
-        16, then 32) with the collector paused. Made one at a time amid the run's requests, their
-        objects kept the collector's young generations busy: 100 dialogues of 25 KB, 35 to 80 ms."""
+    def _made(self, held: dict[str, Dialogue | Scanned], *, keep: bool) -> Iterator[Dialogue]:
+        """What the selection holds, in order, made `Dialogue`s (pydantic) where it holds a line it
+        read: as the run hands them out rather than all before its first request, a batch at a time
+        (4, 8, 16, then 32) with the collector paused. Made one at a time amid the run's requests,
+        their objects kept the collector's young generations busy: 100 dialogues of 25 KB, 35 to
+        80 ms. ``keep``: each made one replaces its line in ``held`` (a judge that reads the run's
+        dialogues before it runs makes them once, not again when the run hands them out); else
+        each leaves ``held`` as it is handed out."""
+        ids = iter(self._order(held))
         batch = 4
-        while made := list(itertools.islice(kept, batch)):
+        while chunk := list(itertools.islice(ids, batch)):
+            made = [held[i] if keep else held.pop(i) for i in chunk]
             if any(isinstance(k, Scanned) for k in made):
                 with collector_paused():
                     made = [self.dataset.dialogue(k) if isinstance(k, Scanned) else k for k in made]
+                if keep:
+                    held.update(zip(chunk, made, strict=True))
             made.reverse()
             while made:
                 yield cast(Dialogue, made.pop())  # (held here no longer than until it is handed out)
