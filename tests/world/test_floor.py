@@ -199,6 +199,30 @@ def test_the_floors_drawn_in_worker_processes_are_the_pictures_drawn_in_the_call
     assert len(set(here)) == len(here) and all(h not in {p.data for p in pictures} for h in here)
 
 
+def test_the_reference_agents_draw_in_worker_processes_as_the_floors_do() -> None:
+    """What the stateful, stateless and visible agents draw (`draw`) is drawn in the parser's worker
+    processes where it has them, byte for byte the caller's picture, and a view drawn once is not
+    drawn again: the floors are compared with agents that use the same cores."""
+    from yanami.world import VIEWS, Parser, View, random_scene, render_png
+    from yanami.world._agents import draw
+
+    class Counted(Parser):
+        def __init__(self, workers: int) -> None:
+            super().__init__(workers)
+            self.handed: list[str] = []
+
+        def offload(self, work, *args):  # type: ignore[no-untyped-def]
+            self.handed.append(work.__name__)
+            return super().offload(work, *args)
+
+    views = [View(random_scene(random.Random(70 + k), n=3), VIEWS[k % 2], "studio") for k in range(3)]
+    with Counted(2) as parser:
+        drawn = [draw(v, parser) for v in views]
+        assert parser.handed == ["render_png"] * 3
+        assert [draw(v, parser) for v in views] == drawn and len(parser.handed) == 3  # (kept)
+    assert drawn == [render_png(v.scene, v.azimuth, v.style) for v in views]
+
+
 def test_the_union_adds_what_earlier_pictures_show_and_otherwise_returns_the_latest_unchanged() -> None:
     """What `union_of` plays in the audit: the latest picture with each object it lacks placed
     where it fits, or, where the earlier ones show nothing it lacks, the latest picture itself."""

@@ -104,10 +104,10 @@ def see(data: bytes, sha: str, azimuth: float, parser: Parser = IN_PROCESS) -> V
     return View(parse.to_scene(), azimuth, parse.style)
 
 
-@lru_cache(maxsize=4096)
-def draw(view: View) -> bytes:
-    """The PNG of a view (the same view is drawn once)."""
-    return render_png(view.scene, view.azimuth, view.style)
+def draw(view: View, parser: Parser = IN_PROCESS) -> bytes:
+    """The PNG of a view, drawn in the parser's worker processes where it has them (`Parser.offload`),
+    as the floors' pictures are: the same view is drawn once (`DRAWN` are kept)."""
+    return _DRAWN.get(view, partial(parser.offload, render_png, view.scene, view.azimuth, view.style))
 
 
 def image_azimuths(d: Dialogue, before_turn: int) -> list[float]:
@@ -460,6 +460,9 @@ KEPT = 256
 """How many cutouts and jittered copies the floors keep (more than a dialogue has pictures)."""
 _CUTOUTS: _Recent[Cutout] = _Recent(KEPT)
 _JITTERS: _Recent[bytes] = _Recent(KEPT)
+DRAWN = 4096
+"""How many drawn views `draw` keeps (a run's agents draw the same view again: a redraw, an ablation's turn)."""
+_DRAWN: _Recent[bytes] = _Recent(DRAWN)
 
 
 def union(images: Sequence[InputImage], rng: random.Random, parser: Parser = IN_PROCESS) -> bytes:
@@ -576,14 +579,14 @@ class ReferenceAgent:
                 if mine is None:
                     continue
                 new = apply_op(mine, latest, images)
-                png = draw(new)
+                png = draw(new, self.parser)
                 if _reads_back(png, new, self.parser):
                     return png
         try:
             new = apply_op(op, latest, images)
         except (OpError, IndexError):
             new = latest  # what it took the words to mean is not in the picture: leave it as it is
-        return draw(new)
+        return draw(new, self.parser)
 
     def _answer(self, request: Request) -> str:
         d, local = self._locate(request)

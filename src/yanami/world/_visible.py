@@ -1009,7 +1009,7 @@ class VisibleAgent:
         for view in reader.drafts(last.text, rng):
             # like a careful painter it looks at what it drew: a free choice whose picture does not
             # read back as the scene it meant (two objects of one colour touching on screen) is drawn again
-            png = draw(view)
+            png = draw(view, self.parser)
             if _reads_back(png, view, self.parser):
                 break
         return png
