@@ -78,7 +78,7 @@ from yanami.world._hidden import ABLATIONS, QUESTION_CAPABILITY, question_intent
 from yanami.world._ops import Op, OpError, View, apply_op
 from yanami.world._parse import IN_PROCESS, Parse, Parser
 from yanami.world._place import VIEWS, place, random_scene
-from yanami.world._render import DEFAULT_STYLE, STYLES, ground_srgb, png_bytes, render_png
+from yanami.world._render import DEFAULT_STYLE, STYLES, ground_srgb, png_bytes, png_pixels, render_png
 from yanami.world._scene import BASE_AZIMUTH, EXTENT, Scene
 from yanami.world._selfhistory import read_in_history, view_of
 
@@ -418,12 +418,14 @@ class Cutout:
 def cutout(image: InputImage, size: tuple[int, int], parser: Parser = IN_PROCESS) -> Cutout:
     """What ``image``, brought to ``size``, drew on its floor: every pixel that differs from its style's
     empty floor (a world render: its objects and their shadows; any other picture: about all of it)."""
-    with Image.open(io.BytesIO(image.data)) as im:
-        rgb = im.convert("RGB")
-        if rgb.size != size:
-            rgb = rgb.resize(size, Image.Resampling.BILINEAR)
-    pixels = np.asarray(rgb)
     width, height = size
+    pixels = png_pixels(image.data)  # a render's file, read without a general decoder (the same pixels)
+    if pixels is None or pixels.shape[:2] != (height, width):
+        with Image.open(io.BytesIO(image.data)) as im:
+            rgb = im.convert("RGB")
+            if rgb.size != size:
+                rgb = rgb.resize(size, Image.Resampling.BILINEAR)
+        pixels = np.asarray(rgb)
     # The renderer draws nothing on the top line: the style whose floor that line is, without a
     # parse; for a picture that is not a render, the style the parser reads.
     exact = (k for k in STYLES if np.array_equal(pixels[0], ground_srgb(k, width, height)[0]))
