@@ -204,7 +204,7 @@ def test_the_reference_agents_draw_in_worker_processes_as_the_floors_do() -> Non
     processes where it has them, byte for byte the caller's picture, and a view drawn once is not
     drawn again: the floors are compared with agents that use the same cores."""
     from yanami.world import VIEWS, Parser, View, random_scene, render_png
-    from yanami.world._agents import draw
+    from yanami.world._agents import _DRAWN, draw
 
     class Counted(Parser):
         def __init__(self, workers: int) -> None:
@@ -216,6 +216,7 @@ def test_the_reference_agents_draw_in_worker_processes_as_the_floors_do() -> Non
             return super().offload(work, *args)
 
     views = [View(random_scene(random.Random(70 + k), n=3), VIEWS[k % 2], "studio") for k in range(3)]
+    _DRAWN._values.clear()  # (none drawn by an earlier test in this process)
     with Counted(2) as parser:
         drawn = [draw(v, parser) for v in views]
         assert parser.handed == ["render_png"] * 3
