@@ -77,3 +77,15 @@ def test_a_failing_task_stops_the_reader_and_every_thread() -> None:
     with pytest.raises(RuntimeError, match="boom"):
         LocalExecutor(work, 4, ahead=4).run(iter(range(10_000)), lambda rows: None)
     assert threading.active_count() == before
+
+
+def test_while_the_tasks_run_what_was_made_before_is_out_of_the_collectors_sweeps() -> None:
+    """A full sweep of the cyclic collector holds the interpreter, every thread's request with it:
+    the objects made before the run are frozen while it runs (what ``on_results`` sees), and
+    handed back to the collector after."""
+    import gc
+
+    seen: list[int] = []
+    LocalExecutor(lambda t, stop: [t], 2).run(iter(range(5)), lambda rows: seen.append(gc.get_freeze_count()))
+    assert seen and min(seen) > 0
+    assert gc.get_freeze_count() == 0

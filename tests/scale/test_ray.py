@@ -305,3 +305,38 @@ def test_without_ray_installed_the_backend_says_how_to_install_it(cli, monkeypat
     )
     assert not (tmp_path / "ds").exists()
     assert cli("build", "--out", tmp_path / "ds", "--per-scenario", "1").code == 0  # the local backend needs no Ray
+
+
+class _Echo:
+    """A Ray actor that hands its rows back."""
+
+    def __call__(self, batch: dict) -> dict:
+        return {"k": list(batch["k"])}
+
+
+def test_on_ray_the_driver_keeps_what_it_made_out_of_the_collectors_sweeps(ray_address) -> None:
+    """As the local threads do: a full sweep in the driver would hold its reading of the rows."""
+    import contextlib
+    import gc
+
+    from yanami.scale import RayExecutor, ray_session
+
+    with ray_session(ray_address) as ray:
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests
+
+    @contextlib.contextmanager
+    def setup(ray, actors, per_actor):  # type: ignore[no-untyped-def]
+        yield ()
+
+    seen: list[int] = []
+    rows: list[dict] = []
+
+    def on_results(got: list[dict]) -> None:
+        seen.append(gc.get_freeze_count())
+        rows.extend(got)
+
+    executor = RayExecutor(_Echo, setup, lambda k: {"k": k}, dict, concurrency=2, address=ray_address)
+    executor.run(iter(range(6)), on_results)
+    assert sorted(r["k"] for r in rows) == list(range(6))
+    assert seen and min(seen) > 0
+    assert gc.get_freeze_count() == 0

@@ -1232,6 +1232,7 @@ class _DialogueMaker:
             self.broken = ("user", str(exc))
         except Exception as exc:
             self.broken = ("error", f"{type(exc).__name__}: {exc}")
+        gc.freeze()  # what is made so far, out of the sweeps for the actor's life (as `frozen` in the driver)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[int | str]]:
         rows = [self._one(int(k), bytes(blob)) for k, blob in zip(batch["k"], batch["task"], strict=True)]

@@ -15,6 +15,7 @@ docs/scale.md): only the driver writes rows.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import os
 import queue
@@ -110,6 +111,7 @@ class _ChainActor:
         self.runner = ChainRunner(dataset, model, judge, self.manifest, self.store)
         self.chains = ThreadPoolExecutor(chains, thread_name_prefix="yanami-chain")
         """The actor's chains in flight; Ray's tasks queue here, so a chain starts the moment another ends."""
+        gc.freeze()  # what is made so far, out of the sweeps for the actor's life (as `frozen` in the driver)
 
     def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[Any]]]:
         """The items of the batch's chains, `BLOCK` to a batch, chain after chain.

@@ -42,9 +42,8 @@ class LocalExecutor(Generic[T, R]):
     ``stop`` (set when the run fails or is interrupted, and then no task is taken) is the
     work's own stop where it has one, so the tasks in flight end at their next step.
 
-    While the tasks run, the objects made before (modules, clients, the bench's index) are kept
-    out of the cyclic garbage collector's sweeps (`gc.freeze`): a full sweep holds the
-    interpreter, and so every thread's next request, for as long as it reads every object."""
+    While the tasks run, the objects made before are kept out of the cyclic garbage collector's
+    sweeps (`frozen`)."""
 
     def __init__(self, work: Work[T, R], concurrency: int, stop: threading.Event | None = None, ahead: int = 0) -> None:
         self.work, self.concurrency, self.stop, self.ahead = work, concurrency, stop, ahead
@@ -70,27 +69,38 @@ class LocalExecutor(Generic[T, R]):
         threads = [
             threading.Thread(target=worker, name=f"yanami-task-{k}", daemon=True) for k in range(self.concurrency)
         ]
-        gc.freeze()
-        try:
-            take.start()
-            for t in threads:
-                t.start()
-            running = len(threads)
-            while running:
-                batch = _ready(results)  # what finished meanwhile, handed over at once
-                on_results([got[0] for got in batch if isinstance(got, tuple)])
-                for got in batch:
-                    if got is None:
-                        running -= 1
-                    elif isinstance(got, BaseException):
-                        raise got
-        finally:
-            stop.set()
-            take.close()
-            for t in threads:
-                t.join()  # a task in progress finishes its item; what it reports now is not handed over
-            take.join()
-            gc.unfreeze()
+        with frozen():
+            try:
+                take.start()
+                for t in threads:
+                    t.start()
+                running = len(threads)
+                while running:
+                    batch = _ready(results)  # what finished meanwhile, handed over at once
+                    on_results([got[0] for got in batch if isinstance(got, tuple)])
+                    for got in batch:
+                        if got is None:
+                            running -= 1
+                        elif isinstance(got, BaseException):
+                            raise got
+            finally:
+                stop.set()
+                take.close()
+                for t in threads:
+                    t.join()  # a task in progress finishes its item; what it reports now is not handed over
+                take.join()
+
+
+@contextlib.contextmanager
+def frozen() -> Iterator[None]:
+    """The objects made so far (modules, clients, the bench's index) kept out of the cyclic garbage
+    collector's sweeps while the block runs (`gc.freeze`): a full sweep holds the interpreter, and
+    so every thread's next request, for as long as it reads every object."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 _END = object()
@@ -205,10 +215,10 @@ class RayExecutor(Generic[T, R]):
         with ray_session(self.address) as ray:
             cpus = cluster_cpus(ray)
             actors, per_actor = ray_concurrency(cpus, self.concurrency or 2 * cpus)
-            with self.setup(ray, actors, per_actor) as args:
+            with self.setup(ray, actors, per_actor) as args, frozen():  # the driver's sweeps, as the actors'
                 threads, queued = self.threads * per_actor, self.queued * per_actor
                 for row in actor_rows(ray, rows, self.actor, args, actors, threads, queued):
                     on_results([self.decode(row)])
 
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "Setup", "Work"]
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "Setup", "Work", "frozen"]
