@@ -7,7 +7,7 @@ in threads here or in Ray actors, behind one interface (`Executor`). See docs/sc
 """
 
 from yanami.scale._build import ordered_map
-from yanami.scale._executors import Executor, LocalExecutor, RayExecutor, Setup, Work, frozen
+from yanami.scale._executors import Executor, LocalExecutor, RayExecutor, Setup, Work
 from yanami.scale._ray import (
     BACKENDS,
     actor_rows,
@@ -29,7 +29,6 @@ __all__ = [
     "actor_rows",
     "check_backend",
     "cluster_cpus",
-    "frozen",
     "ordered_map",
     "ray_concurrency",
     "ray_session",

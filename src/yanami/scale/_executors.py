@@ -221,4 +221,4 @@ class RayExecutor(Generic[T, R]):
                     on_results([self.decode(row)])
 
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "Setup", "Work", "frozen"]
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "Setup", "Work"]
