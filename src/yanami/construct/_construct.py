@@ -1281,8 +1281,8 @@ def _on_ray(
 
     # each actor makes its share at once in Ray's threads, with as many more queued
     executor: RayExecutor[_Task, _Outcome] = RayExecutor(
-        _DialogueMaker, shared.setup, encode, dict, concurrency=concurrency, address=address, threads=1,
-        queued=RAY_QUEUED - 1,
+        _DialogueMaker, shared.setup, encode, lambda row: [dict(row)], concurrency=concurrency, address=address,
+        threads=1, queued=RAY_QUEUED - 1,
     )  # fmt: skip
     return executor, shared.stop
 

@@ -163,8 +163,14 @@ class ChainRunner:
 
     def ready(self, chain: Chain) -> list[Chain]:
         """``chain`` as the threads of this process run it (`side_by_side`), with the bench images
-        its requests show read ahead (`bench_image`), so that no first request waits to read them
-        (the local executor's reader calls this, ahead of the threads)."""
+        its requests show read ahead (`read_ahead`; the local executor's reader calls this, ahead
+        of the threads)."""
+        self.read_ahead(chain)
+        return side_by_side(chain)
+
+    def read_ahead(self, chain: Chain) -> None:
+        """Read the bench images ``chain``'s requests show (`bench_image`), so that no first
+        request waits to read them."""
         if self.model is not None and chain.todo:
             d, own = chain.dialogue, self.manifest.history == "self"
             whole = max(i.turn if i.kind == "question" else i.turn - 1 for i in chain.todo)  # turns shown whole
@@ -174,7 +180,6 @@ class ChainRunner:
                     parts += t.assistant.images()
                 for part in parts:
                     self.bench_image(part)
-        return side_by_side(chain)
 
     def run_chain(self, chain: Chain, stop: threading.Event) -> Iterator[Row]:
         """Run one chain: grade its stored predictions this judge has not graded, then ask its

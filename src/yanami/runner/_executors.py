@@ -4,7 +4,7 @@ so they make the same rows; the caller writes them, in this process, as they arr
 
 Chains go `GROUP` to a row of a Ray Data dataset; an actor holds the model's client, its response
 cache and the judge, rebuilt from the run's `EvalSpec` as the driver built them. Their items stream
-back as they finish, `BLOCK` to a block, so a killed driver loses only the items in flight or not
+back as they finish, `BLOCK` to a block (one row), so a killed driver loses only the items in flight or not
 yet sent back, and a killed worker only its chains' items in flight (Ray restarts the actor and
 runs those again; the response cache answers what was already paid for). Every endpoint's limits
 are the cluster's (`yanami.scale.share_endpoint_limits`). On a cluster the bench, the run
@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import json
 import os
 import queue
 import threading
@@ -37,18 +38,22 @@ from yanami.world import Parser
 GROUP = 6
 """Chains to a Ray task (a dataset row). Each task costs the actor and the driver milliseconds of CPU
 (its row, its batch, its blocks), more than a question's request: on bench_scale's questions, one
-chain to a task with each item its own block went at 78 % of the ideal rate, three to a task with
-their items four to a block (`BLOCK`) at 85 %; six to a task went 1.3 points faster than three (six
-runs of each, alternately: 86.9 % against 85.6 %, five of the six pairs in its favour). Twelve
-gained nothing more, and fewer tasks held per actor (`TASKS` 1) lost 7 points."""
+chain to a task went at 78 % of the ideal rate, three to a task at 85 %; six to a task went 1.3
+points faster than three (six runs of each, alternately: 86.9 % against 85.6 %, five of the six
+pairs in its favour). Twelve gained nothing more, and fewer tasks held per actor (`TASKS` 1) lost 7
+points."""
 TASKS = 2
 """Ray tasks an actor runs at once per chain it runs at once: it holds `GROUP` × this many chains per
 one running, the rest waiting in its pool's queue, ready the moment a chain ends."""
-BLOCK = 4
-"""A chain's items go back to the driver this many to a block (Ray hands each yielded batch back as a
-block of its own), in the chain's order, chain after chain in the task's order: a task run again
-after its actor died must yield the same blocks in the same order, since Ray skips the blocks the
-driver already took (by their place); blocks cut by time would lose or repeat items."""
+BLOCK = 6
+"""A task's items go back to the driver this many to a block, chain after chain in the task's order
+(`_blocks`), packed in one row: Ray Data cuts a batch of several rows into blocks of one row, and each
+block costs the actor and the driver about a millisecond of CPU. On bench_scale's questions (one to
+a chain), packed four to a block the driver spent 1.0 ms of CPU per item, not 2.5, the actors 5.1
+ms, not 6.3, and the run went at 89-90 % of the ideal rate against 82-84 % (alternately); six to a
+block (a task's whole) 0.8 ms and 4.3 ms, at 90-92 %. Blocks are cut by count, never by time: a task
+run again after its actor died must yield the same blocks in the same places, since Ray skips those
+the driver already took (by place); blocks cut by time would lose or repeat items."""
 
 
 def ray_chains(spec: EvalSpec, manifest: RunManifest, concurrency: int | None, address: str | None) -> _Grouped:
@@ -80,15 +85,19 @@ def _chains_row(chains: list[Chain]) -> dict[str, Any]:
             "unjudged": [[p.item for p in c.unjudged] for c in chains]}  # fmt: skip
 
 
-def _result(row: dict[str, Any]) -> Row:
-    """A chain's row as the driver writes it; a failure in the actor stops the run here."""
-    if row["failure"]:
-        if row["user"]:
-            raise UserError(str(row["failure"]))
-        raise RuntimeError(str(row["failure"]))
-    prediction = Prediction.model_validate_json(row["prediction"])
-    verdict = Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None
-    return prediction, verdict, bool(row["judged"])
+def _result(row: dict[str, Any]) -> list[Row]:
+    """The rows of an actor's block (`_blocks`) as the driver writes them; a failure in the actor
+    stops the run here."""
+    rows: list[Row] = []
+    for r in json.loads(row["rows"]):
+        if r["failure"]:
+            if r["user"]:
+                raise UserError(str(r["failure"]))
+            raise RuntimeError(str(r["failure"]))
+        prediction = Prediction.model_validate_json(r["prediction"])
+        verdict = Verdict.model_validate_json(r["verdict"]) if r["verdict"] else None
+        rows.append((prediction, verdict, bool(r["judged"])))
+    return rows
 
 
 class _ChainActor:
@@ -113,7 +122,7 @@ class _ChainActor:
         """The actor's chains in flight; Ray's tasks queue here, so a chain starts the moment another ends."""
         gc.freeze()  # what is made so far, out of the sweeps for the actor's life (as `frozen` in the driver)
 
-    def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[Any]]]:
+    def __call__(self, batch: dict[str, Any]) -> Iterator[dict[str, list[str]]]:
         """The items of the batch's chains, `BLOCK` to a batch, chain after chain.
 
         The chains run at once in the actor's own pool (``chains`` at once), ahead of what is
@@ -121,28 +130,43 @@ class _ChainActor:
         owner is told), and the next request should not wait for that; Ray's next tasks wait in
         that pool's queue, so no chain waits for Ray to hand it over either."""
         stop = threading.Event()
-        feeds: list[queue.Queue[dict[str, list[Any]] | None]] = []
+        feeds: list[queue.Queue[dict[str, Any] | None]] = []
         for texts, todos, unjudgeds in zip(batch["dialogue"], batch["todo"], batch["unjudged"], strict=True):
             for text, todo, unjudged in zip(texts, todos, unjudgeds, strict=True):
                 feeds.append(queue.Queue())
-                self.chains.submit(self._feed, str(text), list(todo), list(unjudged), feeds[-1], stop)
+                chain = self._chain(str(text), list(todo), list(unjudged), feeds[-1])
+                if chain is not None:
+                    self.chains.submit(self._feed, chain, feeds[-1], stop)
         try:
-            for rows in feeds:
-                yield from _blocks(rows)
+            yield from _blocks(feeds)
         finally:
             stop.set()  # Ray dropped the task: its chains end after their items in flight
 
-    def _feed(
-        self, text: str, todo: list[str], unjudged: list[str], rows: queue.Queue[dict[str, list[Any]] | None],
-        stop: threading.Event,
-    ) -> None:  # fmt: skip
-        """Run one chain into ``rows``, then None (a failure is a row too: the driver stops the run)."""
+    def _chain(
+        self, text: str, todo: list[str], unjudged: list[str], rows: queue.Queue[dict[str, Any] | None]
+    ) -> Chain | None:
+        """A task's chain, made ready here, in Ray's thread, while the pool's threads run earlier
+        chains: its dialogue read, its stored rows looked up, the bench images its requests show
+        read (`ChainRunner.read_ahead`), so that its first request goes the moment a thread takes
+        it. None where that failed (the failure is the chain's row)."""
         try:
             d = Dialogue.model_validate_json(text)
             past = self.store.predictions_of(d.id)
             m, wanted = self.manifest, set(todo)
             items = [i for i in chain_of(d, m.history, m.answers, m.generates) if i.id in wanted]
             chain = Chain(d, items, past, [past[k] for k in unjudged])
+            self.runner.read_ahead(chain)
+            return chain
+        except UserError as exc:  # ours (a bench image that cannot be read)
+            rows.put(_failure(str(exc), user=True))
+        except Exception as exc:
+            rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
+        rows.put(None)
+        return None
+
+    def _feed(self, chain: Chain, rows: queue.Queue[dict[str, Any] | None], stop: threading.Event) -> None:
+        """Run one chain into ``rows``, then None (a failure is a row too: the driver stops the run)."""
+        try:
             for prediction, verdict, judged in self.runner.run_chain(chain, stop):
                 rows.put(_row(prediction, verdict, judged=judged))
         except UserError as exc:  # ours (a bench image that cannot be read)
@@ -153,30 +177,24 @@ class _ChainActor:
             rows.put(None)
 
 
-def _blocks(rows: queue.Queue[dict[str, list[Any]] | None]) -> Iterator[dict[str, list[Any]]]:
-    """A chain's rows (up to None), `BLOCK` to a batch, in order."""
-    batch: dict[str, list[Any]] = {}
-    held = 0
-    while (row := rows.get()) is not None:
-        for k, v in row.items():
-            batch.setdefault(k, []).extend(v)
-        held += 1
-        if held == BLOCK:
-            yield batch
-            batch, held = {}, 0
-    if batch:
-        yield batch
+def _blocks(feeds: list[queue.Queue[dict[str, Any] | None]]) -> Iterator[dict[str, list[str]]]:
+    """The chains' rows (each chain's up to its None), chain after chain, `BLOCK` to a batch of one
+    row (Ray Data would cut a batch of several rows into blocks of one)."""
+    held: list[dict[str, Any]] = []
+    for rows in feeds:
+        while (row := rows.get()) is not None:
+            held.append(row)
+            if len(held) == BLOCK:
+                yield {"rows": [json.dumps(held)]}
+                held = []
+    if held:
+        yield {"rows": [json.dumps(held)]}
 
 
-def _row(p: Prediction, v: Verdict | None, *, judged: bool) -> dict[str, list[Any]]:
-    return {
-        "prediction": [p.model_dump_json()],
-        "verdict": [v.model_dump_json() if v is not None else ""],
-        "judged": [judged],
-        "failure": [""],
-        "user": [False],
-    }
+def _row(p: Prediction, v: Verdict | None, *, judged: bool) -> dict[str, Any]:
+    return {"prediction": p.model_dump_json(), "verdict": v.model_dump_json() if v is not None else "",
+            "judged": judged, "failure": "", "user": False}  # fmt: skip
 
 
-def _failure(message: str, *, user: bool) -> dict[str, list[Any]]:
-    return {"prediction": [""], "verdict": [""], "judged": [False], "failure": [message], "user": [user]}
+def _failure(message: str, *, user: bool) -> dict[str, Any]:
+    return {"prediction": "", "verdict": "", "judged": False, "failure": message, "user": user}

@@ -189,7 +189,8 @@ class RayExecutor(Generic[T, R]):
     ``address``), ``concurrency`` in flight across the cluster (None: two per CPU).
 
     Each task is one row of a Ray Data dataset (``encode``); the actor's ``__call__`` takes a
-    batch of one row and yields its output rows, each handed back (``decode``) as it is made.
+    batch of one row and yields its output rows, each handed back as it is made (``decode``: what
+    the row holds; an actor that packs several results in one row sends Ray one block for them).
     An actor runs ``threads`` × its share of the tasks in Ray threads at once, and holds
     ``queued`` × its share more waiting, so none waits for Ray to hand it its next task."""
 
@@ -198,7 +199,7 @@ class RayExecutor(Generic[T, R]):
         actor: type,
         setup: Setup,
         encode: Callable[[T], dict[str, Any]],
-        decode: Callable[[dict[str, Any]], R],
+        decode: Callable[[dict[str, Any]], list[R]],
         *,
         concurrency: int | None,
         address: str | None,
@@ -218,7 +219,7 @@ class RayExecutor(Generic[T, R]):
             with self.setup(ray, actors, per_actor) as args, frozen():  # the driver's sweeps, as the actors'
                 threads, queued = self.threads * per_actor, self.queued * per_actor
                 for row in actor_rows(ray, rows, self.actor, args, actors, threads, queued):
-                    on_results([self.decode(row)])
+                    on_results(self.decode(row))
 
 
 __all__ = ["Executor", "LocalExecutor", "RayExecutor", "Setup", "Work"]

@@ -239,8 +239,9 @@ def actor_rows(
     per call, each output row handed back as it is made, in no particular order.
 
     Every actor runs ``threads`` calls at once and holds ``queued`` more calls waiting, so none
-    waits for Ray to hand it its next row; each output row is its own block, so it reaches the
-    driver at once rather than with its task's last."""
+    waits for Ray to hand it its next row; each output row is its own block (Ray Data cuts every
+    batch an actor yields into blocks of one row here), so it reaches the driver at once rather
+    than with its task's last."""
     import warnings
 
     ctx = ray.data.DataContext.get_current()
