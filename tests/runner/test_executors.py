@@ -26,12 +26,16 @@ def _chain(names: list[str], pauses: dict[int, float] | None = None) -> queue.Qu
 
     def feed() -> None:
         for k, name in enumerate(names):
-            rows.put({**_failure("", user=False), "prediction": name})
+            rows.put(_row_of(name))
             time.sleep((pauses or {}).get(k, 0.0))
         rows.put(None)
 
     threading.Thread(target=feed).start()
     return rows
+
+
+def _row_of(name: str) -> dict[str, Any]:
+    return {"prediction": name, "verdict": "", "judged": False, "failure": "", "user": False}
 
 
 def _names(blocks: list[dict[str, list[str]]]) -> list[list[str]]:
@@ -70,6 +74,8 @@ def test_the_driver_reads_a_block_back_to_its_rows_and_stops_at_a_failure(world_
     p = Prediction(item=f"{d.id}/q0", dialogue=d.id, scenario=d.group, kind="question", turn=1, status="ok", text="A")
     row = {"rows": json.dumps([_row(p, None, judged=False), _row(p, None, judged=True)])}  # as Ray hands it over
     assert _result(row) == [(p, None, False), (p, None, True)]
-    failed = [_row(p, None, judged=False), _failure("a bench image cannot be read", user=True)]
-    with pytest.raises(UserError, match="cannot be read"):
+    failed = [_row(p, None, judged=False), _failure(UserError("a bench image cannot be read"))]
+    with pytest.raises(UserError, match=r"^a bench image cannot be read$"):
         _result({"rows": json.dumps(failed)})
+    with pytest.raises(RuntimeError, match=r"^KeyError: 'x'$"):  # a bug in the actor: named with its type
+        _result({"rows": json.dumps([_failure(KeyError("x"))])})

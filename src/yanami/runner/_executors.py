@@ -4,8 +4,8 @@ so they make the same rows; the caller writes them, in this process, as they arr
 
 Chains go `GROUP` to a row of a Ray Data dataset; an actor holds the model's client, its response
 cache and the judge, rebuilt from the run's `EvalSpec` as the driver built them. Their items stream
-back as they finish, `BLOCK` to a block (one row), so a killed driver loses only the items in flight or not
-yet sent back, and a killed worker only its chains' items in flight (Ray restarts the actor and
+back as they finish, `BLOCK` to a block (one row), so a killed driver loses only the items in flight
+or not yet sent back, and a killed worker only its chains' items in flight (Ray restarts the actor and
 runs those again; the response cache answers what was already paid for). Every endpoint's limits
 are the cluster's (`yanami.scale.share_endpoint_limits`). On a cluster the bench, the run
 directory and the cache must be at the same path on every node (a shared filesystem,
@@ -157,10 +157,8 @@ class _ChainActor:
             chain = Chain(d, items, past, [past[k] for k in unjudged])
             self.runner.read_ahead(chain)
             return chain
-        except UserError as exc:  # ours (a bench image that cannot be read)
-            rows.put(_failure(str(exc), user=True))
         except Exception as exc:
-            rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
+            rows.put(_failure(exc))
         rows.put(None)
         return None
 
@@ -169,10 +167,8 @@ class _ChainActor:
         try:
             for prediction, verdict, judged in self.runner.run_chain(chain, stop):
                 rows.put(_row(prediction, verdict, judged=judged))
-        except UserError as exc:  # ours (a bench image that cannot be read)
-            rows.put(_failure(str(exc), user=True))
         except Exception as exc:
-            rows.put(_failure(f"{type(exc).__name__}: {exc}", user=False))
+            rows.put(_failure(exc))
         finally:
             rows.put(None)
 
@@ -196,5 +192,9 @@ def _row(p: Prediction, v: Verdict | None, *, judged: bool) -> dict[str, Any]:
             "judged": judged, "failure": "", "user": False}  # fmt: skip
 
 
-def _failure(message: str, *, user: bool) -> dict[str, Any]:
+def _failure(exc: Exception) -> dict[str, Any]:
+    """A chain's failure as its row: ours (a `UserError`, such as a bench image that cannot be read)
+    is told as it is; anything else with its type."""
+    user = isinstance(exc, UserError)
+    message = str(exc) if user else f"{type(exc).__name__}: {exc}"
     return {"prediction": "", "verdict": "", "judged": False, "failure": message, "user": user}
