@@ -357,3 +357,41 @@ def test_a_cache_alone_on_an_empty_file_misses_without_sqlite_and_finds_what_it_
     shared = ResponseCache(path, write_behind=True, alone=True)  # a file that holds responses: always asked
     assert shared.get("k0") == ("text", b"reply 0")
     shared.close()
+
+
+def test_a_cache_opened_beside_is_made_in_its_own_thread_and_ready_for_the_first_lookup(tmp_path, monkeypatch) -> None:
+    import sqlite3
+    import threading
+
+    from yanami.models import ResponseCache
+
+    path = tmp_path / "run" / "cache.sqlite"
+    cache = ResponseCache(path, write_behind=True, alone=True)
+    made_in: list[str] = []
+    real = sqlite3.connect
+
+    def recording(*args: object, **kw: object) -> sqlite3.Connection:
+        made_in.append(threading.current_thread().name)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite3, "connect", recording)
+    cache.open_beside()
+    assert cache.get("k") is None  # waits for the opening under way, if any, then needs no connection
+    assert path.is_file() and made_in == ["yanami-cache-open"]  # made once, and not by the caller
+    cache.open_beside()  # (open already: nothing more)
+    cache.put("k", "text", b"reply")
+    cache.close()
+    assert ResponseCache(path).get("k") == ("text", b"reply")
+
+
+def test_a_cache_that_cannot_be_made_beside_fails_at_its_first_use(tmp_path) -> None:
+    from yanami.models import ResponseCache
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cache = ResponseCache(blocker / "cache.sqlite")
+    cache.open_beside()  # the failure is not lost in the thread: the first use meets it
+    with pytest.raises(OSError):
+        cache.get("k")
+    cache.close()
+    assert blocker.read_text() == "not a folder"

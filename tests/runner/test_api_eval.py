@@ -161,3 +161,28 @@ def test_a_key_the_server_refuses_is_one_line_before_anything_is_written(cli, wo
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     assert "HTTP 401 (Incorrect API key provided.); the server refused the key" in r.err
     assert paths == ["/v1/models"] and not (tmp_path / "run").exists()
+
+
+def test_a_runs_cache_is_made_beside_its_start_and_never_on_bad_input(cli, world_bench, tmp_path, monkeypatch) -> None:
+    import threading
+
+    from yanami.models import ResponseCache
+
+    real = ResponseCache._open
+    made_in: list[str] = []
+
+    def recording(self: ResponseCache) -> None:
+        if not self._ready:
+            made_in.append(threading.current_thread().name)
+        real(self)
+
+    monkeypatch.setattr(ResponseCache, "_open", recording)
+    with FakeServer() as srv:
+        model, _, _ = _configs(tmp_path, srv)
+        r = cli("eval", world_bench, "--model", model, "--out", tmp_path / "bad", "--layout", "sideways")
+        assert r.code == 2 and not (tmp_path / "bad").exists()
+        r = cli("eval", world_bench, "--model", model, "--out", tmp_path / "run", "--limit", "2", "--concurrency", "4")
+    assert r.code == 0, r.err
+    # made by the thread the run starts once it is open, while its first chain is made ready, not
+    # by the first request's thread (which all the others then waited for)
+    assert made_in[0] == "yanami-cache-open" and (tmp_path / "run" / "cache.sqlite").is_file()

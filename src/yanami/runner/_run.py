@@ -236,6 +236,7 @@ def run_eval(
     except BaseException:
         responses.close()
         raise
+    responses.open_beside()  # (the run is open: its first requests find the cache ready)
     try:
         with Results(run) as store, own_parser or contextlib.nullcontext():
             executor: Executor[Chain, Row]
