@@ -376,6 +376,9 @@ def test_a_cache_opened_beside_is_made_in_its_own_thread_and_ready_for_the_first
 
     monkeypatch.setattr(sqlite3, "connect", recording)
     cache.open_beside()
+    assert not path.parent.exists()  # no client holds it: nothing is made
+    cache.held = True  # (as a client does)
+    cache.open_beside()
     assert cache.get("k") is None  # waits for the opening under way, if any, then needs no connection
     assert path.is_file() and made_in == ["yanami-cache-open"]  # made once, and not by the caller
     cache.open_beside()  # (open already: nothing more)
@@ -390,6 +393,7 @@ def test_a_cache_that_cannot_be_made_beside_fails_at_its_first_use(tmp_path) -> 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     cache = ResponseCache(blocker / "cache.sqlite")
+    cache.held = True
     cache.open_beside()  # the failure is not lost in the thread: the first use meets it
     with pytest.raises(OSError):
         cache.get("k")

@@ -186,3 +186,6 @@ def test_a_runs_cache_is_made_beside_its_start_and_never_on_bad_input(cli, world
     # made by the thread the run starts once it is open, while its first chain is made ready, not
     # by the first request's thread (which all the others then waited for)
     assert made_in[0] == "yanami-cache-open" and (tmp_path / "run" / "cache.sqlite").is_file()
+    r = cli("eval", world_bench, "--model", "reference:copy-input", "--out", tmp_path / "floor", "--limit", "2")
+    assert r.code == 0, r.err
+    assert not (tmp_path / "floor" / "cache.sqlite").exists()  # a model that asks no server makes no cache

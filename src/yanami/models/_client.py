@@ -380,6 +380,8 @@ class Client:
         )
         self.policy = RetryPolicy(config.max_retries, config.backoff_s)
         self.cache = cache
+        if cache is not None:
+            cache.held = True
         key = config.api_key()
         self.secrets = secret_forms(key) if key else ()
         self._local = threading.local()

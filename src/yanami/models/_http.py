@@ -227,6 +227,9 @@ class ResponseCache:
         self._writer: threading.Thread | None = None
         self._closing = False
         self._opener: threading.Thread | None = None
+        self.held = False
+        """Whether a client asks through this cache (`Client` sets it): a run of a model that asks
+        none, such as a reference agent, never makes the file."""
 
     def _conn(self) -> sqlite3.Connection:
         import sqlite3
@@ -269,8 +272,9 @@ class ResponseCache:
         creating them waits on the disk (about 5 ms alone, 11-21 ms measured amid a run's
         threads at its start, which all waited for it before their first request). Where that
         fails, the first lookup or store tries again and raises it (`_open`). Call it only once
-        the caller may write the file (a run opened): on bad input nothing is made."""
-        if self._ready or self._opener is not None:
+        the caller may write the file (a run opened): on bad input nothing is made, and a cache
+        no client holds is not made at all."""
+        if self._ready or self._opener is not None or not self.held:
             return
 
         def opening() -> None:
