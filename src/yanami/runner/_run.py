@@ -236,8 +236,8 @@ def run_eval(
     except BaseException:
         responses.close()
         raise
-    responses.open_beside()  # (the run is open: its first requests find the cache ready)
     try:
+        responses.open_beside()  # (the run is open: its first requests find the cache ready)
         with Results(run) as store, own_parser or contextlib.nullcontext():
             executor: Executor[Chain, Row]
             if spec.backend == "ray":  # each dialogue's chain whole (split side by side, it ran at 62 %, not 83 %)
