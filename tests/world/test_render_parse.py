@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from yanami.world import STYLES, VIEWS, parse_image, random_scene, render_array, render_png
-from yanami.world._scene import relation
+from yanami.world._scene import Scene, relation
 from yanami.world._transforms import TARGETLESS, TRANSFORMS, TURNED
 
 
@@ -265,3 +265,64 @@ def test_parse_views_reads_each_frame_once_normalised() -> None:
     # The views are the same picture: each frame's positions are the others' turned by 90 degrees.
     a, b = views[VIEWS[0]].objects[0], views[VIEWS[1]].objects[0]
     assert np.hypot(a.x, a.y) == pytest.approx(np.hypot(b.x, b.y), abs=1e-3)
+
+
+def test_each_component_is_solved_as_if_alone() -> None:
+    """A component's ground positions are the same bits whatever else the picture holds: what lets
+    the parser keep a component's explanation for the next picture that shows it (`_explained`)."""
+    from yanami.world._parse import _camera, _solve_positions
+
+    rng = np.random.default_rng(3)
+    targets = np.column_stack([rng.uniform(40, 470, 24), rng.uniform(80, 370, 24)])
+    cam = _camera(float(VIEWS[1]))
+    together = _solve_positions(cam, targets)
+    for k in range(len(targets)):
+        alone = _solve_positions(cam, targets[k : k + 1])
+        assert np.array_equal(alone[0][0], together[0][k]) and np.array_equal(alone[1][0], together[1][k])
+
+
+def test_a_component_seen_before_is_not_explained_again_and_reads_the_same() -> None:
+    """A clean render's components are kept by their pixels and place: a picture that shows an object
+    as an earlier picture did reads it without explaining it again, exactly as a parser that had
+    seen nothing would (stacks, and their place in the list, included); a picture that is not the
+    renderer's own is explained afresh."""
+    from yanami.world import _parse
+
+    rng = random.Random(12)
+
+    def loose(s: Scene) -> list[int]:  # objects on the floor with nothing on them
+        return [k for k, o in enumerate(s.objects) if o.on is None and all(q.on != o.id for q in s.objects)]
+
+    scene = random_scene(rng, n=5, stack_chance=0.6)
+    while not any(o.on is not None for o in scene.objects) or not loose(scene):
+        scene = random_scene(rng, n=5, stack_chance=0.6)
+    k = loose(scene)[0]
+    objects = list(scene.objects)
+    objects[k] = objects[k].model_copy(update={"x": round(objects[k].x * 0.8, 3), "y": round(objects[k].y * 0.8, 3)})
+    later = Scene(objects=tuple(objects))
+    first, second = (render_png(s, VIEWS[0], "studio") for s in (scene, later))
+    explained = []
+    real = _parse._explain
+
+    def counting(*args: object, **kwargs: object) -> object:
+        explained.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    _parse._EXPLAINED.clear()
+    fresh = parse_image(second)
+    alone = len(_parse._EXPLAINED)
+    _parse._EXPLAINED.clear()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_parse, "_explain", counting)
+    try:
+        assert parse_image(first) is not None
+        n_first = len(explained)
+        assert parse_image(second) == fresh  # the same parse, not merely an equal scene
+        assert 0 < len(explained) - n_first < alone  # the moved object read again, the others kept
+        assert any(o.on is not None for o in fresh.objects)
+        before = len(explained)
+        jpeg = TRANSFORMS["JPEG q70"](Image.open(io.BytesIO(second)))
+        parse_image(jpeg)
+        assert len(explained) - before >= len(fresh.objects) - sum(o.on is not None for o in fresh.objects)
+    finally:
+        mp.undo()

@@ -281,30 +281,50 @@ def _halo(prep: _Prepared) -> float:
 
 
 def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
-    """Explain every component by the hypothesis whose silhouette fits it best, in one camera frame."""
+    """Explain every component by the hypothesis whose silhouette fits it best, in one camera frame.
+
+    Returns the parse and the reads made. In the renderer's own pixels (an exact tone) a
+    component explained before, anywhere in this process, is not read again (`_explained`):
+    its reads are not among those returned (only a picture that is not a clean render needs
+    them, to find its scale and tone)."""
     objects: list[ParsedObject] = []
     reads: list[_Read] = []
+    misfits: list[float] = []
+    spreads: list[float] = []
     comps = prep.comps
     residual, speckle = prep.residual, prep.speckle
     if comps:
         cam = _camera(azimuth)
-        edges = [_edges(prep.diff, c) for c in comps]
         exact = prep.tone.exact
-        anchors = np.array([_anchor(c) if exact else _outline_anchor(c, e) for c, e in zip(comps, edges, strict=True)])
-        positions, dims = _solve_positions(cam, anchors)  # every component and hypothesis at once
+        keys = [_explained_key(prep, c, azimuth) if exact else b"" for c in comps]
+        known = [_explained_get(k) if k else None for k in keys]
+        todo = [k for k, e in enumerate(known) if e is None]
+        edges = {k: _edges(prep.diff, comps[k]) for k in todo}
+        anchors = np.array([_anchor(comps[k]) if exact else _outline_anchor(comps[k], edges[k]) for k in todo])
+        positions, dims = _solve_positions(cam, anchors.reshape(-1, 2))  # every component and hypothesis at once
+        row = {k: i for i, k in enumerate(todo)}
         overlays = []
         claimed = np.zeros(prep.mask.shape, dtype=bool)  # the silhouettes explained so far, grown by `CLAIM_GROW`
         for k, comp in enumerate(comps):  # largest first
             h, w = comp.mask.shape
             if np.count_nonzero(claimed[comp.y0 : comp.y0 + h, comp.x0 : comp.x0 + w] & comp.mask) * 2 >= comp.area:
                 continue  # a piece of an object already explained, come apart (a blur, a reflection like the floor)
-            found, read = _explain(prep, comp, edges[k], cam, positions[k], dims[k], len(objects))
-            if _overlay(comp, read, found[0]):
+            seen = known[k]
+            if seen is None:
+                i = row[k]
+                found, read = _explain(prep, comp, edges[k], cam, positions[i], dims[i], len(objects))
+                seen = _Explained.of(comp, found, read, len(objects))
+                if exact:
+                    _explained_put(keys[k], seen)
+                if not seen.overlay:
+                    reads.append(read)
+            if seen.overlay:
                 overlays.append(comp)
                 continue
-            objects.extend(found)
-            reads.append(read)
-            _claim(claimed, read.silhouette, comp.x0 - _PAD, comp.y0 - _PAD)
+            objects.extend(seen.placed(len(objects)))
+            misfits.append(seen.misfit)
+            spreads.append(seen.spread)
+            _claim(claimed, seen.silhouette(), comp.x0 - _PAD, comp.y0 - _PAD)
         if overlays:
             residual, speckle = _discounted(prep, overlays)
     tone = prep.tone
@@ -313,8 +333,8 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         tuple(objects),
         residual,
         speckle,
-        misfits=tuple(_misfit(r) for r in reads),
-        spread=float(np.median([_spread(r) for r in reads])) if reads else 0.0,
+        misfits=tuple(misfits),
+        spread=float(np.median(spreads)) if spreads else 0.0,
         content=prep.content,
         zoom=prep.zoom,
         gain=tone.gain,
@@ -322,6 +342,72 @@ def _synthesise(prep: _Prepared, azimuth: float) -> tuple[Parse, list[_Read]]:
         gamma=tone.gamma,
     )
     return parse, reads
+
+
+@dataclass(frozen=True)
+class _Explained:
+    """What the synthesis made of one component: all that the parse keeps of it."""
+
+    objects: tuple[ParsedObject, ...]
+    """The objects it holds, ``on`` counted from the first of them."""
+    overlay: bool
+    """Whether it is something drawn over the picture (`_overlay`), not objects."""
+    misfit: float
+    spread: float
+    shape: tuple[int, int]
+    packed: bytes
+    """The explaining silhouette (in the component's box padded by `_PAD`), its bits packed."""
+
+    @staticmethod
+    def of(comp: _Component, found: list[ParsedObject], read: _Read, offset: int) -> _Explained:
+        local = tuple(dataclasses.replace(o, on=None if o.on is None else o.on - offset) for o in found)
+        sil = read.silhouette
+        return _Explained(
+            local, _overlay(comp, read, found[0]), _misfit(read), _spread(read), sil.shape, np.packbits(sil).tobytes()
+        )
+
+    def placed(self, offset: int) -> list[ParsedObject]:
+        """Its objects as the parse lists them, the first at index ``offset``."""
+        return [o if o.on is None else dataclasses.replace(o, on=o.on + offset) for o in self.objects]
+
+    def silhouette(self) -> np.ndarray:
+        h, w = self.shape
+        bits = np.unpackbits(np.frombuffer(self.packed, np.uint8), count=h * w)
+        return bits.reshape(h, w).astype(bool)
+
+
+EXPLAINED = 8192
+"""How many components' explanations a process keeps (about a kilobyte each)."""
+_EXPLAINED: OrderedDict[bytes, _Explained] = OrderedDict()
+_EXPLAINED_LOCK = threading.Lock()
+
+
+def _explained_key(prep: _Prepared, comp: _Component, azimuth: float) -> bytes:
+    """Everything a component's explanation depends on, in a clean render: the camera, the style,
+    where the component lies, its mask, and the pixels of its box padded by `_PAD` (its edges and
+    its appearance are read there; its position is solved from its own anchor, `_solve_positions`)."""
+    h, w = comp.mask.shape
+    crop = _crop(prep.rgb, comp.x0 - _PAD, comp.y0 - _PAD, w + 2 * _PAD, h + 2 * _PAD)
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update(f"{azimuth!r} {prep.tone.style} {comp.x0} {comp.y0} {h} {w} {crop.dtype}".encode())
+    digest.update(np.packbits(comp.mask).tobytes())
+    digest.update(np.ascontiguousarray(crop).tobytes())
+    return digest.digest()
+
+
+def _explained_get(key: bytes) -> _Explained | None:
+    with _EXPLAINED_LOCK:
+        found = _EXPLAINED.get(key)
+        if found is not None:
+            _EXPLAINED.move_to_end(key)
+        return found
+
+
+def _explained_put(key: bytes, explained: _Explained) -> None:
+    with _EXPLAINED_LOCK:
+        _EXPLAINED[key] = explained
+        while len(_EXPLAINED) > EXPLAINED:
+            _EXPLAINED.popitem(last=False)
 
 
 CLAIM_GROW = 2
@@ -1130,10 +1216,21 @@ def _anchors(cam: Camera, pts: np.ndarray, starts: np.ndarray) -> tuple[np.ndarr
 
     ``pts`` (..., N, 3) holds every hypothesis's points back to back, each starting at ``starts``.
     """
-    p = cam.project(pts)
+    p = _project(cam, pts)
     lo = np.minimum.reduceat(p, starts, axis=-2)
     hi = np.maximum.reduceat(p, starts, axis=-2)
     return np.stack([(lo[..., 0] + hi[..., 0]) / 2, hi[..., 1]], axis=-1), hi - lo
+
+
+def _project(cam: Camera, points: np.ndarray) -> np.ndarray:
+    """`Camera.project` in element-wise arithmetic: each point's image position is the same bits
+    however many points are projected with it (a matrix product's need not be)."""
+    pos, right, up, fwd = cam.basis
+    d = [points[..., k] - pos[k] for k in range(3)]
+    z = d[0] * fwd[0] + d[1] * fwd[1] + d[2] * fwd[2]
+    x = cam.width / 2 + cam.focal * (d[0] * right[0] + d[1] * right[1] + d[2] * right[2]) / z
+    y = cam.height / 2 - cam.focal * (d[0] * up[0] + d[1] * up[1] + d[2] * up[2]) / z
+    return np.stack([x, y], axis=-1)
 
 
 def _outline_anchor(comp: _Component, edges: _Edges) -> tuple[float, float]:
@@ -1154,34 +1251,42 @@ def _solve_positions(cam: Camera, targets: np.ndarray) -> tuple[np.ndarray, np.n
     silhouette's (width, height) there (C, H, 2).
 
     Newton's method with each Jacobian taken once (the map is nearly linear over an
-    object's size).
+    object's size). Each target is solved as if alone: it stops when its own hypotheses are
+    within 0.1 pixel, and all the arithmetic is element-wise, so a component's solution is
+    the same bits whatever else the picture holds (`_explained` relies on it).
     """
     points, starts = _all_templates()
     n = len(starts)
-    start = np.array([cam.ground_point(float(x), float(y)) for x, y in targets])  # (C, 2)
+    start = np.array([cam.ground_point(float(x), float(y)) for x, y in targets]).reshape(-1, 2)  # (C, 2)
     xy = np.repeat(start[:, None, :], n, axis=1)  # (C, H, 2)
     goal = targets[:, None, :]
     owner = np.repeat(np.arange(n), np.diff(np.append(starts, len(points))))
 
     def at(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        shift = np.concatenate([xy, np.zeros((*xy.shape[:-1], 1))], axis=-1)[:, owner, :]  # (C, N, 3)
+        shift = np.concatenate([xy, np.zeros((*xy.shape[:-1], 1))], axis=-1)[:, owner, :]  # (c, N, 3)
         return _anchors(cam, points[None] + shift, starts)
 
     # The anchor moves with the object's base almost rigidly: the Jacobian of the base
-    # centre's projection stands in for every hypothesis's.
+    # centre's projection stands in for every hypothesis's, inverted in closed form.
     eps = 0.01
     base = np.concatenate([start, np.zeros((len(start), 1))], axis=-1)
-    p0 = cam.project(base)
-    jx = (cam.project(base + np.array([eps, 0.0, 0.0])) - p0) / eps
-    jy = (cam.project(base + np.array([0.0, eps, 0.0])) - p0) / eps
-    inv = np.linalg.inv(np.stack([jx, jy], axis=-1))[:, None]  # (C, 1, 2, 2)
+    p0 = _project(cam, base)
+    jx = (_project(cam, base + np.array([eps, 0.0, 0.0])) - p0) / eps
+    jy = (_project(cam, base + np.array([0.0, eps, 0.0])) - p0) / eps
+    det = jx[:, 0] * jy[:, 1] - jy[:, 0] * jx[:, 1]
+    inv = np.stack([jy[:, 1], -jy[:, 0], -jx[:, 1], jx[:, 0]], axis=-1)[:, None, :] / det[:, None, None]  # (C, 1, 4)
     got, dims = at(xy)
+    active = np.arange(len(xy))
     for _ in range(10):
-        err = goal - got
-        if np.abs(err).max() < 0.1:
+        err = goal[active] - got[active]
+        moving = np.abs(err).max(axis=(1, 2)) >= 0.1
+        active, err = active[moving], err[moving]
+        if len(active) == 0:
             break
-        xy = xy + np.einsum("chij,chj->chi", np.broadcast_to(inv, (*xy.shape[:2], 2, 2)), err)
-        got, dims = at(xy)
+        m = inv[active]
+        xy[active] += np.stack([m[..., 0] * err[..., 0] + m[..., 1] * err[..., 1],
+                                m[..., 2] * err[..., 0] + m[..., 3] * err[..., 1]], axis=-1)  # fmt: skip
+        got[active], dims[active] = at(xy[active])
     return xy, dims
 
 
