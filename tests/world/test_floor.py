@@ -7,13 +7,14 @@ import hashlib
 import io
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from yanami.contract import Dialogue, InputImage
+from yanami.contract import Dialogue, InputImage, InputMessage, InputText, Request
 from yanami.runner import evaluate
 from yanami.scoring import load_runs
 from yanami.store import Dataset
@@ -240,3 +241,34 @@ def test_the_union_adds_what_earlier_pictures_show_and_otherwise_returns_the_lat
     assert union([latest], random.Random(9)) == latest.data  # (nothing earlier)
     grown = union([latest, _input(render_png(small, VIEWS[0]))], random.Random(9))
     assert grown != latest.data and key(parse_image(grown).to_scene()) == key(big)
+
+
+def test_every_picture_of_a_dialogue_is_jittered_the_same_way() -> None:
+    """The ``jitter-*`` strategies shift by a displacement drawn from the request's first picture:
+    an object that stays where it was in the dialogue's next picture is drawn where its jittered
+    copy was before (so the renderer and the parser find it drawn and read already), and another
+    dialogue's pictures move another way."""
+    from yanami.world import VIEWS, Scene, random_scene, render_png
+    from yanami.world._agents import TrivialAgent
+
+    rng = random.Random(5)
+    scene = random_scene(rng, n=3)
+    moved = scene.objects[0].model_copy(update={"x": round(scene.objects[0].x * 0.5, 3)})
+    later = Scene(objects=(moved, *scene.objects[1:]))
+    first, second = (_input(render_png(s, VIEWS[0])) for s in (scene, later))
+    other = _input(render_png(random_scene(random.Random(6), n=2), VIEWS[0]))
+    agent = TrivialAgent("jitter-input")
+
+    def jittered_last(*pictures: InputImage) -> list[tuple[float, float]]:
+        message = InputMessage("user", (*pictures, InputText("Move it.")))
+        drawn = agent.generate(Request("d/t3", (message,), size=(512, 384)))
+        return [(o.x, o.y) for o in parse_image(drawn).objects]
+
+    def shift(before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]]) -> set[tuple[float, float]]:
+        return {(round(b[0] - a[0], 1), round(b[1] - a[1], 1)) for a, b in zip(before, after, strict=True)}
+
+    seen = [(o.x, o.y) for o in parse_image(second.data).objects]
+    here = shift(seen, jittered_last(first, second))
+    assert len(here) == 1 and here != {(0.0, 0.0)}  # everything moved together
+    assert shift(seen, jittered_last(first, first, second)) == here  # a later turn of the same dialogue
+    assert shift(seen, jittered_last(other, second)) != here  # the same picture in another dialogue

@@ -33,8 +33,9 @@ Trivial agents measure the floor, and read nothing hidden (they never see the be
   a random option;
 - ``jitter-input``, ``jitter-first`` and ``jitter-previous`` redraw the image that the copy of
   the same name returns with every object shifted together by 0.2 to 1.0 units in a random
-  direction drawn from the picture (every relation holds, and the picture is no longer the
-  same one; the same picture is shifted the same way by all three), and answer a random option;
+  direction drawn from the request's first picture (every relation holds, and the picture is no
+  longer the same one; every picture of a dialogue is shifted the same way, by all three), and
+  answer a random option;
 - ``random`` answers a random option and shows a random valid scene (one of 64), from its own seed.
 
 One agent reads nothing hidden either and aims for the top: ``visible`` (`yanami.world._visible`)
@@ -284,8 +285,8 @@ class TrivialAgent:
         if kind == "random" or not images:
             return _random_picture(self._rng(request).randrange(RANDOM_SCENES))
         if kind in JITTERED:
-            copy = _copied(kind.replace("jitter", "copy"), images)
-            return _JITTERS.get(copy.sha256, partial(jitter, copy, self.parser))
+            copy, first = _copied(kind.replace("jitter", "copy"), images), images[0].sha256
+            return _JITTERS.get((copy.sha256, first), partial(jitter, copy, self.parser, first))
         if kind.startswith("copy-"):
             return _copied(kind, images).data
         if kind == "collage":
@@ -341,16 +342,19 @@ def _read(image: InputImage, parser: Parser) -> Parse:
     return parser.cached(image.data, BASE_AZIMUTH, image.sha256)
 
 
-def jitter(image: InputImage, parser: Parser = IN_PROCESS) -> bytes:
+def jitter(image: InputImage, parser: Parser = IN_PROCESS, shift: str | None = None) -> bytes:
     """A ``jitter-*`` strategy's picture: ``image`` read through the parser and redrawn `jittered`,
-    by a shift drawn from the picture itself: the same picture is always jittered the same way,
-    whichever strategy returns it (so each is drawn, and judged, once per turn's view). Drawn in
-    the parser's worker processes where it has them (`Parser.offload`)."""
-    return parser.offload(_jitter_drawn, _read(image, parser), image.sha256)
+    by a shift drawn from ``shift`` (a SHA-256: the strategies pass the request's first picture's;
+    by default the picture's own). In a dialogue every picture is shifted the same way, so an object
+    that stays where it was is drawn, and read, as it was in the picture before (the renderer's
+    and the parser's caches keep it), and the same picture is jittered the same way whichever
+    strategy returns it (each is drawn, and judged, once per turn's view). Drawn in the parser's
+    worker processes where it has them (`Parser.offload`)."""
+    return parser.offload(_jitter_drawn, _read(image, parser), shift or image.sha256)
 
 
-def _jitter_drawn(seen: Parse, sha256: str) -> bytes:
-    rng = seeded("reference", "jitter", sha256)
+def _jitter_drawn(seen: Parse, shift: str) -> bytes:
+    rng = seeded("reference", "jitter", shift)
     return render_png(jittered(seen.to_scene(), rng), BASE_AZIMUTH, seen.style)
 
 
