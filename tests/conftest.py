@@ -75,6 +75,24 @@ def world_dialogues(world_bench: Path) -> list:
     return list(Dataset(world_bench))
 
 
+def _head_port() -> int:
+    """A free port for a Ray head's GCS that no other component of the head is set to use: `ray start`
+    refuses a port that one of its fixed ports holds ("the same port is used by multiple
+    components": its workers' 10002-19999, its dashboard agent's 52365, which lies in the kernel's
+    range of free ports, 32768-60999, so a port found by binding port 0 can be it)."""
+    import random
+    import socket
+
+    for port in random.Random().sample(range(20000, 32768), 64):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32767 for the Ray head")
+
+
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
     """A Ray head on this machine (``ray start --head``, 2 CPUs) for the tests of ``--backend ray``,
@@ -82,15 +100,12 @@ def ray_address() -> Iterator[str]:
     so they share one head in one worker. Only its own processes are stopped (``ray stop``
     would stop every Ray on the machine)."""
     import signal
-    import socket
     import subprocess
     import tempfile
     import time
 
     ray = Path(sys.executable).parent / "ray"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _head_port()
     temp = tempfile.mkdtemp(prefix="yr-", dir="/tmp")  # short: Ray's sockets live under it
     # Token authentication, as docs/scale.md's recipe sets a cluster up (Ray 2.60's `ray start`
     # turns it on only where a token is at hand), for the head and this process alike (Ray reads
