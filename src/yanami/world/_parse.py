@@ -608,7 +608,7 @@ SLACK = 1
 """How many calls more than the least busy worker a thread's own worker may have in hand before a
 call of the thread goes to that one instead. On the demo bench (two workers, four threads), against a
 shared queue (each call to whichever worker was free) in three comparisons on one machine, the
-workers spent 3-21 % less CPU on the oracle's run, 7-17 % less on ``jitter-input``'s and 3-14 % less
+workers spent 3-21 % less CPU on the oracle's run, 7-17 % less on ``jitter-input``'s and 11-14 % less
 on the stateless agent's; the runs' times moved by less than the machine's own spread."""
 
 
