@@ -5,12 +5,20 @@ the exact judge reads pictures that differ from the renderer's pixels.
     python benchmarks/bench_eval.py --only judge --per-scenario 50
     python benchmarks/bench_eval.py --only robustness --bench /tmp/bench          # an existing bench
     python benchmarks/bench_eval.py --only robustness --limit 40 --transforms "gamma 0.8;crop 4 %, resized"
+    python benchmarks/bench_eval.py --only floors     # the demo's runs, each floor against the stateless agent
 
 Targets (issue 4):
   judge    >= 200 candidate images per second, parsing included (distinct candidates: no
            cache hits), with the machine's processes; PNG decode alone is the baseline
   runner   <= 2 ms of the runner's own time per item, with an instant model and an instant judge;
            the bare results-store write per item is the baseline
+
+Floors (issue 38; `--only floors`, not in the default run): `yanami demo`'s runs as it makes them
+(`run_demo` in a temporary directory: the default bench, one parser with two workers for every run,
+the oracle first), each run's items/s, CPU per item (this process and its parse workers, from
+/proc) and the pictures parsed afresh (not met before in the process) and drawn in the workers;
+the stateless agent's run is the same-run baseline. Target: every floor at least as fast as the
+stateless agent (>= 1.00x its items/s).
 
 Robustness: every ground-truth target image of the bench, changed in a way that leaves
 what it shows untouched, graded by the exact judge: SC and VQ (0-100, as `yanami score` computes
@@ -55,12 +63,15 @@ unless JPEG is named):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import multiprocessing as mp
 import os
 import random
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +222,80 @@ def bench_in_runner(bench: Path) -> None:
         )
 
 
+# Floors ----------------------------------------------------------------------------------
+
+
+def _tree_cpu() -> float:
+    """Seconds of CPU this process and every live descendant (the parse workers, whose parent is
+    the forkserver, a child of this process) have used, from /proc."""
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(entry.name)] = int(fields[1])
+            cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ours, total = {os.getpid()}, 0.0
+    for pid in sorted(parent):  # a child's pid may be lower than its parent's: walk up instead
+        up, seen = pid, 0
+        while up not in ours and up in parent and seen < 64:
+            up, seen = parent[up], seen + 1
+        if up in ours:
+            total += cpu[pid]
+    return total
+
+
+def bench_floors() -> None:
+    """The demo's runs, timed one by one as `run_demo` makes them."""
+    from yanami import demo
+    from yanami.world import _parse
+
+    counts = {"parsed": 0, "drawn": 0}
+    lock = threading.Lock()
+    offload = _parse.Parser.offload
+
+    def counted(self: _parse.Parser, work: Any, *args: object) -> Any:
+        with lock:
+            counts["parsed" if work is _parse._parse_all else "drawn"] += 1
+        return offload(self, work, *args)
+
+    rows: dict[str, tuple[float, float, int, int, int]] = {}
+
+    @contextlib.contextmanager
+    def track(label: str) -> Iterator[Any]:
+        done = [0]
+        before, t = (_tree_cpu(), dict(counts)), time.perf_counter()
+        yield lambda n, total: done.__setitem__(0, n)
+        wall = time.perf_counter() - t
+        cpu = _tree_cpu() - before[0]
+        rows[label] = (done[0] / wall, 1000 * cpu / max(done[0], 1), done[0],
+                       counts["parsed"] - before[1]["parsed"], counts["drawn"] - before[1]["drawn"])  # fmt: skip
+
+    _parse.Parser.offload = counted  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            demo.run_demo(Path(tmp) / "demo", track=track)
+    finally:
+        _parse.Parser.offload = offload  # type: ignore[method-assign]
+    base = next(rate for label, (rate, *_) in rows.items() if label.startswith("reference:stateless "))
+    print("floors: the demo's runs in the order it makes them (items/s; CPU per item, this process and its"
+          " parse workers; pictures parsed afresh and drawn in the workers)")  # fmt: skip
+    floors = {f"{f} (gt-history)" for f in demo.FLOORS}
+    for label, (rate, cpu, items, parsed, drawn) in rows.items():
+        mark = ""
+        if label in floors:
+            mark = f"  {rate / base:.2f}x the stateless agent" + ("" if rate >= base else "  below target")
+        print(f"  {label:<42} {rate:7.1f} items/s  {cpu:5.2f} ms CPU/item  {parsed:5d} parsed  {drawn:5d} drawn"
+              f"  ({items} items){mark}")  # fmt: skip
+    stateless_cpu = next(cpu for label, (_, cpu, *_) in rows.items() if label.startswith("reference:stateless "))
+    ratio, slowest = min((rows[f][0] / base, f) for f in floors)
+    print(f"floors: the slowest, {slowest}, at {ratio:.2f}x the stateless agent's items/s, its CPU per item"
+          f" {rows[slowest][1] / stateless_cpu:.2f}x the stateless agent's   target >= 1.00x items/s")  # fmt: skip
+
+
 # Robustness ------------------------------------------------------------------------------
 
 
@@ -309,7 +394,7 @@ def bench_robustness(bench: Path, limit: int | None, names: list[str], workers: 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["judge", "runner", "eval", "robustness"])
+    ap.add_argument("--only", choices=["judge", "runner", "eval", "robustness", "floors"])
     ap.add_argument("--per-scenario", type=int, default=100)
     ap.add_argument("--bench", type=Path, help="robustness: an existing bench (default: build the default bench)")
     ap.add_argument("--limit", type=int, help="robustness: the first N dialogues, round-robin over scenarios")
@@ -325,6 +410,9 @@ def main() -> None:
         if unknown:
             ap.error(f"--transforms: unknown {', '.join(unknown)} (choose from {', '.join(TRANSFORMS)})")
         names = ["none", *[n for n in wanted if n != "none"]]
+    if args.only == "floors":
+        bench_floors()
+        return
     if args.only == "robustness":
         if args.bench is not None:
             from yanami.contract import UserError
