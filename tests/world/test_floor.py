@@ -186,16 +186,29 @@ def test_balancing_a_bench_keeps_letters_and_candidates_and_spreads_the_answers_
 
 
 def test_the_floors_drawn_in_worker_processes_are_the_pictures_drawn_in_the_caller() -> None:
-    """The ``jitter-*`` and ``union`` floors draw in the parser's worker processes where it has them
-    (`Parser.offload`): byte for byte what they draw without workers."""
+    """The ``jitter-*``, ``union`` and ``collage`` floors draw in the parser's worker processes where
+    it has them (`Parser.offload`): byte for byte what they draw without workers."""
     from yanami.world import VIEWS, Parser, random_scene, render_png
-    from yanami.world._agents import _JITTERS, jitter, union
+    from yanami.world._agents import _CUTOUTS, _JITTERS, collage, jitter, union
+
+    class Counted(Parser):
+        def __init__(self, workers: int) -> None:
+            super().__init__(workers)
+            self.handed: list[str] = []
+
+        def offload(self, work, *args):  # type: ignore[no-untyped-def]
+            self.handed.append(work.__name__)
+            return super().offload(work, *args)
 
     pictures = [_input(render_png(random_scene(random.Random(40 + k), n=2 + k), VIEWS[0])) for k in range(3)]
-    here = [jitter(p) for p in pictures] + [union(pictures, random.Random(9))]
+    here = [jitter(p) for p in pictures] + [union(pictures, random.Random(9)), collage(pictures, (512, 384))]
     _JITTERS._values.clear()
-    with Parser(2) as parser:
-        assert [jitter(p, parser) for p in pictures] + [union(pictures, random.Random(9), parser)] == here
+    _CUTOUTS._values.clear()
+    with Counted(2) as parser:
+        drawn = [jitter(p, parser) for p in pictures]
+        drawn += [union(pictures, random.Random(9), parser), collage(pictures, (512, 384), parser)]
+        assert drawn == here
+        assert parser.handed[-1] == "_collage_drawn" and "_jitter_drawn" in parser.handed
         assert parser.offload(os.getpid) != os.getpid()  # (work handed to it runs in a worker)
     assert len(set(here)) == len(here) and all(h not in {p.data for p in pictures} for h in here)
 
