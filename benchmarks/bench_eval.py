@@ -78,7 +78,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from yanami.contract import CheckResult, ImagePart, Verdict
+from yanami.contract import CheckResult, History, ImagePart, Verdict
 from yanami.judges import ExactJudge
 from yanami.store import Dataset
 from yanami.world import Parse, build_world, parse_cached, render_png
@@ -280,17 +280,16 @@ def bench_floors() -> None:
             demo.run_demo(Path(tmp) / "demo", track=track)
     finally:
         _parse.Parser.offload = offload  # type: ignore[method-assign]
-    base = next(rate for label, (rate, *_) in rows.items() if label.startswith("reference:stateless "))
+    base, stateless_cpu = rows[f"reference:stateless ({History.GT}-history)"][:2]
     print("floors: the demo's runs in the order it makes them (items/s; CPU per item, this process and its"
           " parse workers; pictures parsed afresh and drawn in the workers)")  # fmt: skip
-    floors = {f"{f} (gt-history)" for f in demo.FLOORS}
+    floors = {f"{f} ({History.GT}-history)" for f in demo.FLOORS}
     for label, (rate, cpu, items, parsed, drawn) in rows.items():
         mark = ""
         if label in floors:
             mark = f"  {rate / base:.2f}x the stateless agent" + ("" if rate >= base else "  below target")
         print(f"  {label:<42} {rate:7.1f} items/s  {cpu:5.2f} ms CPU/item  {parsed:5d} parsed  {drawn:5d} drawn"
               f"  ({items} items){mark}")  # fmt: skip
-    stateless_cpu = next(cpu for label, (_, cpu, *_) in rows.items() if label.startswith("reference:stateless "))
     ratio, slowest = min((rows[f][0] / base, f) for f in floors)
     print(f"floors: the slowest, {slowest}, at {ratio:.2f}x the stateless agent's items/s, its CPU per item"
           f" {rows[slowest][1] / stateless_cpu:.2f}x the stateless agent's   target >= 1.00x items/s")  # fmt: skip

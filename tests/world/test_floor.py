@@ -18,7 +18,7 @@ from yanami.contract import Dialogue, InputImage, InputMessage, InputText, Reque
 from yanami.runner import evaluate
 from yanami.scoring import load_runs
 from yanami.store import Dataset
-from yanami.world import TRIVIAL, build_world, parse_image, reference_agent
+from yanami.world import TRIVIAL, Parser, build_world, parse_image, reference_agent
 from yanami.world._agents import collage, cutout, noise
 from yanami.world._render import ground_srgb
 from yanami.world._shortcuts import Reading, candidates, distractors_from, ranks, run_battery
@@ -185,20 +185,23 @@ def test_balancing_a_bench_keeps_letters_and_candidates_and_spreads_the_answers_
     assert len(set(places)) >= 3
 
 
+class Counted(Parser):
+    """A parser that names each piece of work handed to `Parser.offload`."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.handed: list[str] = []
+
+    def offload(self, work, *args):  # type: ignore[no-untyped-def]
+        self.handed.append(work.__name__)
+        return super().offload(work, *args)
+
+
 def test_the_floors_drawn_in_worker_processes_are_the_pictures_drawn_in_the_caller() -> None:
     """The ``jitter-*``, ``union`` and ``collage`` floors draw in the parser's worker processes where
     it has them (`Parser.offload`): byte for byte what they draw without workers."""
-    from yanami.world import VIEWS, Parser, random_scene, render_png
+    from yanami.world import VIEWS, random_scene, render_png
     from yanami.world._agents import _CUTOUTS, _JITTERS, collage, jitter, union
-
-    class Counted(Parser):
-        def __init__(self, workers: int) -> None:
-            super().__init__(workers)
-            self.handed: list[str] = []
-
-        def offload(self, work, *args):  # type: ignore[no-untyped-def]
-            self.handed.append(work.__name__)
-            return super().offload(work, *args)
 
     pictures = [_input(render_png(random_scene(random.Random(40 + k), n=2 + k), VIEWS[0])) for k in range(3)]
     here = [jitter(p) for p in pictures] + [union(pictures, random.Random(9)), collage(pictures, (512, 384))]
@@ -217,17 +220,8 @@ def test_the_reference_agents_draw_in_worker_processes_as_the_floors_do() -> Non
     """What the stateful, stateless and visible agents draw (`draw`) is drawn in the parser's worker
     processes where it has them, byte for byte the caller's picture, and a view drawn once is not
     drawn again: the floors are compared with agents that use the same cores."""
-    from yanami.world import VIEWS, Parser, View, random_scene, render_png
+    from yanami.world import VIEWS, View, random_scene, render_png
     from yanami.world._agents import _DRAWN, draw
-
-    class Counted(Parser):
-        def __init__(self, workers: int) -> None:
-            super().__init__(workers)
-            self.handed: list[str] = []
-
-        def offload(self, work, *args):  # type: ignore[no-untyped-def]
-            self.handed.append(work.__name__)
-            return super().offload(work, *args)
 
     views = [View(random_scene(random.Random(70 + k), n=3), VIEWS[k % 2], "studio") for k in range(3)]
     _DRAWN._values.clear()  # (none drawn by an earlier test in this process)
