@@ -119,6 +119,22 @@ def test_secrets_are_redacted_and_401_stops_all_calls(monkeypatch: pytest.Monkey
         assert srv.count("/chat") == 2
 
 
+def test_a_refused_key_stops_its_model_not_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a 401 the refused model sends nothing more, but a model made afterwards on the same
+    URL (the key corrected, in the same process: a notebook, the review app) is served."""
+    monkeypatch.setenv("TEST_KEY", "sk-old-0123456789abcdefghij")
+    with FakeServer(faults=[("/chat", "401")], brain=lambda path, body: "B") as srv:
+        refused = _openai(srv, api_key_env="TEST_KEY")
+        with pytest.raises(Fatal):
+            refused.answer(_request())
+        monkeypatch.setenv("TEST_KEY", "sk-new-0123456789abcdefghij")
+        corrected = _openai(srv, api_key_env="TEST_KEY")
+        assert corrected.answer(_request()) == "B"
+        with pytest.raises(Fatal):  # the refused model stays stopped
+            refused.answer(_request())
+        assert srv.count("/chat") == 2
+
+
 def test_redact_hides_key_shapes() -> None:
     text = 'bad key sk-abcdefghijklmnop; Authorization: Bearer abc.def-ghijklmn; {"api_key": "s3cr3t-value"}'
     out = redact(text, ["s3cr3t-value"])

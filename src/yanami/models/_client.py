@@ -385,6 +385,9 @@ class Client:
         key = config.api_key()
         self.secrets = secret_forms(key) if key else ()
         self._local = threading.local()
+        self.refused: str | None = None
+        """Why the server refused this model's credentials (HTTP 401 or 403), once it has: no
+        request is sent after that. A model made later, with a corrected key, has its own."""
 
     def last_usage(self) -> Usage | None:
         """What this thread's last request used (None before any); read by the construction pipeline."""
@@ -411,6 +414,8 @@ class Client:
         reply over the cap is `Malformed` (an error, never stored)."""
 
         def attempt() -> _T:
+            if self.refused:
+                raise Fatal(self.refused)
             with bounded(self.config.timeout_s, max_bytes) as bounds:
                 try:
                     return fn()
@@ -424,7 +429,8 @@ class Client:
                 failed = self.translate(failed)
             out = self._redacted(failed)
             if isinstance(out, Fatal):
-                self.endpoint.stop(str(out))
+                self.refused = self.refused or str(out)
+                self.endpoint.stop(self.refused)
             raise out from None
 
         return call_with_retries(attempt, self.policy, self.endpoint)

@@ -55,8 +55,10 @@ class CutOff(Malformed):
 class Fatal(UserError):
     """The server refuses this client (HTTP 401 or 403): nothing more is sent to it, and the run stops.
 
-    Raised once per endpoint with the server's (redacted) reason; every later call to the
-    same endpoint in this process fails at once with the same message.
+    Raised once with the server's (redacted) reason; every later call of the same model fails at
+    once with the same message, without a request (on Ray, every process of the command's: the
+    stop is the cluster's, `yanami.scale`). A model made afterwards, with a corrected key, is
+    served: the stop belongs to the model that was refused, not to the server's URL.
     """
 
     def __init__(self, message: str) -> None:
@@ -89,11 +91,13 @@ class Endpoint:
         self._next = time.monotonic()
         self._lock = threading.Lock()
         self.stopped: str | None = None
-        """Why the server refused this client, once it has (no call is made after that)."""
+        """Why the server refused the command's credentials, once another process sharing these
+        limits was told (Ray's endpoints): no call is made after that. A process's own endpoint
+        never stops, since it outlives the model that was refused (`Client.refused`)."""
 
     def stop(self, reason: str) -> None:
-        """Refuse every later call: the server rejected the credentials."""
-        self.stopped = self.stopped or reason
+        """The server refused a model's credentials: tell the processes that share these limits
+        (nothing to tell in a process of its own; each model keeps its own stop)."""
 
     def _pace(self) -> None:
         with self._lock:

@@ -373,8 +373,8 @@ def share_endpoint_limits(processes: int | None = None) -> None:
             self.pace = ClusterPace(lambda n: ray.get(limits.take.remote(n)), self.interval)
 
         def stop(self, reason: str) -> None:
-            super().stop(reason)
-            self.limits.stop.remote(reason)  # every process of the cluster stops calling this server
+            self.stopped = self.stopped or reason
+            self.limits.stop.remote(reason)  # every process of the command stops calling this server
 
         def _pace(self) -> None:
             start = self.pace.next_start()
@@ -392,8 +392,8 @@ def share_endpoint_limits(processes: int | None = None) -> None:
             self.limits = limits
 
         def stop(self, reason: str) -> None:
-            super().stop(reason)
-            self.limits.stop.remote(reason)  # every process of the cluster stops calling this server
+            self.stopped = self.stopped or reason
+            self.limits.stop.remote(reason)  # every process of the command stops calling this server
 
         def call(self, fn: Callable[[], T]) -> T:
             if self.stopped:
