@@ -121,7 +121,7 @@ def test_secrets_are_redacted_and_401_stops_all_calls(monkeypatch: pytest.Monkey
 
 def test_a_refused_key_stops_its_model_not_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a 401 the refused model sends nothing more, but a model made afterwards on the same
-    URL (the key corrected, in the same process: a notebook, the review app) is served."""
+    URL (the key corrected, in the same process: a notebook, say) is served."""
     monkeypatch.setenv("TEST_KEY", "sk-old-0123456789abcdefghij")
     with FakeServer(faults=[("/chat", "401")], brain=lambda path, body: "B") as srv:
         refused = _openai(srv, api_key_env="TEST_KEY")
