@@ -18,7 +18,9 @@ Floors (issue 38; `--only floors`, not in the default run): `yanami demo`'s runs
 the oracle first), each run's items/s, CPU per item (this process and its parse workers, from
 /proc) and the pictures parsed afresh (not met before in the process) and drawn in the workers;
 the stateless agent's run is the same-run baseline. Target: every floor at least as fast as the
-stateless agent (>= 1.00x its items/s).
+stateless agent (>= 1.00x its items/s). Each floor below it is then run twice more in a fresh parser
+and its second run's items/s printed: what it makes of the same bench with every picture it reads or
+is judged on parsed already (its drawing still done), which says how much of its gap that parse is.
 
 Robustness: every ground-truth target image of the bench, changed in a way that leaves
 what it shows untouched, graded by the exact judge: SC and VQ (0-100, as `yanami score` computes
@@ -274,10 +276,15 @@ def bench_floors() -> None:
         rows[label] = (done[0] / wall, 1000 * cpu / max(done[0], 1), done[0],
                        counts["parsed"] - before[1]["parsed"], counts["drawn"] - before[1]["drawn"])  # fmt: skip
 
+    rerun: dict[str, float] = {}
     _parse.Parser.offload = counted  # type: ignore[method-assign]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             demo.run_demo(Path(tmp) / "demo", track=track)
+            base = rows[f"reference:stateless ({History.GT}-history)"][0]
+            slow = [f for f in demo.FLOORS if rows[f"{f} ({History.GT}-history)"][0] < base]
+            if slow:
+                rerun = _parsed_already(Path(tmp) / "demo" / "bench", slow)
     finally:
         _parse.Parser.offload = offload  # type: ignore[method-assign]
     base, stateless_cpu = rows[f"reference:stateless ({History.GT}-history)"][:2]
@@ -293,6 +300,34 @@ def bench_floors() -> None:
     ratio, slowest = min((rows[f][0] / base, f) for f in floors)
     print(f"floors: the slowest, {slowest}, at {ratio:.2f}x the stateless agent's items/s, its CPU per item"
           f" {rows[slowest][1] / stateless_cpu:.2f}x the stateless agent's   target >= 1.00x items/s")  # fmt: skip
+    for floor, rate in rerun.items():
+        print(f"floors: {floor} again, every picture it reads or is judged on parsed already (its drawing"
+              f" still done): {rate:.1f} items/s, {rate / base:.2f}x the stateless agent's")  # fmt: skip
+
+
+def _parsed_already(bench: Path, floors: list[str]) -> dict[str, float]:
+    """Each floor's items/s on its second run in one fresh parser: the first run parses what it reads
+    and what it draws, the second finds it all parsed, so what is left of its gap to the stateless
+    agent is what it costs besides the parse of pictures no earlier run had met."""
+    from yanami.runner import evaluate
+    from yanami.world import Parser
+
+    dataset = Dataset(bench)
+    loaded = (dataset, dataset.read_all())
+    rates: dict[str, float] = {}
+    done = [0]
+
+    def seen(n: int, total: int) -> None:
+        done[0] = n
+
+    with Parser(2) as parser, tempfile.TemporaryDirectory() as tmp:
+        for floor in floors:
+            for attempt in ("first", "second"):
+                t = time.perf_counter()
+                evaluate(bench, floor, Path(tmp) / f"{floor.split(':')[1]}-{attempt}", history=History.GT,
+                         on_progress=seen, loaded=loaded, parser=parser, concurrency=4)  # fmt: skip
+                rates[floor] = done[0] / (time.perf_counter() - t)
+    return rates
 
 
 # Robustness ------------------------------------------------------------------------------
