@@ -368,8 +368,9 @@ def main() -> None:
             from yanami.families.weave.importer import import_weave
 
             import_weave(write_weave(root / "weave-src"), root / "weave")
-            for source, label in ((bench, "world"), (root / "weave", "WEAVE's samples")):
-                out = export_bagel(source, root / f"bagel-{label.split()[0]}")
+            named = "the bench" if args.bench else "world"
+            for k, (source, label) in enumerate(((bench, named), (root / "weave", "WEAVE's samples"))):
+                out = export_bagel(source, root / f"bagel-{k}")
                 edit, rows, sft, lines = bagel(args.bagel, out)
                 print(edit.line("BAGEL", f"unified_edit ({label})", rows))
                 print(sft.line("BAGEL", f"vlm_sft ({label})", lines), flush=True)
