@@ -285,7 +285,7 @@ def bench_floors() -> None:
             base = rows[f"reference:stateless ({History.GT}-history)"][0]
             slow = [f for f in demo.FLOORS if rows[f"{f} ({History.GT}-history)"][0] < base]
             if slow:
-                rerun = _parsed_already(Path(tmp) / "demo" / "bench", slow)
+                rerun = _cold_and_again(Path(tmp) / "demo" / "bench", slow)
     finally:
         _parse.Parser.offload = offload  # type: ignore[method-assign]
     base, stateless_cpu = rows[f"reference:stateless ({History.GT}-history)"][:2]
@@ -311,7 +311,7 @@ def bench_floors() -> None:
                   f" again {again:7.1f} items/s, {again / base:.2f}x its rate in the demo")  # fmt: skip
 
 
-def _parsed_already(bench: Path, floors: list[str]) -> dict[str, tuple[float, float]]:
+def _cold_and_again(bench: Path, floors: list[str]) -> dict[str, tuple[float, float]]:
     """For each floor, and the stateless agent: (items/s from cold caches, items/s on a second run).
 
     Cold: a fresh parser (new workers) and this process's parse and drawing caches emptied, so

@@ -33,7 +33,8 @@ The tokenizer is byte-level (`tokenizers`, each byte one token; `<s>`, `</s>` an
 passes when the loader reads it, the image placeholders in its token ids number its pictures,
 and some of its tokens are trained on (LLaVA's `preprocess` masks a record whose rounds do not
 line up, with only a printed warning). Prints, per loader and export: records read, records
-that pass, and the first failure of each kind.
+that pass, and the first failure of each kind; a loader whose code fails before its first record
+(a checkout at another commit, a missing package) gets one line, and the exit status is then 1.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ import types
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from yanami.store import export_bagel, export_llava, export_llava_next
+from yanami.contract import UserError
+from yanami.store import Dataset, export_bagel, export_llava, export_llava_next
 from yanami.world import build_world
 
 # LLaVA-NeXT's conversation module asks the hub for a tokenizer, of no use here: offline, it fails at once.
@@ -108,7 +111,9 @@ def byte_tokenizer(qwen: bool = False, max_length: int = 1_000_000) -> Any:
 class _Result:
     """What one loader made of one export's records."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: int = 0) -> None:
+        self.total = total
+        """The records the export holds."""
         self.read = 0
         self.passed = 0
         self.failures: Counter[str] = Counter()
@@ -118,8 +123,8 @@ class _Result:
         self.failures[kind] += 1
         self.first.setdefault(kind, record)
 
-    def line(self, loader: str, export: str, total: int) -> str:
-        out = f"  {loader:<11} {export:<32} {self.read:5d} of {total:5d} read, {self.passed:5d} pass"
+    def line(self, loader: str, export: str) -> str:
+        out = f"  {loader:<11} {export:<32} {self.read:5d} of {self.total:5d} read, {self.passed:5d} pass"
         for kind, n in self.failures.most_common():
             out += f"\n      {n:5d} x {kind} (first: {self.first[kind]})"
         return out
@@ -127,7 +132,7 @@ class _Result:
 
 def _each(records: list[dict[str, Any]], read: Callable[[int], tuple[int, int, int]]) -> _Result:
     """``read(i)`` -> (pictures, image placeholders in the ids, tokens trained on) for record ``i``."""
-    result = _Result()
+    result = _Result(len(records))
     for i, rec in enumerate(records):
         printed = io.StringIO()
         try:
@@ -263,10 +268,10 @@ def _once(dataset: Any, module: Any, errors: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def bagel(src: Path, export: Path) -> tuple[_Result, int, _Result, int]:
+def bagel(src: Path, export: Path) -> list[tuple[str, _Result]]:
     """BAGEL's `UnifiedEditIterableDataset` over the ``unified_edit`` Parquet and its
     `SftJSONLIterableDataset` over the ``vlm_sft`` JSONL, as the export's `dataset_info.py` names
-    them: (edit result, edit rows, understanding result, understanding lines)."""
+    them: each layout's name and result."""
     import random
     import runpy
 
@@ -277,10 +282,10 @@ def bagel(src: Path, export: Path) -> tuple[_Result, int, _Result, int]:
         from data import vlm_dataset
         from data.interleave_datasets import edit_dataset, interleave_t2i_dataset
 
-        edit, rows = _Result(), 0
+        edit = _Result()
         for name, entry in info.get("unified_edit", {}).items():
             parquet_info = json.loads(Path(entry["parquet_info_path"]).read_text(encoding="utf-8"))
-            rows += sum(pq.ParquetFile(path).metadata.num_rows for path in parquet_info)
+            edit.total += sum(pq.ParquetFile(path).metadata.num_rows for path in parquet_info)
             dataset = edit_dataset.UnifiedEditIterableDataset(
                 name, _Pictures(), byte_tokenizer(qwen=True), _Pictures(), [entry["data_dir"]],
                 [entry["num_files"]], parquet_info, num_workers=1,
@@ -299,10 +304,10 @@ def bagel(src: Path, export: Path) -> tuple[_Result, int, _Result, int]:
                     edit.passed += 1
             for error in errors:
                 edit.fail(error.split(" in rg#")[0][:90], name)
-        sft, lines = _Result(), 0
+        sft = _Result()
         for name, entry in info.get("vlm_sft", {}).items():
             records = [json.loads(line) for line in Path(entry["jsonl_path"]).read_text(encoding="utf-8").splitlines()]
-            lines += len(records)
+            sft.total += len(records)
             dataset = vlm_dataset.SftJSONLIterableDataset(
                 name, _Pictures(), byte_tokenizer(qwen=True), None, [entry["jsonl_path"]], [entry["data_dir"]],
                 [entry["num_total_samples"]], num_workers=1,
@@ -321,7 +326,7 @@ def bagel(src: Path, export: Path) -> tuple[_Result, int, _Result, int]:
                     sft.passed += 1
             for error in errors:
                 sft.fail(error[:90], name)
-        return edit, rows, sft, lines
+        return [("unified_edit", edit), ("vlm_sft", sft)]
 
 
 # The run ----------------------------------------------------------------------------------------
@@ -335,15 +340,38 @@ def main() -> None:
     ap.add_argument("--bench", type=Path, help="a dataset to export (default: a world bench built here)")
     ap.add_argument("--per-scenario", type=int, default=5)
     args = ap.parse_args()
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.set_verbosity_error()
     for name in ("llava", "llava_next", "bagel"):
         path = getattr(args, name)
         if path is not None and not (path / ("data" if name == "bagel" else "llava")).is_dir():
             ap.error(f"--{name.replace('_', '-')}: {path} is no checkout of that repository")
     if args.llava is None and args.llava_next is None and args.bagel is None:
         ap.error("name at least one checkout: --llava, --llava-next or --bagel")
+    if args.bench is not None:
+        try:
+            Dataset(args.bench)
+        except UserError as exc:
+            ap.error(f"--bench: {exc}")
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError as exc:
+        ap.error(f"{exc}: install the packages the docstring names, in a virtual environment of their own")
+    transformers_logging.set_verbosity_error()
+    broken = 0
+
+    def show(loader: str, export: str, read: Callable[[], _Result | list[tuple[str, _Result]]]) -> None:
+        """Print what ``read()`` made of an export (its result, or each layout's); a loader whose code
+        fails before its first record (a checkout at another commit, a missing package) gets one line."""
+        nonlocal broken
+        try:
+            made = read()
+        except Exception as exc:  # the trainer's code, not ours: its failure is the finding
+            broken += 1
+            print(f"  {loader:<11} {export:<32} its code failed before any record: {type(exc).__name__}: {exc}")
+            return
+        rows = [(export, made)] if isinstance(made, _Result) else [(f"{name} {export}", r) for name, r in made]
+        for label, result in rows:
+            print(result.line(loader, label), flush=True)
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         bench = args.bench
@@ -356,11 +384,10 @@ def main() -> None:
         }
         print(f"loaders on the exports of {bench if args.bench else 'a world bench'}:")
         for name, (out, data) in exports.items():
-            total = len(json.loads((out / data).read_text(encoding="utf-8")))
             if args.llava is not None:
-                print(llava15(args.llava, out, data).line("LLaVA-1.5", f"--format {name}", total), flush=True)
+                show("LLaVA-1.5", f"--format {name}", partial(llava15, args.llava, out, data))
             if args.llava_next is not None:
-                print(llava_next(args.llava_next, out, data).line("LLaVA-NeXT", f"--format {name}", total), flush=True)
+                show("LLaVA-NeXT", f"--format {name}", partial(llava_next, args.llava_next, out, data))
         if args.bagel is not None:
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: its tests' WEAVE samples
             from tests.families.samples import write_weave
@@ -370,10 +397,8 @@ def main() -> None:
             import_weave(write_weave(root / "weave-src"), root / "weave")
             named = "the bench" if args.bench else "world"
             for k, (source, label) in enumerate(((bench, named), (root / "weave", "WEAVE's samples"))):
-                out = export_bagel(source, root / f"bagel-{k}")
-                edit, rows, sft, lines = bagel(args.bagel, out)
-                print(edit.line("BAGEL", f"unified_edit ({label})", rows))
-                print(sft.line("BAGEL", f"vlm_sft ({label})", lines), flush=True)
+                show("BAGEL", f"({label})", partial(bagel, args.bagel, export_bagel(source, root / f"bagel-{k}")))
+    sys.exit(1 if broken else 0)
 
 
 if __name__ == "__main__":
